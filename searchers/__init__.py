@@ -1,0 +1,17 @@
+"""Built-in searchers, registered through the same hook as third-party ones. Only "module:attr" strings here:
+importing this package must not import torch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from harness.registry import Registry
+
+
+@hookimpl
+def harness_register_searchers(registry: Registry) -> None:
+    registry.add("best-of-k", "searchers.best_of_k:BestOfK",
+                 description="Sample n answers per problem; report unbiased pass@k and best@k for each k <= n.")

@@ -1,0 +1,373 @@
+"""The "math" task: a maths problem, a request for a boxed final answer, and a reward vector (correct, boxed, strict).
+
+Sources (option ``source``):
+  gym-arithmetic  reasoning-gym ``basic_arithmetic``, generated offline (the default: easy enough for SmolLM2-135M)
+  champ           the CHAMP competition problems shipped in the ``champ-dataset`` package
+  jsonl           a local file of {"id"?, "problem", "answer"} rows
+  hub             a Hugging Face dataset in MATH's schema (EleutherAI/hendrycks_math, HuggingFaceH4/MATH-500, ...)
+
+Train and eval are disjoint by content: a source with train/test splits keeps them (minus any train problem whose
+text is also in test); a single pool is cut by a hash of the normalised problem text, never by seeds (reasoning-gym
+item i of seed s+1 is item i+1 of seed s, see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.types import Messages, Problem, Score, Split
+from tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
+
+SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
+HENDRYCKS = "EleutherAI/hendrycks_math"
+HENDRYCKS_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
+                      "prealgebra", "precalculus")  # one hub config each; no config means all of them
+GYM_POOL_SEED = 20_250_101  # the one seed of the generated pool; part of the data, so changing it bumps `version`
+INSTRUCTION = "Reason briefly, then put your final answer inside \\boxed{}."
+
+
+class MathTask:
+    """Maths problems scored by their final answer. Options are keyword arguments; all have defaults."""
+
+    name = "math"
+    version = "math-v1"  # bump on any change of data, prompt, extraction or scoring
+
+    def __init__(
+        self,
+        *,
+        source: str = "gym-arithmetic",
+        path: str | None = None,
+        hub_id: str = HENDRYCKS,
+        hub_config: str | None = None,
+        hub_revision: str | None = None,
+        terms: int = 2,
+        min_digits: int = 1,
+        max_digits: int = 2,
+        operators: str | Iterable[str] = "+-",
+        pool_size: int = 2000,
+        eval_fraction: float = 0.2,
+    ) -> None:
+        if source not in SOURCES:
+            raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
+        if source == "jsonl" and not path:
+            raise ValueError("math: source 'jsonl' needs path=<file.jsonl>")
+        self.source = source
+        self.path = path
+        self.hub_id = hub_id
+        self.hub_config = hub_config
+        self.hub_revision = hub_revision
+        self.terms, self.min_digits, self.max_digits = int(terms), int(min_digits), int(max_digits)
+        self.operators = tuple(operators)
+        self.pool_size = int(pool_size)
+        self.eval_fraction = float(eval_fraction)
+        if not (self.terms >= 1 and 1 <= self.min_digits <= self.max_digits and self.pool_size >= 1):
+            raise ValueError("math: need terms >= 1, 1 <= min_digits <= max_digits and pool_size >= 1")
+        if not self.operators or not set(self.operators) <= set("+-*/"):
+            raise ValueError(f"math: operators must be drawn from '+-*/', got {operators!r}")
+        if not 0.0 < self.eval_fraction <= 1.0:
+            raise ValueError(f"math: eval_fraction must be in (0, 1], got {eval_fraction!r}")
+        # GRPO needs signal on a weak model: the format component is rewarded, strict correctness only reported.
+        self.reward_weights = {"correct": 1.0, "boxed": 0.5}
+        self._splits: dict[str, list[Problem]] | None = None
+        self._notes: dict[str, Any] = {}  # facts learnt while loading (split method, rows dropped), for data_source
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Task protocol
+    # ------------------------------------------------------------------------------------------------------------
+
+    def problems(self, split: Split, limit: int | None = None, seed: int = 0) -> list[Problem]:
+        if split not in ("train", "eval"):
+            raise ValueError(f"math: split must be 'train' or 'eval', got {split!r}")
+        if limit is not None and limit < 0:
+            raise ValueError(f"math: limit must be >= 0, got {limit}")
+        items = list(self._load()[split])
+        random.Random(seed).shuffle(items)
+        return items if limit is None else items[:limit]
+
+    def messages(self, problem: Problem) -> Messages:
+        return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
+
+    def score(self, problem: Problem, completion: str) -> Score:
+        answer, from_box = extract_answer(completion)  # never raises, whatever the string
+        correct = answers_match(problem.answer, answer)
+        # "boxed" is the format component: some \boxed{} holds a non-empty answer. "strict" needs both.
+        return Score(
+            rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box)},
+            primary="correct",
+            extracted=answer,
+            unparsed=answer is None,
+        )
+
+    def data_source(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"source": self.source}
+        if self.source == "gym-arithmetic":
+            info |= {"dataset": "reasoning-gym/basic_arithmetic", "version": _package_version("reasoning-gym"),
+                     "params": self._gym_params()}
+        elif self.source == "champ":
+            info |= {"dataset": "champ-dataset/dataset_files/v0.json", "version": _package_version("champ-dataset")}
+        elif self.source == "jsonl":
+            info |= {"dataset": str(self.path), "version": _file_digest(Path(str(self.path)))}
+        else:
+            resolved = self._notes.get("resolved_revision")  # known once loaded from the hub
+            info |= {"dataset": self.hub_id, "config": self.hub_config,
+                     "version": self.hub_revision or resolved or "unpinned"}
+        info["eval_fraction"] = self.eval_fraction
+        return info | {k: v for k, v in self._notes.items() if v is not None}
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Loading: each loader returns {"train": [...], "eval": [...]} or {"all": [...]} (a single pool)
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, list[Problem]]:
+        if self._splits is None:
+            loader = {"gym-arithmetic": self._load_gym, "champ": self._load_champ, "jsonl": self._load_jsonl,
+                      "hub": self._load_hub}[self.source]
+            self._splits = self._split(loader())
+            self._notes |= {"n_train": len(self._splits["train"]), "n_eval": len(self._splits["eval"])}
+        return self._splits
+
+    def _split(self, parts: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
+        if "all" in parts:
+            self._notes["split"] = "content-hash"
+            pool = _dedupe(parts["all"])
+            return {"train": [p for p in pool if _bucket(p.prompt) >= self.eval_fraction],
+                    "eval": [p for p in pool if _bucket(p.prompt) < self.eval_fraction]}
+        self._notes["split"] = "native train/test"
+        evaluation = _dedupe(parts["eval"])
+        seen = {_normalise(p.prompt) for p in evaluation}
+        return {"train": [p for p in _dedupe(parts["train"]) if _normalise(p.prompt) not in seen], "eval": evaluation}
+
+    def _gym_params(self) -> dict[str, Any]:
+        return {"min_terms": self.terms, "max_terms": self.terms, "min_digits": self.min_digits,
+                "max_digits": self.max_digits, "operators": list(self.operators), "allow_parentheses": False,
+                "allow_negation": False, "seed": GYM_POOL_SEED, "size": self.pool_size}
+
+    def _load_gym(self) -> dict[str, list[Problem]]:
+        from reasoning_gym.arithmetic.basic_arithmetic import BasicArithmeticDataset, BasicArithmeticDatasetConfig
+
+        generated = BasicArithmeticDataset(BasicArithmeticDatasetConfig(**self._gym_params()))
+        rows = []
+        for i in range(len(generated)):
+            item = generated[i]
+            expression = item["metadata"]["expression"]
+            # reasoning-gym draws operands from 0..10**digits inclusive: "100" is not a two-digit number.
+            if any(len(n) > self.max_digits for n in re.findall(r"\d+", expression)):
+                continue
+            rows.append({"problem": item["question"], "answer": item["answer"], "expression": expression,
+                         "num_digits": item["metadata"]["num_digits"], "source_index": i})
+        self._notes["dropped_oversized_operands"] = len(generated) - len(rows)
+        return {"all": _to_problems(rows, "reasoning-gym basic_arithmetic", "gym-arith")}
+
+    def _load_champ(self) -> dict[str, list[Problem]]:
+        rows, total = _champ_rows()
+        self._notes["champ_kept"] = f"{len(rows)} of {total} (the rest have prose answers math-verify can't check)"
+        return {"all": _to_problems(rows, "champ-dataset v0.json", "champ")}
+
+    def _load_jsonl(self) -> dict[str, list[Problem]]:
+        path = Path(str(self.path))
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read: {exc}") from None
+        rows: list[Any] = []
+        line_numbers: list[int] = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path} row {len(rows)} (line {number}): invalid JSON: {exc.msg}") from None
+            line_numbers.append(number)
+        if not rows:
+            raise ValueError(f"{path}: no rows")
+        return {"all": _to_problems(rows, str(path), path.stem, label=lambda i: f"row {i} (line {line_numbers[i]})")}
+
+    def _load_hub(self) -> dict[str, list[Problem]]:
+        import datasets  # imported here: the other sources (and scoring) never need it
+
+        configs: list[str | None] = (
+            [self.hub_config] if self.hub_config else list(HENDRYCKS_SUBJECTS) if self.hub_id == HENDRYCKS else [None]
+        )
+        prefix = self.hub_id.rsplit("/", 1)[-1].lower()
+        by_split: dict[str, list[Problem]] = {}
+        skipped = 0
+        for config in configs:
+            try:
+                loaded = datasets.load_dataset(self.hub_id, config, revision=self.hub_revision)
+            except Exception as exc:  # offline, unknown id or config: one line for the user, not a traceback
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ValueError(f"hub dataset {self.hub_id!r} config {config!r} failed to load: {first}") from exc
+            if isinstance(loaded, datasets.Dataset):
+                loaded = {"all": loaded}
+            for split_name, table in loaded.items():
+                self._notes["resolved_revision"] = self._notes.get("resolved_revision") or _resolved_revision(table)
+                rows = []
+                for row in table:
+                    row = _hub_row(row, config)
+                    if row is None:
+                        skipped += 1
+                        continue
+                    rows.append(row)
+                where = f"hub {self.hub_id} config {config} split {split_name}"
+                by_split.setdefault(split_name, []).extend(_to_problems(rows, where, prefix))
+        self._notes["skipped_no_boxed_answer"] = skipped
+        if "train" in by_split and "test" in by_split:
+            return {"train": by_split["train"], "eval": by_split["test"]}
+        return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(_normalise(text).encode()).hexdigest()
+
+
+def _bucket(text: str) -> float:
+    """A number in [0, 1) fixed by the problem's content: the same text always falls in the same split."""
+    return int(_digest(text)[-8:], 16) / 2**32
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        key = _normalise(p.prompt)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
+                 label: Callable[[int], str] = lambda i: f"row {i}") -> list[Problem]:
+    """Validate rows {"id"?, "problem", "answer", ...rest -> meta}; a bad row is a one-line ValueError naming it."""
+    problems: list[Problem] = []
+    texts_by_id: dict[str, str] = {}
+    for i, row in enumerate(rows):
+        at = f"{where} {label(i)}"
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{at}: expected an object with 'problem' and 'answer', got {type(row).__name__}")
+        problem, answer = row.get("problem"), row.get("answer")
+        if not isinstance(problem, str) or not problem.strip():
+            raise ValueError(f"{at}: 'problem' must be a non-empty string, got {_short(problem)}")
+        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+            answer = str(answer)
+        if not isinstance(answer, str) or not answer.strip():
+            raise ValueError(f"{at}: 'answer' must be a non-empty string or number, got {_short(answer)}")
+        given_id = row.get("id")
+        pid = str(given_id) if given_id not in (None, "") else f"{id_prefix}-{_digest(problem)[:12]}"
+        if pid in texts_by_id:
+            if texts_by_id[pid] != _normalise(problem):
+                raise ValueError(f"{at}: duplicate id {pid!r} for a different problem")
+            continue  # the same problem twice
+        texts_by_id[pid] = _normalise(problem)
+        meta = {k: v for k, v in row.items() if k not in ("id", "problem", "answer") and v is not None}
+        problems.append(Problem(id=pid, prompt=problem.strip(), answer=answer.strip(), meta=meta))
+    return problems
+
+
+def _short(value: Any) -> str:
+    text = repr(value)  # repr keeps the message on one line
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _hub_row(row: Mapping[str, Any], config: str | None) -> dict[str, Any] | None:
+    """A MATH-schema row -> our row. hendrycks_math has problem/level/type/solution (answer = last box of the
+    solution); MATH-500 adds answer/subject/unique_id. None when a solution holds no boxed answer."""
+    out = dict(row)
+    if out.get("answer") in (None, "") and isinstance(out.get("solution"), str):
+        out["answer"] = solution_answer(out["solution"])
+        if out["answer"] is None:
+            return None
+    if out.get("id") in (None, "") and out.get("unique_id"):
+        out["id"] = out.pop("unique_id")
+    if config is not None:
+        out["config"] = config
+    return out
+
+
+# Prose wrappers around a checkable CHAMP answer: "0 is the only possible value", "100 (i.e., all values)", ...
+_CHAMP_WRAPPERS = (
+    re.compile(r"^(.+?) is the only possible value$"),
+    re.compile(r"^The limit exists and is equal to (.+)$"),
+    re.compile(r"^The only possible value for the limit is (.+)$"),
+)
+
+
+def _champ_answer(raw: Any) -> str | None:
+    """The checkable form of a CHAMP answer, or None for prose ("No integer solutions", "Yes", ...)."""
+    if not isinstance(raw, str):
+        return None
+    answer = raw.strip()
+    if ", or equivalently " in answer:  # "C(10, 5), or equivalently 252": the closed form comes last
+        answer = answer.rsplit("equivalently ", 1)[1]
+    answer = answer.split(", or approximately")[0]
+    answer = re.sub(r"\s*\((?:i\.e\.,|none|no such)[^)]*\)$", "", answer)
+    for wrapper in _CHAMP_WRAPPERS:
+        m = wrapper.match(answer)
+        if m:
+            answer = m.group(1)
+    if re.search(r"[A-Za-z]{2,}", answer.replace("sqrt", "")) or "..." in answer or "≥" in answer:
+        return None
+    return answer if is_checkable(answer) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _champ_rows() -> tuple[list[dict[str, Any]], int]:
+    """CHAMP's problems with checkable answers, read straight from the package's data file (importing the
+    package would pull in its dependencies for nothing)."""
+    spec = importlib.util.find_spec("champ_dataset")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("source 'champ' needs the champ-dataset package: pip install champ-dataset")
+    path = Path(next(iter(spec.submodule_search_locations))) / "dataset_files" / "v0.json"
+    problems = json.loads(path.read_text(encoding="utf-8"))["problems"]
+    rows = []
+    for i, (key, item) in enumerate(problems.items()):
+        if not isinstance(item, dict) or not isinstance(item.get("_text"), str):
+            raise ValueError(f"{path} row {i} ({key}): no problem text ('_text')")
+        answer = _champ_answer(item.get("_answer"))
+        if answer is not None:
+            rows.append({"id": f"champ-{key}", "problem": item["_text"], "answer": answer,
+                         "category": item.get("category"), "champ_answer": item.get("_answer")})
+    return rows, len(problems)
+
+
+def _resolved_revision(table: Any) -> str | None:
+    """The hub commit a dataset was read from: datasets records its files as hf://datasets/<id>@<commit>/<path>."""
+    checksums = getattr(getattr(table, "info", None), "download_checksums", None) or {}
+    for url in checksums:
+        m = re.match(r"hf://datasets/[^@]+@([0-9a-f]{40})/", str(url))
+        if m:
+            return m.group(1)
+    return None
+
+
+def _package_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None

@@ -1,0 +1,323 @@
+"""The math task: answer extraction on chat-model habits, scoring, sources, splits. Offline and fast."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.types import Problem, Task
+from tasks.math import HENDRYCKS, HENDRYCKS_SUBJECTS, MathTask
+from tasks.math_answers import answers_match, boxed_contents, extract_answer
+
+FIXTURES = Path(__file__).parent / "fixtures" / "math"
+REPO = Path(__file__).resolve().parents[1]
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _problem(answer: str, prompt: str = "Calculate 23 + 5.") -> Problem:
+    return Problem(id="p", prompt=prompt, answer=answer)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Extraction and scoring
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("completion", "answer", "from_box"),
+    [
+        ("23 + 5 is 28, so the answer is $\\boxed{28}$.", "28", True),
+        ("Half of one is \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}", True),
+        ("First \\boxed{3}, then I corrected it: \\boxed{ 5 }", "5", True),
+        ("The answer is 42.", "42", False),
+        ("**Answer:** 7 apples", "7", False),
+        ("So the final answer is $\\frac{3}{4}$.", "\\frac{3}{4}", False),
+        ("23 + 5 = 28", "28", False),
+        ("We add 3 and 5, and finally get 8 in total", "8", False),
+        ("The answer is that we add them. That makes 1,000 dollars", "1000", False),
+        ("It costs \\$15.", "15", False),
+        ("\\boxed{} I am not sure, maybe 12", "12", False),  # an empty box is no answer
+    ],
+)
+def test_extract_answer_on_chat_model_habits(completion: str, answer: str, from_box: bool) -> None:
+    assert extract_answer(completion) == (answer, from_box)
+
+
+@pytest.mark.parametrize("completion", ["", "I don't know.", "Let me think about it", "\\boxed{", "\\boxed{ }"])
+def test_no_answer_is_unparsed(completion: str) -> None:
+    score = MathTask().score(_problem("28"), completion)
+    assert score.unparsed and score.extracted is None
+    assert score.rewards == {"correct": 0.0, "boxed": 0.0, "strict": 0.0}
+
+
+def test_boxed_contents_match_nested_braces() -> None:
+    text = "x \\boxed{\\frac{\\sqrt{3}}{2}} y \\fbox{7} z \\boxed{unclosed"
+    assert boxed_contents(text) == ["\\frac{\\sqrt{3}}{2}", "7"]
+
+
+def test_reward_vector_order_and_components() -> None:
+    task = MathTask()
+    problem = _problem("28")
+    boxed_right = task.score(problem, "23 + 5 = 28, so \\boxed{28}")
+    assert list(boxed_right.rewards) == ["correct", "boxed", "strict"]
+    assert boxed_right.rewards == {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
+    assert boxed_right.primary == "correct" and boxed_right.success and boxed_right.extracted == "28"
+    # Right but unboxed: correct (reported apart from strict), no format reward.
+    assert task.score(problem, "23 + 5 = 28").rewards == {"correct": 1.0, "boxed": 0.0, "strict": 0.0}
+    # Boxed but wrong: the format reward alone.
+    assert task.score(problem, "\\boxed{27}").rewards == {"correct": 0.0, "boxed": 1.0, "strict": 0.0}
+    assert task.reward_weights == {"correct": 1.0, "boxed": 0.5}
+
+
+@pytest.mark.parametrize(
+    "hack", ["\\boxed{23}", "\\boxed{5}", "\\boxed{23 + 5}", "\\boxed{23+5}", "The answer is 23 + 5."]
+)
+def test_operand_or_question_copied_into_the_answer_is_wrong(hack: str) -> None:
+    score = MathTask().score(_problem("28"), hack)
+    assert score.rewards["correct"] == 0.0 and score.rewards["strict"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer"),
+    [("0.5", "\\frac{1}{2}"), ("\\frac{1}{2}", "0.5"), ("1/2", "\\dfrac{1}{2}"), ("-18", "-18"), ("1000", "1,000"),
+     ("28", "x = 28"), ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"), ("2x+1", "1+2x"), ("\\text{(C)}", "(c)")],
+)
+def test_equivalent_forms_are_correct(reference: str, answer: str) -> None:
+    assert answers_match(reference, answer)
+    assert MathTask().score(_problem(reference), f"\\boxed{{{answer}}}").rewards["strict"] == 1.0
+
+
+@pytest.mark.parametrize(("reference", "answer"), [("0.5", "\\frac{1}{3}"), ("28", "28, 23"), ("28", "28 or 23")])
+def test_different_or_hedged_answers_are_wrong(reference: str, answer: str) -> None:
+    assert not answers_match(reference, answer)
+
+
+def test_pathological_answers_are_refused_quickly_in_any_thread() -> None:
+    task, problem = MathTask(), _problem("28")
+    results: list[float] = []
+
+    def score_all() -> None:
+        for answer in ("9^{9^{9^{9}}}", "(10^{100})!", "99999999!", "((((((((((1))))))))))", "x" * 5000):
+            results.append(task.score(problem, f"\\boxed{{{answer}}}").rewards["correct"])
+        results.append(task.score(problem, "\\boxed{28}").rewards["correct"])  # and it still works off main
+
+    start = time.monotonic()
+    worker = threading.Thread(target=score_all)  # math-verify's SIGALRM timeout can't run here: must not raise
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert results == [0.0] * 5 + [1.0]
+    assert time.monotonic() - start < 10
+
+
+_FRAGMENTS = ["\\boxed{", "\\fbox{", "{", "}", "28", "-3", "1/2", "\\frac{1}{2}", "^", "^{", "!", "=", "+", "(", ")",
+              "The answer is ", "**Answer:** ", "$", ".", ",", " ", "\n", "\\sqrt{", "x", "apples", "\\text{", "9^{9^{"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(_FRAGMENTS), max_size=30).map("".join)))
+def test_score_never_raises_and_rewards_are_in_unit_interval(completion: str) -> None:
+    score = MathTask().score(_problem("28"), completion)
+    assert list(score.rewards) == ["correct", "boxed", "strict"]
+    assert all(0.0 <= v <= 1.0 for v in score.rewards.values())
+    assert score.unparsed == (score.extracted is None)
+    assert score.rewards["strict"] <= min(score.rewards["correct"], score.rewards["boxed"])
+
+
+def test_messages_ask_for_a_boxed_answer() -> None:
+    messages = MathTask().messages(_problem("28"))
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    assert messages[0]["content"].startswith("Calculate 23 + 5.") and "\\boxed{}" in messages[0]["content"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sources and splits
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _assert_disjoint_and_deterministic(task: MathTask) -> None:
+    train, evaluation = task.problems("train"), task.problems("eval")
+    assert train and evaluation
+    normalise = lambda p: " ".join(p.prompt.lower().split())  # noqa: E731
+    assert not {normalise(p) for p in train} & {normalise(p) for p in evaluation}
+    assert not {p.id for p in train} & {p.id for p in evaluation}
+    for split in ("train", "eval"):
+        problems = task.problems(split, seed=3)
+        assert len({p.id for p in problems}) == len(problems)
+        assert all(p.answer for p in problems)
+    assert task.problems("train", limit=5, seed=1) == task.problems("train", limit=5, seed=1)
+    assert len(task.problems("eval", limit=3)) == 3
+    assert task.problems("train", limit=0) == []
+
+
+def test_gym_arithmetic_default_is_easy_disjoint_and_stable() -> None:
+    task = MathTask()
+    assert isinstance(task, Task) and task.name == "math" and task.version
+    _assert_disjoint_and_deterministic(task)
+    problems = task.problems("train", limit=20)
+    for p in problems:
+        assert p.id.startswith("gym-arith-") and p.prompt.startswith("Calculate ")
+        a, operator, b = p.meta["expression"].split()  # two terms, one operator, no parentheses or negation
+        assert operator in "+-" and len(a) <= 2 and len(b) <= 2
+        assert int(p.answer) == (int(a) + int(b) if operator == "+" else int(a) - int(b))
+    # A fresh instance (a new run) gives the same problems with the same ids.
+    assert MathTask().problems("train", limit=20) == problems
+    source = task.data_source()
+    assert source["dataset"] == "reasoning-gym/basic_arithmetic" and source["version"]
+    assert "MATH" not in json.dumps(source)
+
+
+def test_gym_arithmetic_knobs() -> None:
+    task = MathTask(terms=3, min_digits=1, max_digits=1, operators="*", pool_size=200)
+    for p in task.problems("eval", limit=10):
+        operands = p.meta["expression"].split(" * ")
+        assert len(operands) == 3 and all(len(n) == 1 for n in operands)
+    assert task.data_source()["params"]["operators"] == ["*"]
+
+
+def test_champ_is_disjoint_and_checkable() -> None:
+    task = MathTask(source="champ")
+    _assert_disjoint_and_deterministic(task)
+    problems = task.problems("train") + task.problems("eval")
+    assert all(p.id.startswith("champ-P_") for p in problems)
+    assert all("@@" not in p.prompt for p in problems)  # the cleaned text, not the annotated one
+    by_id = {p.id: p for p in problems}
+    assert by_id["champ-P_Combinatorics_2"].answer == "252"  # "C(10, 5), or equivalently 252"
+    assert "champ-P_Sequence_24" not in by_id  # "The sequence does not exist": prose, not checkable
+    assert task.data_source()["dataset"].startswith("champ-dataset")
+
+
+def test_jsonl_source(tmp_path: Path) -> None:
+    task = MathTask(source="jsonl", path=str(FIXTURES / "tiny.jsonl"), eval_fraction=0.5)
+    problems = {p.id: p for split in ("train", "eval") for p in task.problems(split)}
+    assert len(problems) == 4
+    assert problems["t2"].answer == "\\frac{1}{2}" and problems["t4"].meta == {"difficulty": "easy"}
+    generated_id = next(i for i in problems if i.startswith("tiny-"))
+    assert problems[generated_id].answer == "42"  # a number in the file becomes the answer string
+    assert task.data_source()["version"].startswith("sha256:")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"problem": "What is 1 + 1?"}', "'answer'"),
+        ('{"problem": "What is 1 + 1?", "answer": ["2"]}', "'answer'"),
+        ('{"problem": 5, "answer": "5"}', "'problem'"),
+        ('{"problem": "What is 1 + 1?", "answer": true}', "'answer'"),
+        ('["What is 1 + 1?", "2"]', "expected an object"),
+        ('{"problem": "What is 1 + 1?", "answer": ', "invalid JSON"),
+    ],
+)
+def test_malformed_jsonl_row_names_file_and_row(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"problem": "What is 2 + 2?", "answer": "4"}\n\n' + line + "\n")
+    with pytest.raises(ValueError) as error:
+        MathTask(source="jsonl", path=str(path)).problems("train")
+    text = str(error.value)
+    assert "\n" not in text and str(path) in text and "row 1 (line 3)" in text and message in text
+
+
+@pytest.fixture
+def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
+    """datasets.load_dataset, served from tests/fixtures/math/<dataset>/<config>/<split>.jsonl (the real datasets
+    JSON builder reads them, so column types are what the hub's parquet files give)."""
+    import datasets
+
+    real_load_dataset = datasets.load_dataset
+    folders = {HENDRYCKS: FIXTURES / "hendrycks_math", "HuggingFaceH4/MATH-500": FIXTURES / "math500"}
+    calls: list[tuple] = []
+
+    def load_dataset(path: str, name: str | None = None, **kwargs):
+        calls.append((path, name, kwargs.get("revision")))
+        if path not in folders:
+            raise ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)\nmore detail")
+        files = {f.stem: str(f) for f in sorted((folders[path] / (name or "")).glob("*.jsonl"))}
+        if not files:  # a subject the fixtures leave out
+            return datasets.DatasetDict()
+        loaded = real_load_dataset("json", data_files=files, cache_dir=str(tmp_path / "cache"))
+        for split, table in loaded.items():  # where the hub's files are recorded, as datasets does for hub data
+            table.info.download_checksums = {f"hf://datasets/{path}@{COMMIT}/{name}/{split}-0.parquet": {}}
+        return loaded
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls
+
+
+def test_hub_hendrycks_math_uses_its_splits(fake_hub: list[tuple]) -> None:
+    task = MathTask(source="hub", hub_config="algebra", hub_revision="abc123")
+    train, evaluation = task.problems("train"), task.problems("eval")
+    assert fake_hub == [(HENDRYCKS, "algebra", "abc123")]
+    assert sorted(p.answer for p in evaluation) == ["2x+1", "4"]  # "\boxed 4" form included
+    # The train copy of a test problem is dropped; the unboxed solution is skipped.
+    assert sorted(p.answer for p in train) == ["4", "\\frac{\\sqrt{3}}{2}"]
+    assert all(p.id.startswith("hendrycks_math-") and p.meta["config"] == "algebra" for p in train + evaluation)
+    assert {p.meta["level"] for p in train} == {"Level 1", "Level 2"} and "solution" in train[0].meta
+    source = task.data_source()
+    assert source["dataset"] == HENDRYCKS and source["config"] == "algebra" and source["version"] == "abc123"
+    assert source["split"] == "native train/test" and source["skipped_no_boxed_answer"] == 1
+    sin60 = next(p for p in train if "sin" in p.prompt)
+    assert task.score(sin60, "So it is \\boxed{\\frac{1}{2}\\sqrt{3}}").rewards["strict"] == 1.0
+
+
+def test_hub_hendrycks_math_without_config_loads_every_subject(fake_hub: list[tuple]) -> None:
+    task = MathTask(source="hub")
+    evaluation = task.problems("eval")
+    assert [name for _, name, _ in fake_hub] == list(HENDRYCKS_SUBJECTS)
+    assert {p.meta["config"] for p in evaluation} == {"algebra", "number_theory"}
+    assert task.data_source()["version"] == COMMIT  # not pinned, but the commit read is recorded
+
+
+def test_hub_math500_single_split_is_cut_by_content(fake_hub: list[tuple]) -> None:
+    task = MathTask(source="hub", hub_id="HuggingFaceH4/MATH-500", eval_fraction=0.5)
+    _assert_disjoint_and_deterministic(task)
+    problems = task.problems("train") + task.problems("eval")
+    assert fake_hub[0][:2] == ("HuggingFaceH4/MATH-500", None)
+    assert len(problems) == 9 and all(p.id.startswith("test/prealgebra/") for p in problems)
+    fraction = next(p for p in problems if p.id == "test/prealgebra/99.json")
+    assert fraction.answer == "\\frac{3}{4}" and fraction.meta["level"] == 2 and fraction.meta["subject"]
+    assert task.score(fraction, "The answer is 0.75.").rewards["correct"] == 1.0
+    assert task.data_source()["split"] == "content-hash"
+
+
+def test_hub_failure_is_one_line(fake_hub: list[tuple]) -> None:
+    with pytest.raises(ValueError, match=r"^hub dataset 'nobody/nothing' .*Couldn't reach[^\n]*$"):
+        MathTask(source="hub", hub_id="nobody/nothing").problems("eval")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"source": "nope"}, {"source": "jsonl"}, {"max_digits": 0}, {"operators": "%"}, {"eval_fraction": 0}],
+)
+def test_bad_options_fail_at_construction(options: dict) -> None:
+    with pytest.raises(ValueError, match="math"):
+        MathTask(**options)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registration
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_import_tasks_is_cheap() -> None:
+    code = "import sys, tasks; print(sorted({'torch', 'datasets', 'math_verify', 'tasks.math'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_math_is_registered_lazily() -> None:
+    import tasks
+    from harness.registry import Registry
+
+    registry = Registry("task")
+    tasks.harness_register_tasks(registry=registry)
+    entry = registry.get("math")
+    assert entry.factory == "tasks.math:MathTask" and entry.description
+    assert isinstance(entry.create(), MathTask)
