@@ -7,10 +7,10 @@ from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
-        "limit": 8,  # eval problems
+        "limit": 16,  # eval problems
         "train_limit": 64,
         "task": {},
-        "trainer": {"grpo": {"steps": 8, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
+        "trainer": {"grpo": {"steps": 10, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
                              "temperature": 1.0, "lr": 5e-5}},
         "searcher": {"best-of-k": {"n": 4, "k": "1,4", "max_new_tokens": 96, "temperature": 1.0}},
     },

@@ -29,7 +29,9 @@ class Entry:
             for part in attr.split("."):
                 obj = getattr(obj, part)
         except (ImportError, AttributeError) as exc:
-            raise PluginError(f"{self.name!r} from plugin {self.plugin!r} failed to load {self.factory!r}: {exc}") from exc
+            raise PluginError(
+                f"{self.name!r} from plugin {self.plugin!r} failed to load {self.factory!r}: {exc}"
+            ) from exc
         return obj
 
     def create(self, **options: Any) -> Any:

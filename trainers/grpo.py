@@ -87,7 +87,7 @@ class GRPOTrainer:
             groups = torch.tensor([c.prompt_index for c in completions])
             advantages = estimator(rewards, groups, weights)
             generated = time.perf_counter()
-            stats = self._update(model, tok, optimizer, reference, completions, advantages)
+            stats = self.update(model, tok, optimizer, reference, completions, advantages)
 
             scalars = [scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in scores]
             group_std = torch.tensor(scalars).view(len(batch_problems), cfg.group_size).std(dim=1)
@@ -111,7 +111,7 @@ class GRPOTrainer:
                 for c, s, x, a in zip(completions, scores, scalars, advantages, strict=True)
             )
 
-    def _update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
+    def update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
         """One optimizer step over the whole batch, in micro-batches whose losses add up to the full-batch loss."""
         cfg = self.config
         model.train()

@@ -1,0 +1,51 @@
+"""The README's plugin section, taken verbatim from README.md, installed as a package and used through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_files() -> dict[str, str]:
+    """Code blocks introduced by a line "`harness-echo/<file>`:" in the README."""
+    pattern = re.compile(r"^`harness-echo/([^`]+)`:\n```\w*\n(.*?)^```", re.S | re.M)
+    return dict(pattern.findall(README.read_text()))
+
+
+def test_readme_plugin_installs_lists_and_runs(tmp_path):
+    files = readme_files()
+    assert set(files) == {"pyproject.toml", "harness_echo.py"}
+    package = tmp_path / "harness-echo"
+    package.mkdir()
+    for name, text in files.items():
+        (package / name).write_text(text)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(package)], check=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env.pop("HARNESS_DISABLE_PLUGIN_AUTOLOAD", None)
+
+    listing = subprocess.run([sys.executable, "-m", "harness", "list"], env=env, capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+    assert re.search(r"^\s+echo\s+Repeat a word back\s+\[harness-echo:echo\]$", listing, re.M), listing
+
+    out = tmp_path / "runs"
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--task", "echo", "--trainer", "grpo", "--model", "tiny-random",
+         "--steps", "1", "--limit", "2", "--k", "1,2", "--out", str(out), "--set", "searcher.n=2",
+         "--set", "searcher.max_new_tokens=4", "--set", "trainer.max_new_tokens=4", "--set", "trainer.group_size=2"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (folder,) = out.iterdir()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["plugins"]["task"] == {"name": "echo", "plugin": "harness-echo:echo"}
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert {"before/pass@2", "after/pass@2", "train/reward_mean"} <= set(metrics)
+    rewards = [json.loads(line)["rewards"] for line in (folder / "samples.jsonl").read_text().splitlines()]
+    assert all(set(r) == {"exact", "contains"} for r in rewards)

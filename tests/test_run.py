@@ -1,0 +1,72 @@
+"""`harness run` end to end on the tiny model: the run folder a user (and the report) will read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.run import RunConfig, run, summary_table
+
+
+def _read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
+    cfg = RunConfig(model="tiny-random", steps=2, limit=3, train_limit=8, k="1,2", out=str(tmp_path),
+                    options={"task": {}, "trainer": {"group_size": 4, "max_new_tokens": 8},
+                             "searcher": {"n": 2, "max_new_tokens": 8}})
+    lines = []
+    folder = run(cfg, plugins=plugins, echo=lines.append)
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["seed"] == 0 and manifest["config"]["model"] == "tiny-random"
+    assert manifest["model"]["source"] == tiny_policy_spec and manifest["model"]["parameters"] > 0
+    assert manifest["task"]["version"] and manifest["task"]["data_source"]["source"] == "gym-arithmetic"
+    assert manifest["packages"]["torch"] and manifest["packages"]["transformers"]
+    assert manifest["plugins"]["trainer"] == {"name": "grpo", "plugin": "builtin:trainers"}
+    assert manifest["resolved_options"]["trainer"]["steps"] == 2  # --steps beat the preset's 10
+
+    metrics = json.loads((folder / "metrics.json").read_text())
+    for phase in ("before", "after"):
+        for key in ("pass@1", "pass@2", "best@1", "best@2", "unparsed_rate", "num_candidates"):
+            assert f"{phase}/{key}" in metrics
+        assert metrics[f"{phase}/num_candidates"] == 3 * 2
+    assert len(metrics["train/reward_mean"]) == 2
+
+    samples = _read_jsonl(folder / "samples.jsonl")
+    by_phase = {p: [s for s in samples if s["phase"] == p] for p in ("before", "train", "after")}
+    assert len(by_phase["before"]) == len(by_phase["after"]) == 6
+    assert len(by_phase["train"]) == 2 * 2 * 4  # steps x prompts_per_step (preset) x group_size
+    first = by_phase["before"][0]
+    assert {"problem_id", "text", "extracted", "unparsed", "rewards", "scalar"} <= set(first)
+    assert list(first["rewards"]) == ["correct", "boxed", "strict"]
+    assert len(_read_jsonl(folder / "steps.jsonl")) == 2
+    assert any("pass@1" in line for line in lines)  # the summary table was printed
+
+
+def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
+    folder = run(RunConfig(model="tiny-random", trainer="none", limit=2, k="1", out=str(tmp_path),
+                           options={"task": {}, "trainer": {}, "searcher": {"n": 1, "max_new_tokens": 4}}),
+                 plugins=plugins, echo=lambda _: None)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert "eval/pass@1" in metrics and not any(k.startswith(("before/", "train/")) for k in metrics)
+    assert not (folder / "steps.jsonl").exists()
+
+
+def test_k_larger_than_n_is_refused_before_loading(tmp_path, plugins):
+    with pytest.raises(ValueError, match="k"):
+        run(RunConfig(model="does-not-exist", k="1,64", out=str(tmp_path)), plugins=plugins, echo=lambda _: None)
+    assert not any(tmp_path.iterdir())
+
+
+def test_summary_table_hand_made():
+    table = summary_table({"before/pass@1": 0.25, "after/pass@1": 0.5, "before/pass@16": 0.5, "after/pass@16": 1.0,
+                           "train/reward_mean": [0.1, 0.2, 0.4]})
+    lines = table.splitlines()
+    assert lines[0].split() == ["metric", "before", "after", "change"]
+    assert lines[2].split() == ["pass@1", "0.250", "0.500", "+0.250"]
+    assert lines[3].split() == ["pass@16", "0.500", "1.000", "+0.500"]
+    assert any(line.split() == ["reward_mean", "0.100", "0.400", "3"] for line in lines)
