@@ -146,6 +146,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     manifest.update(status="complete", seconds=round(time.time() - started, 1), phase_seconds=phase_seconds)
     store.write_manifest(manifest)
     echo(summary_table(store.metrics))
+    echo(example_samples(store.dir / "samples.jsonl", "after" if trainer else "eval"))
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
     return store.dir
 
@@ -181,6 +182,26 @@ def summary_table(metrics: dict[str, Any]) -> str:
     if shown:
         lines += ["", *_table(["training", "first step", "last step", "steps"],
                              [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])]
+    return "\n".join(lines)
+
+
+def example_samples(path: Path, phase: str, width: int = 100) -> str:
+    """A best and a worst candidate of the final evaluation: means can be hacked, samples show how."""
+    import json
+
+    if not path.exists():
+        return ""
+    rows = [r for r in map(json.loads, path.read_text().splitlines()) if r.get("phase") == phase and
+            r.get("scalar") is not None]
+    if not rows:
+        return ""
+    best, worst = max(rows, key=lambda r: r["scalar"]), min(rows, key=lambda r: r["scalar"])
+    lines = [f"\nexample candidates ({phase}; all in {path.name}):"]
+    for label, r in (("best", best), ("worst", worst)):
+        text = " ".join(r["text"].split())
+        text = text if len(text) <= width else text[: width - 3] + "..."
+        lines.append(f"  {label:<5} {r['problem_id']}: {text!r} -> extracted {r['extracted']!r}, rewards "
+                     f"{r['rewards']}")
     return "\n".join(lines)
 
 
