@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ class Entry:
     factory: Callable[..., Any] | str
     description: str
     plugin: str  # the plugin (module or distribution) that registered it
+    member: str | None = None  # for a family ("rg:"), the part after the prefix ("maze" in "rg:maze")
 
     def load(self) -> Callable[..., Any]:
         """The factory itself; a ``"module:attr"`` string is imported now, not at registration."""
@@ -35,12 +37,18 @@ class Entry:
         return obj
 
     def create(self, **options: Any) -> Any:
+        """Call the factory; a family's factory receives the member name first: ``factory("maze", **options)``."""
+        if self.member is not None:
+            return self.load()(self.member, **options)
         return self.load()(**options)
 
 
 class Registry:
     """Plugins of one kind ("task", "trainer", ...). Names are unique: a duplicate is an error naming both plugins,
-    because pluggy's call order between third-party plugins is arbitrary and "last one wins" would be a silent bug."""
+    because pluggy's call order between third-party plugins is arbitrary and "last one wins" would be a silent bug.
+
+    A name ending in ":" registers a family: ``add("rg:", factory)`` makes ``get("rg:maze")`` an entry whose
+    factory is called as ``factory("maze", **options)`` (a bridge to another library's many tasks)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -59,11 +67,14 @@ class Registry:
                                     self.current_plugin)
 
     def get(self, name: str) -> Entry:
-        try:
+        if name in self._entries:
             return self._entries[name]
-        except KeyError:
-            available = ", ".join(sorted(self._entries)) or "(none)"
-            raise PluginError(f"unknown {self.kind} {name!r}; available: {available}") from None
+        prefix, colon, member = name.partition(":")
+        family = self._entries.get(prefix + colon) if colon else None
+        if family is not None and member:
+            return dataclasses.replace(family, name=name, member=member)
+        available = ", ".join(f"{n}<name>" if n.endswith(":") else n for n in sorted(self._entries)) or "(none)"
+        raise PluginError(f"unknown {self.kind} {name!r}; available: {available}")
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

@@ -54,9 +54,15 @@ def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]
     return factory(**options)
 
 
-def plugin_options(cfg: RunConfig, kind: str, name: str) -> dict[str, Any]:
-    """Preset < the run's common flags (--steps, --k, --seed) < --set KIND.KEY=VALUE."""
+def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None) -> dict[str, Any]:
+    """Preset < the task's generation budget < the run's common flags (--steps, --k, --seed) < --set KIND.KEY=VALUE.
+
+    A task may declare ``max_new_tokens`` (code needs more room than arithmetic); built-in trainers and searchers
+    take it in place of the preset's."""
     options = preset_options(cfg.preset, kind, name)
+    budget = getattr(task, "max_new_tokens", None)
+    if budget and "max_new_tokens" in options:
+        options["max_new_tokens"] = budget
     if kind in ("trainer", "searcher"):
         options["seed"] = cfg.seed
     if kind == "trainer" and cfg.steps is not None:
@@ -77,12 +83,12 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
 
     task = build_plugin(plugins, "task", cfg.task, {**preset_options(cfg.preset, "task", cfg.task),
                                                     **cfg.options.get("task", {})})
-    searcher_options = plugin_options(cfg, "searcher", cfg.searcher)
+    searcher_options = plugin_options(cfg, "searcher", cfg.searcher, task)
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     trainer_options: dict[str, Any] = {}
     trainer = None
     if cfg.trainer != "none":
-        trainer_options = plugin_options(cfg, "trainer", cfg.trainer)
+        trainer_options = plugin_options(cfg, "trainer", cfg.trainer, task)
         trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
     eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []

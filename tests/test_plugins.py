@@ -93,3 +93,14 @@ def test_cli_bad_option_is_one_line_error(tmp_path):
     assert result.returncode == 2
     assert "unknown option(s) lrr" in result.stderr.strip().splitlines()[-1]
     assert not any(tmp_path.iterdir())  # refused before a run folder was made
+
+
+def test_a_family_name_resolves_members():
+    registry = Registry("task")
+    registry.current_plugin = "bridge"
+    registry.add("rg:", lambda member, **options: (member, options), "a bridge")
+    entry = registry.get("rg:maze")
+    assert entry.name == "rg:maze" and entry.plugin == "bridge"
+    assert entry.create(size=3) == ("maze", {"size": 3})
+    with pytest.raises(PluginError, match=r"available: rg:<name>"):
+        registry.get("rg")
