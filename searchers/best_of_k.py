@@ -47,7 +47,7 @@ class BestOfK:
         counts: list[tuple[int, int]] = []  # (n, successes) per problem, for pass@k
         scalars: list[list[float]] = []  # scalar score of each sample per problem, for best@k
         reward_sums: dict[str, float] = defaultdict(float)
-        scored = unparsed = successes = skipped = num_tokens = 0
+        scored = unparsed = wrong = successes = skipped = num_tokens = 0
 
         for start in range(0, len(problems), self.batch_prompts):
             batch = problems[start : start + self.batch_prompts]
@@ -82,6 +82,7 @@ class BestOfK:
                     continue
                 scored += 1
                 unparsed += score.unparsed
+                wrong += not score.unparsed and not score.success
                 successes += score.success
                 batch_successes[completion.prompt_index] += score.success
                 for name, value in score.rewards.items():
@@ -102,7 +103,10 @@ class BestOfK:
             metrics.update({f"pass@{k}": v for k, v in pass_at_ks(counts, self.ks).items()})
             metrics.update({f"best@{k}": v for k, v in best_at_ks(scalars, self.ks).items()})
         metrics.update({f"mean_reward/{name}": total_value / scored for name, total_value in reward_sums.items()})
+        # unparsed (no answer found) and wrong (an answer, not the right one) are reported apart: a broken extractor
+        # shows up as a jump in unparsed_rate, not as a model that got worse.
         metrics["unparsed_rate"] = unparsed / scored if scored else 0.0
+        metrics["wrong_rate"] = wrong / scored if scored else 0.0
         metrics["success_rate"] = successes / total if total else 0.0
         metrics["num_candidates"] = total
         metrics["num_skipped"] = skipped

@@ -51,6 +51,7 @@ def test_metrics_and_samples_match_hand_computation(tmp_path):
     assert metrics["mean_reward/correct"] == pytest.approx(4 / 12)
     assert metrics["mean_reward/format"] == pytest.approx(6 / 12)
     assert metrics["unparsed_rate"] == pytest.approx(6 / 12)
+    assert metrics["wrong_rate"] == pytest.approx(2 / 12)  # parsed but wrong: counted apart from unparsed
     assert metrics["success_rate"] == pytest.approx(4 / 12)
     assert metrics["num_candidates"] == 12
     assert metrics["num_skipped"] == 0
