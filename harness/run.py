@@ -51,7 +51,7 @@ def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]
         params = {}
     if "plugins" in params:
         options = {**options, "plugins": plugins}
-    return factory(**options)
+    return entry.create(**options)
 
 
 def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None) -> dict[str, Any]:
@@ -105,7 +105,8 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"])
     engine = TransformersEngine(policy)
-    store = RunStore.create(cfg.out, f"{cfg.task}-{cfg.trainer}-{cfg.searcher}")
+    label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}".replace(":", "_").replace("/", "_")
+    store = RunStore.create(cfg.out, label)
     manifest = {
         "status": "running",
         "harness_version": __version__,

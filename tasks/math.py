@@ -1,4 +1,5 @@
-"""The "math" task: a maths problem, a request for a boxed final answer, and a reward vector (correct, boxed, strict).
+"""The "math" task: a maths problem, a request for a boxed final answer, and a reward vector
+(correct, boxed, strict, length).
 
 Sources (option ``source``):
   gym-arithmetic  reasoning-gym ``basic_arithmetic``, generated offline (the default: easy enough for SmolLM2-135M)
@@ -8,7 +9,13 @@ Sources (option ``source``):
 
 Train and eval are disjoint by content: a source with train/test splits keeps them (minus any train problem whose
 text is also in test); a single pool is cut by a hash of the normalised problem text, never by seeds (reasoning-gym
-item i of seed s+1 is item i+1 of seed s, see DESIGN.md).
+item i of seed s+1 is item i+1 of seed s, see DESIGN.md; tasks/gym_pool.py).
+
+"length" prefers concise completions: with n = len(completion.strip()) characters,
+    length = 1                                          if n <= length_target
+           = (length_cap - n) / (length_cap - length_target)   if length_target < n < length_cap
+           = 0                                          if n >= length_cap, or when no answer was found
+(an empty reply is not a concise answer). It is always reported and weighted only when ``length_weight`` > 0.
 """
 
 from __future__ import annotations
@@ -18,20 +25,20 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import random
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.types import Messages, Problem, Score, Split
+from tasks.gym_pool import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 from tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
 HENDRYCKS = "EleutherAI/hendrycks_math"
 HENDRYCKS_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
                       "prealgebra", "precalculus")  # one hub config each; no config means all of them
-GYM_POOL_SEED = 20_250_101  # the one seed of the generated pool; part of the data, so changing it bumps `version`
+GYM_POOL_SEED = POOL_SEED  # the one seed of the generated pool; part of the data, so changing it bumps `version`
 INSTRUCTION = "Reason briefly, then put your final answer inside \\boxed{}."
 
 
@@ -39,7 +46,7 @@ class MathTask:
     """Maths problems scored by their final answer. Options are keyword arguments; all have defaults."""
 
     name = "math"
-    version = "math-v1"  # bump on any change of data, prompt, extraction or scoring
+    version = "math-v2"  # bump on any change of data, prompt, extraction or scoring (v2: the "length" component)
 
     def __init__(
         self,
@@ -55,6 +62,9 @@ class MathTask:
         operators: str | Iterable[str] = "+-",
         pool_size: int = 2000,
         eval_fraction: float = 0.2,
+        length_weight: float = 0.0,
+        length_target: int = 200,
+        length_cap: int = 800,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -75,8 +85,14 @@ class MathTask:
             raise ValueError(f"math: operators must be drawn from '+-*/', got {operators!r}")
         if not 0.0 < self.eval_fraction <= 1.0:
             raise ValueError(f"math: eval_fraction must be in (0, 1], got {eval_fraction!r}")
+        self.length_weight = float(length_weight)
+        self.length_target, self.length_cap = int(length_target), int(length_cap)
+        if self.length_weight < 0 or not 0 <= self.length_target < self.length_cap:
+            raise ValueError("math: need length_weight >= 0 and 0 <= length_target < length_cap")
         # GRPO needs signal on a weak model: the format component is rewarded, strict correctness only reported.
         self.reward_weights = {"correct": 1.0, "boxed": 0.5}
+        if self.length_weight > 0:
+            self.reward_weights["length"] = self.length_weight
         self._splits: dict[str, list[Problem]] | None = None
         self._notes: dict[str, Any] = {}  # facts learnt while loading (split method, rows dropped), for data_source
 
@@ -89,9 +105,7 @@ class MathTask:
             raise ValueError(f"math: split must be 'train' or 'eval', got {split!r}")
         if limit is not None and limit < 0:
             raise ValueError(f"math: limit must be >= 0, got {limit}")
-        items = list(self._load()[split])
-        random.Random(seed).shuffle(items)
-        return items if limit is None else items[:limit]
+        return take(self._load()[split], limit, seed)
 
     def messages(self, problem: Problem) -> Messages:
         return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
@@ -100,12 +114,19 @@ class MathTask:
         answer, from_box = extract_answer(completion)  # never raises, whatever the string
         correct = answers_match(problem.answer, answer)
         # "boxed" is the format component: some \boxed{} holds a non-empty answer. "strict" needs both.
+        length = self._length(completion) if answer is not None else 0.0
         return Score(
-            rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box)},
+            rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box),
+                     "length": length},
             primary="correct",
             extracted=answer,
             unparsed=answer is None,
         )
+
+    def _length(self, completion: str) -> float:
+        """1 up to length_target characters, falling linearly to 0 at length_cap (formula in the module doc)."""
+        n = len(completion.strip())
+        return min(1.0, max(0.0, (self.length_cap - n) / (self.length_cap - self.length_target)))
 
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source}
@@ -138,13 +159,11 @@ class MathTask:
     def _split(self, parts: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
         if "all" in parts:
             self._notes["split"] = "content-hash"
-            pool = _dedupe(parts["all"])
-            return {"train": [p for p in pool if _bucket(p.prompt) >= self.eval_fraction],
-                    "eval": [p for p in pool if _bucket(p.prompt) < self.eval_fraction]}
+            return split_by_content(parts["all"], self.eval_fraction)
         self._notes["split"] = "native train/test"
-        evaluation = _dedupe(parts["eval"])
-        seen = {_normalise(p.prompt) for p in evaluation}
-        return {"train": [p for p in _dedupe(parts["train"]) if _normalise(p.prompt) not in seen], "eval": evaluation}
+        evaluation = dedupe(parts["eval"])
+        seen = {normalise(p.prompt) for p in evaluation}
+        return {"train": [p for p in dedupe(parts["train"]) if normalise(p.prompt) not in seen], "eval": evaluation}
 
     def _gym_params(self) -> dict[str, Any]:
         return {"min_terms": self.terms, "max_terms": self.terms, "min_digits": self.min_digits,
@@ -231,30 +250,6 @@ class MathTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _normalise(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(_normalise(text).encode()).hexdigest()
-
-
-def _bucket(text: str) -> float:
-    """A number in [0, 1) fixed by the problem's content: the same text always falls in the same split."""
-    return int(_digest(text)[-8:], 16) / 2**32
-
-
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen: set[str] = set()
-    out = []
-    for p in problems:
-        key = _normalise(p.prompt)
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
-
-
 def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
                  label: Callable[[int], str] = lambda i: f"row {i}") -> list[Problem]:
     """Validate rows {"id"?, "problem", "answer", ...rest -> meta}; a bad row is a one-line ValueError naming it."""
@@ -272,12 +267,12 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
         if not isinstance(answer, str) or not answer.strip():
             raise ValueError(f"{at}: 'answer' must be a non-empty string or number, got {_short(answer)}")
         given_id = row.get("id")
-        pid = str(given_id) if given_id not in (None, "") else f"{id_prefix}-{_digest(problem)[:12]}"
+        pid = str(given_id) if given_id not in (None, "") else f"{id_prefix}-{digest(problem)[:12]}"
         if pid in texts_by_id:
-            if texts_by_id[pid] != _normalise(problem):
+            if texts_by_id[pid] != normalise(problem):
                 raise ValueError(f"{at}: duplicate id {pid!r} for a different problem")
             continue  # the same problem twice
-        texts_by_id[pid] = _normalise(problem)
+        texts_by_id[pid] = normalise(problem)
         meta = {k: v for k, v in row.items() if k not in ("id", "problem", "answer") and v is not None}
         problems.append(Problem(id=pid, prompt=problem.strip(), answer=answer.strip(), meta=meta))
     return problems

@@ -55,7 +55,7 @@ def test_extract_answer_on_chat_model_habits(completion: str, answer: str, from_
 def test_no_answer_is_unparsed(completion: str) -> None:
     score = MathTask().score(_problem("28"), completion)
     assert score.unparsed and score.extracted is None
-    assert score.rewards == {"correct": 0.0, "boxed": 0.0, "strict": 0.0}
+    assert score.rewards == {"correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0.0}
 
 
 def test_boxed_contents_match_nested_braces() -> None:
@@ -67,14 +67,30 @@ def test_reward_vector_order_and_components() -> None:
     task = MathTask()
     problem = _problem("28")
     boxed_right = task.score(problem, "23 + 5 = 28, so \\boxed{28}")
-    assert list(boxed_right.rewards) == ["correct", "boxed", "strict"]
-    assert boxed_right.rewards == {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
+    assert list(boxed_right.rewards) == ["correct", "boxed", "strict", "length"]
+    assert boxed_right.rewards == {"correct": 1.0, "boxed": 1.0, "strict": 1.0, "length": 1.0}
     assert boxed_right.primary == "correct" and boxed_right.success and boxed_right.extracted == "28"
     # Right but unboxed: correct (reported apart from strict), no format reward.
-    assert task.score(problem, "23 + 5 = 28").rewards == {"correct": 1.0, "boxed": 0.0, "strict": 0.0}
-    # Boxed but wrong: the format reward alone.
-    assert task.score(problem, "\\boxed{27}").rewards == {"correct": 0.0, "boxed": 1.0, "strict": 0.0}
-    assert task.reward_weights == {"correct": 1.0, "boxed": 0.5}
+    assert task.score(problem, "23 + 5 = 28").rewards == {"correct": 1.0, "boxed": 0.0, "strict": 0.0, "length": 1.0}
+    # Boxed but wrong: the format reward alone (and it is short).
+    assert task.score(problem, "\\boxed{27}").rewards == {"correct": 0.0, "boxed": 1.0, "strict": 0.0, "length": 1.0}
+    assert task.reward_weights == {"correct": 1.0, "boxed": 0.5}  # length is reported, not weighted by default
+
+
+@pytest.mark.parametrize(("chars", "length"), [(1, 1.0), (200, 1.0), (350, 0.75), (500, 0.5), (800, 0.0), (5000, 0.0)])
+def test_length_component_falls_linearly_from_target_to_cap(chars: int, length: float) -> None:
+    completion = "x" * (chars - 4) + " = 7" if chars > 4 else "7"  # ends in an answer, so it is parsed
+    assert MathTask().score(_problem("28"), completion).rewards["length"] == pytest.approx(length)
+    # Surrounding whitespace is not counted; a custom target and cap move the ramp.
+    assert MathTask().score(_problem("28"), "\n\n" + completion + "  \n").rewards["length"] == pytest.approx(length)
+    custom = MathTask(length_target=100, length_cap=300).score(_problem("28"), "x" * 196 + " = 7")
+    assert custom.rewards["length"] == pytest.approx(0.5)
+
+
+def test_length_weight_option_and_no_reward_for_saying_nothing() -> None:
+    assert MathTask(length_weight="0.25").reward_weights == {"correct": 1.0, "boxed": 0.5, "length": 0.25}
+    assert MathTask().score(_problem("28"), "").rewards["length"] == 0.0  # silence is not a concise answer
+    assert MathTask().score(_problem("28"), "I don't know").rewards["length"] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -126,7 +142,7 @@ _FRAGMENTS = ["\\boxed{", "\\fbox{", "{", "}", "28", "-3", "1/2", "\\frac{1}{2}"
 @given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(_FRAGMENTS), max_size=30).map("".join)))
 def test_score_never_raises_and_rewards_are_in_unit_interval(completion: str) -> None:
     score = MathTask().score(_problem("28"), completion)
-    assert list(score.rewards) == ["correct", "boxed", "strict"]
+    assert list(score.rewards) == ["correct", "boxed", "strict", "length"]
     assert all(0.0 <= v <= 1.0 for v in score.rewards.values())
     assert score.unparsed == (score.extracted is None)
     assert score.rewards["strict"] <= min(score.rewards["correct"], score.rewards["boxed"])
@@ -294,7 +310,8 @@ def test_hub_failure_is_one_line(fake_hub: list[tuple]) -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"source": "nope"}, {"source": "jsonl"}, {"max_digits": 0}, {"operators": "%"}, {"eval_fraction": 0}],
+    [{"source": "nope"}, {"source": "jsonl"}, {"max_digits": 0}, {"operators": "%"}, {"eval_fraction": 0},
+     {"length_weight": -1}, {"length_target": 500, "length_cap": 500}],
 )
 def test_bad_options_fail_at_construction(options: dict) -> None:
     with pytest.raises(ValueError, match="math"):
