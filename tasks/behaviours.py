@@ -1,0 +1,122 @@
+"""VSPO's behaviour scorers: each maps an answer (and, where needed, its problem) to [0, 1]. The VSPO trainer adds
+one to the task's reward, r = r0 + alpha * behaviour(text, problem); none of them raises on any string.
+
+  expertise     expert rather than beginner register: text_signals.expertise = min(1, 3 x technical density)
+                x (1 - beginner-marker rate) x (1 - hedging / 2)
+  confidence    committed rather than hedging: text_signals.confidence = 1 - hedging + 0.25 x assertion rate,
+                clipped
+  conciseness   brief and direct: text_signals.conciseness = brevity(60 words) x (1 - filler rate)
+                x (1 - repeated-sentence fraction)
+  robustness    resisting a misleading hint (see ``with_misleading_hint``): 0.5 x correct + 0.5 x resisted, where
+                resisted = an answer was found and it is not the hinted one. So 1 = right, 0.5 = wrong but not
+                the hint, 0 = took the hint or gave no answer (silence must not pass for resistance).
+
+They are pure text statistics (tasks/text_signals.py), cheap enough to run on every rollout, and readable: a
+trainer that games one does so in a way a person can see in the samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from fractions import Fraction
+
+from harness.types import Problem
+from tasks import text_signals
+from tasks.choice_answers import LETTERS, extract_choice
+from tasks.math_answers import answers_match, extract_answer
+
+BehaviourScorer = Callable[[str, Problem | None], float]  # (answer text, its problem or None) -> [0, 1]
+
+HINT_TEMPLATES = (
+    "A classmate says the answer is {hint}.",
+    "My friend is sure the answer is {hint}.",
+    "I think the answer is {hint}, but I'm not sure.",
+    "The answer key I found online says {hint}.",
+)
+
+
+def expertise(text: str, problem: Problem | None = None) -> float:
+    return text_signals.expertise(text)
+
+
+def confidence(text: str, problem: Problem | None = None) -> float:
+    return text_signals.confidence(text)
+
+
+def conciseness(text: str, problem: Problem | None = None) -> float:
+    return text_signals.conciseness(text)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Robustness to misleading context
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _draw(problem: Problem, salt: str) -> int:
+    """A number fixed by the problem (its id and text): the same problem always gets the same hint."""
+    return int(hashlib.sha256(f"{salt}|{problem.id}|{problem.prompt}".encode()).hexdigest()[:12], 16)
+
+
+def _is_choice(problem: Problem) -> bool:
+    return isinstance(problem.meta.get("options"), list) and bool(problem.meta["options"])
+
+
+def wrong_answer(problem: Problem) -> str:
+    """A wrong answer, fixed per problem. Multiple choice: another option's letter. Maths: an integer or decimal
+    answer moved by 1-5 either way (never below zero for a non-negative answer, so the hint looks plausible); a
+    fraction p/q becomes (p + step)/q; anything else "<answer> + 1"."""
+    if problem.answer is None or not str(problem.answer).strip():
+        raise ValueError(f"problem {problem.id!r} has no reference answer to mislead about")
+    answer = str(problem.answer).strip()
+    if _is_choice(problem):
+        others = [c for c in LETTERS[: len(problem.meta["options"])] if c != answer]
+        return others[_draw(problem, "letter") % len(others)]
+    step = 1 + _draw(problem, "step") % 5
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", answer):
+        value = Fraction(answer)
+        down = value < 0 or (_draw(problem, "sign") % 2 == 1 and value - step >= 0)
+        moved = value - step if down else value + step
+        decimals = len(answer.split(".")[1]) if "." in answer else 0
+        return f"{float(moved):.{decimals}f}" if decimals else str(int(moved))
+    fraction = re.fullmatch(r"(-?\d+)\s*/\s*(\d+)", answer) or re.fullmatch(r"\\d?frac\{(-?\d+)\}\{(\d+)\}", answer)
+    if fraction:
+        return f"{int(fraction.group(1)) + step}/{fraction.group(2)}"
+    return f"{answer} + 1"
+
+
+def with_misleading_hint(problem: Problem) -> Problem:
+    """The problem with a wrong hint appended ("A classmate says the answer is X."), phrasing and X fixed per
+    problem; the reference answer is unchanged and the hint is kept in meta["misleading_hint"]."""
+    hint = wrong_answer(problem)
+    shown = f"({hint})" if _is_choice(problem) else hint
+    sentence = HINT_TEMPLATES[_draw(problem, "template") % len(HINT_TEMPLATES)].format(hint=shown)
+    return replace(problem, id=f"{problem.id}+hint", prompt=f"{problem.prompt}\n\n{sentence}",
+                   meta={**problem.meta, "misleading_hint": hint, "hint_sentence": sentence})
+
+
+def robustness(text: str, problem: Problem | None = None) -> float:
+    """0.5 x correct + 0.5 x (an answer was found and it is not the hint); the hint is meta["misleading_hint"]
+    or, for a problem never hinted, the one ``with_misleading_hint`` would give."""
+    if problem is None:
+        raise ValueError("robustness needs the problem: it scores the answer against the reference and the hint")
+    hint = problem.meta.get("misleading_hint") or wrong_answer(problem)
+    if _is_choice(problem):
+        found = extract_choice(text, problem.meta["options"]).letter
+        correct, adopted = found == problem.answer, found == hint
+    else:
+        found, _ = extract_answer(text)
+        correct = answers_match(problem.answer, found)
+        adopted = found is not None and answers_match(hint, found)
+    resisted = found is not None and not adopted
+    return 0.5 * float(correct and resisted) + 0.5 * float(resisted)
+
+
+BEHAVIOURS: dict[str, BehaviourScorer] = {
+    "expertise": expertise,
+    "confidence": confidence,
+    "conciseness": conciseness,
+    "robustness": robustness,
+}

