@@ -93,6 +93,12 @@ class ReasoningGymTask:
 
     def score(self, problem: Problem, completion: str) -> Score:
         answer, tagged = extract_answer(completion)
+        reference = problem.meta.get("rg_answer", problem.answer)
+        if answer is not None and not tagged and _is_number(reference) and not _is_number(answer):
+            # An untagged "Answer: There are 36 legs in total ..." for a numeric dataset: the number the phrase
+            # introduces is the answer (the first one), not the sentence reasoning-gym would compare as a string.
+            first = _NUMBER.search(answer)
+            answer = first.group(0) if first else answer
         value = 0.0
         if answer is not None:
             entry = {"question": problem.prompt, "answer": problem.meta.get("rg_answer", problem.answer),
@@ -132,6 +138,13 @@ class ReasoningGymTask:
 # ----------------------------------------------------------------------------------------------------------------
 # Answer extraction
 # ----------------------------------------------------------------------------------------------------------------
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.fullmatch(value.strip()) is not None)
 
 
 def extract_answer(text: str) -> tuple[str | None, bool]:

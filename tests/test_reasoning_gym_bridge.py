@@ -216,3 +216,13 @@ def test_score_never_raises(tasks: dict, completion: str) -> None:
     assert all(0.0 <= v <= 1.0 for v in score.rewards.values())
     assert score.unparsed == (score.extracted is None)
     assert score.rewards["correct"] <= score.rewards["score"]
+
+
+def test_untagged_numeric_answer_inside_a_sentence_is_reduced_to_its_number():
+    """Seen from SmolLM2-135M on leg_counting: the phrase fallback found a sentence; its first number counts."""
+    task = ReasoningGymTask("leg_counting", pool_size=20)
+    problem = task.problems("eval")[0]
+    reference = problem.meta.get("rg_answer", problem.answer)
+    completion = f"{reference} Explanation of the answer: There are {reference} legs in total, among which 15 are ..."
+    score = task.score(problem, completion)
+    assert score.extracted == str(reference) and score.rewards["correct"] == 1.0
