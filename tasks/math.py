@@ -9,7 +9,7 @@ Sources (option ``source``):
 
 Train and eval are disjoint by content: a source with train/test splits keeps them (minus any train problem whose
 text is also in test); a single pool is cut by a hash of the normalised problem text, never by seeds (reasoning-gym
-item i of seed s+1 is item i+1 of seed s, see DESIGN.md; tasks/gym_pool.py).
+item i of seed s+1 is item i+1 of seed s, see DESIGN.md; tasks/splits.py).
 
 "length" prefers concise completions: with n = len(completion.strip()) characters,
     length = 1                                          if n <= length_target
@@ -21,7 +21,6 @@ item i of seed s+1 is item i+1 of seed s, see DESIGN.md; tasks/gym_pool.py).
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -31,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.types import Messages, Problem, Score, Split
-from tasks.gym_pool import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 from tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
+from tasks.provenance import file_digest, package_version, resolved_revision
+from tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
 HENDRYCKS = "EleutherAI/hendrycks_math"
@@ -131,12 +131,12 @@ class MathTask:
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source}
         if self.source == "gym-arithmetic":
-            info |= {"dataset": "reasoning-gym/basic_arithmetic", "version": _package_version("reasoning-gym"),
+            info |= {"dataset": "reasoning-gym/basic_arithmetic", "version": package_version("reasoning-gym"),
                      "params": self._gym_params()}
         elif self.source == "champ":
-            info |= {"dataset": "champ-dataset/dataset_files/v0.json", "version": _package_version("champ-dataset")}
+            info |= {"dataset": "champ-dataset/dataset_files/v0.json", "version": package_version("champ-dataset")}
         elif self.source == "jsonl":
-            info |= {"dataset": str(self.path), "version": _file_digest(Path(str(self.path)))}
+            info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
         else:
             resolved = self._notes.get("resolved_revision")  # known once loaded from the hub
             info |= {"dataset": self.hub_id, "config": self.hub_config,
@@ -229,7 +229,7 @@ class MathTask:
             if isinstance(loaded, datasets.Dataset):
                 loaded = {"all": loaded}
             for split_name, table in loaded.items():
-                self._notes["resolved_revision"] = self._notes.get("resolved_revision") or _resolved_revision(table)
+                self._notes["resolved_revision"] = self._notes.get("resolved_revision") or resolved_revision(table)
                 rows = []
                 for row in table:
                     row = _hub_row(row, config)
@@ -342,27 +342,3 @@ def _champ_rows() -> tuple[list[dict[str, Any]], int]:
             rows.append({"id": f"champ-{key}", "problem": item["_text"], "answer": answer,
                          "category": item.get("category"), "champ_answer": item.get("_answer")})
     return rows, len(problems)
-
-
-def _resolved_revision(table: Any) -> str | None:
-    """The hub commit a dataset was read from: datasets records its files as hf://datasets/<id>@<commit>/<path>."""
-    checksums = getattr(getattr(table, "info", None), "download_checksums", None) or {}
-    for url in checksums:
-        m = re.match(r"hf://datasets/[^@]+@([0-9a-f]{40})/", str(url))
-        if m:
-            return m.group(1)
-    return None
-
-
-def _package_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _file_digest(path: Path) -> str | None:
-    try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return None

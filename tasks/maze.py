@@ -4,7 +4,7 @@ Mazes are generated here, not taken from reasoning-gym: its ``maze`` asks only f
 characters for walls) and its ``shortest_path`` mixes in unsolvable grids; both stay reachable as ``rg:maze`` and
 ``rg:shortest_path``. Item i of the pool is drawn from its own ``Random("maze-<POOL_SEED>-<i>")``: a rows x cols grid
 (each side uniform in [min_size, max_size]), each cell a wall with probability ``wall_density``, start and goal two
-distinct open cells at BFS distance >= ``min_distance``; grids failing that are redrawn. Splits: tasks/gym_pool.py.
+distinct open cells at BFS distance >= ``min_distance``; grids failing that are redrawn. Splits: tasks/splits.py.
 
 The grid is shown as rows of cells ("S", "G", "#" wall, "." floor) separated by spaces; moves are U, D, L, R (row 1
 is the top). Reward vector of an answer with moves m_1..m_n, walked from S until the first move into a wall or off
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.types import Messages, Problem, Score, Split
-from tasks.gym_pool import POOL_SEED, digest, split_by_content, take
 from tasks.math_answers import boxed_contents
+from tasks.splits import POOL_SEED, digest, split_by_content, take
 
 WALL, FLOOR, START, GOAL = "#", ".", "S", "G"
 STEPS = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}

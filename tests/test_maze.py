@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.types import Task, scalarize
-from tasks.gym_pool import normalise
 from tasks.maze import MazeTask, distances_to_goal, maze_problem, parse_moves
+from tasks.splits import normalise
 
 # S at (0, 0), G at (2, 0); the only way round the walls is R R D D L L (6 moves).
 GRID = ["S...",

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.types import Task
-from tasks.gym_pool import normalise
 from tasks.reasoning_gym_bridge import ReasoningGymTask, convert, extract_answer
+from tasks.splits import normalise
 
 # Numeric answers, text answers, a list, a path and rg's own maze (step counts): different scorers.
 DATASETS = ["basic_arithmetic", "leg_counting", "chain_sum", "spell_backward", "word_sorting", "shortest_path", "maze"]
