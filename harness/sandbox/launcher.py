@@ -194,6 +194,8 @@ def isolate_files(libc, job: dict, send, own_proc: bool) -> str:
     if own_proc:
         mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for path in job["hide"]:
+        if not os.path.exists(path):  # under /tmp, say: the private tmpfs above already hides it
+            continue
         try:
             mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, b"size=4k,mode=0555")
         except OSError as exc:
