@@ -11,7 +11,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_limit": 64,
         "task": {},
         "trainer": {"grpo": {"steps": 10, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
-                             "temperature": 1.0, "lr": 5e-5}},
+                             "temperature": 1.0, "lr": 5e-5},
+                    # VPO: G=4 rollouts of M=4 answers = 16 candidates per prompt, as many as GRPO's 2 x 8 rollouts
+                    "vpo": {"steps": 8, "prompts_per_step": 2, "group_size": 4, "answers_per_rollout": 4,
+                            "max_new_tokens": 96, "temperature": 1.0, "lr": 5e-5, "warmup_steps": 3,
+                            "warmup_samples": 6},
+                    "sft": {"steps": 8, "batch_size": 4, "lr": 2e-5}},
         "searcher": {"best-of-k": {"n": 4, "k": "1,4", "max_new_tokens": 96, "temperature": 1.0}},
     },
     "full": {
@@ -19,7 +24,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_limit": None,
         "task": {},
         "trainer": {"grpo": {"steps": 200, "prompts_per_step": 16, "group_size": 8, "max_new_tokens": 512,
-                             "lr": 1e-6, "micro_batch": 16}},
+                             "lr": 1e-6, "micro_batch": 16},
+                    "vpo": {"steps": 200, "prompts_per_step": 16, "group_size": 8, "answers_per_rollout": 4,
+                            "max_new_tokens": 512, "lr": 1e-6, "micro_batch": 16, "warmup_steps": 50}},
         "searcher": {"best-of-k": {"n": 16, "k": "1,4,16", "max_new_tokens": 512}},
     },
 }

@@ -54,15 +54,20 @@ def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]
     return entry.create(**options)
 
 
-def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None) -> dict[str, Any]:
+def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None,
+                   answers_per_rollout: int = 1) -> dict[str, Any]:
     """Preset < the task's generation budget < the run's common flags (--steps, --k, --seed) < --set KIND.KEY=VALUE.
 
-    A task may declare ``max_new_tokens`` (code needs more room than arithmetic); built-in trainers and searchers
-    take it in place of the preset's."""
+    A task may declare ``max_new_tokens`` per answer (code needs more room than arithmetic); built-in trainers and
+    searchers take it in place of the preset's, times M for rollouts that write M answers."""
     options = preset_options(cfg.preset, kind, name)
-    budget = getattr(task, "max_new_tokens", None)
+    m = int(cfg.options.get(kind, {}).get("answers_per_rollout", options.get("answers_per_rollout",
+                                                                            answers_per_rollout)))
+    budget = getattr(task, "max_new_tokens", None) or options.get("max_new_tokens")
     if budget and "max_new_tokens" in options:
-        options["max_new_tokens"] = budget
+        options["max_new_tokens"] = int(budget) * m + 16 * (m - 1)  # room for the delimiter lines
+    if kind == "searcher" and m > 1:
+        options["answers_per_rollout"] = m
     if kind in ("trainer", "searcher"):
         options["seed"] = cfg.seed
     if kind == "trainer" and cfg.steps is not None:
@@ -83,13 +88,16 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
 
     task = build_plugin(plugins, "task", cfg.task, {**preset_options(cfg.preset, "task", cfg.task),
                                                     **cfg.options.get("task", {})})
-    searcher_options = plugin_options(cfg, "searcher", cfg.searcher, task)
-    searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     trainer_options: dict[str, Any] = {}
     trainer = None
     if cfg.trainer != "none":
         trainer_options = plugin_options(cfg, "trainer", cfg.trainer, task)
         trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
+    # A policy trained to write M answers per rollout is evaluated in that format, before and after training,
+    # and the searcher counts candidates (answers), not rollouts.
+    m = int(getattr(getattr(trainer, "config", None), "answers_per_rollout", 1))
+    searcher_options = plugin_options(cfg, "searcher", cfg.searcher, task, answers_per_rollout=m)
+    searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     if not eval_problems:

@@ -61,12 +61,12 @@ class RunStore:
         """Append candidate records (problem_id, phase, text, extracted, unparsed, rewards, ...) to samples.jsonl."""
         self._append("samples.jsonl", records)
 
-    def log_step(self, step: int, metrics: dict[str, float]) -> None:
-        """Per-step training metrics: a line in steps.jsonl, and the list ``train/<key>`` (one value per step) in
-        metrics.json."""
-        self._append("steps.jsonl", [{"step": step, **metrics}])
+    def log_step(self, step: int, metrics: dict[str, float], stage: str = "train") -> None:
+        """Per-step training metrics: a line in steps.jsonl, and the list ``<stage>/<key>`` (one value per step) in
+        metrics.json. A warm-up before the main training logs under its own stage (e.g. "warmup")."""
+        self._append("steps.jsonl", [{"stage": stage, "step": step, **metrics}])
         for key, value in metrics.items():
-            self.metrics.setdefault(f"train/{key}", []).append(value)
+            self.metrics.setdefault(f"{stage}/{key}", []).append(value)
         write_json_atomic(self.dir / "metrics.json", self.metrics)
 
     def _append(self, filename: str, records: Iterable[dict[str, Any]]) -> None:

@@ -1,13 +1,39 @@
-"""Best-of-k: sample n answers per problem, score every one, report unbiased pass@k and best@k for each k <= n."""
+"""Best-of-k: n candidate answers per problem, each scored; unbiased pass@k and best@k for each k <= n, the
+diversity of the candidates and the budget spent.
+
+Multi-answer policies (VPO): with ``answers_per_rollout`` M > 1 the prompt asks for M answers separated by
+``delimiter`` (harness/multi_answer.py), each rollout is split into its answers, and every answer is a candidate.
+pass@k and best@k count candidates, not rollouts, so a policy is compared with its M=1 self at the same n: the
+searcher samples ceil(n / M) rollouts per problem and keeps the first n answers (rollout-major). A rollout with
+fewer than M answers is malformed; its missing answers are still candidates (failures, scalar 0, text "", marked
+``missing``), so every problem has exactly n candidates and the budget is charged honestly.
+
+Metrics (flat; the caller prefixes the phase): pass@k, best@k, mean_reward/<component> (over scored candidates),
+unparsed_rate and wrong_rate (over scored candidates), success_rate (over all candidates), num_candidates,
+num_skipped (the scorer raised), num_tokens; budget/candidates, budget/rollouts, budget/tokens (generated);
+malformed_rollouts and missing_answers (M > 1); diversity/* (harness/diversity.py, averaged over problems):
+distinct_answers (count), distinct_answer_fraction, distinct_1, distinct_2, coverage (problems whose task has
+components besides the primary), embedding (option ``embedding_diversity``).
+
+samples.jsonl gets one record per candidate: sample_index (the candidate's index within its problem, 0..n-1),
+rollout_index and answer_index (where it came from), its text, the Score's fields, and the rollout's num_tokens
+and finished (with M > 1 they describe the whole rollout, shared by its answers).
+"""
 
 from __future__ import annotations
 
+import math
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness import diversity
+from harness.config import coerce
 from harness.metrics.unbiased import best_at_ks, pass_at_ks
-from harness.types import Engine, Problem, SamplingParams, Task, scalarize
+from harness.multi_answer import DELIMITER, instruct, split_answers
+from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
 
 if TYPE_CHECKING:
     from harness.store import RunStore
@@ -25,98 +51,194 @@ def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
 
 
 class BestOfK:
-    """The Searcher protocol: n samples per problem; pass@k counts the task's primary success, best@k uses the
+    """The Searcher protocol: n candidates per problem; pass@k counts the task's primary success, best@k uses the
     scalarised reward (task.reward_weights)."""
 
     def __init__(self, n: int = 8, k: Sequence[int] | str | int = (1, 4, 8), max_new_tokens: int = 128,
-                 temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_prompts: int = 8) -> None:
+                 temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_prompts: int = 8,
+                 answers_per_rollout: int = 1, delimiter: str = DELIMITER, embedding_diversity: bool | str = True,
+                 coverage_threshold: float = 1.0) -> None:
         self.n = int(n)
         self.ks = _parse_ks(k)
-        if self.n < 1 or int(batch_prompts) < 1:
-            raise ValueError(f"best-of-k needs n >= 1 and batch_prompts >= 1, got n={n}, batch_prompts={batch_prompts}")
+        self.m = int(answers_per_rollout)
+        if self.n < 1 or int(batch_prompts) < 1 or self.m < 1:
+            raise ValueError(f"best-of-k needs n, batch_prompts and answers_per_rollout >= 1, got n={n}, "
+                             f"batch_prompts={batch_prompts}, answers_per_rollout={answers_per_rollout}")
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
             raise ValueError(f"best-of-k: every k must be in 1..n={self.n}, got k={self.ks}")
+        if self.m > 1 and not str(delimiter).strip():
+            raise ValueError("best-of-k: the delimiter must not be blank")
+        self.rollouts = math.ceil(self.n / self.m)  # per problem
+        self.delimiter = str(delimiter)
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         self.seed = int(seed)
         self.batch_prompts = int(batch_prompts)
+        self.embedding_diversity = bool(coerce(embedding_diversity, True))  # "false" from --set is False
+        self.coverage_threshold = float(coverage_threshold)
 
     def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
                store: RunStore) -> dict[str, float]:
-        counts: list[tuple[int, int]] = []  # (n, successes) per problem, for pass@k
-        scalars: list[list[float]] = []  # scalar score of each sample per problem, for best@k
-        reward_sums: dict[str, float] = defaultdict(float)
-        scored = unparsed = wrong = successes = skipped = num_tokens = 0
-
+        embedding = self.embedding_diversity and _embedding_model_available()  # asked before paying for samples
+        totals = _Totals()
         for start in range(0, len(problems), self.batch_prompts):
             batch = problems[start : start + self.batch_prompts]
             # One seed for every batch: the engine derives each sample's random stream from (seed, prompt, sample
             # index), so batches never replay a stream and results do not depend on batch_prompts.
-            params = SamplingParams(n=self.n, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                    top_p=self.top_p, seed=self.seed)
-            completions = engine.generate([task.messages(p) for p in batch], params, desc=f"{phase} best-of-k")
-            if len(completions) != len(batch) * self.n:
+            params = SamplingParams(n=self.rollouts, max_new_tokens=self.max_new_tokens,
+                                    temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+            prompts = [instruct(task.messages(p), self.m, self.delimiter) for p in batch]
+            completions = engine.generate(prompts, params, desc=f"{phase} best-of-k")
+            if len(completions) != len(batch) * self.rollouts:
                 raise RuntimeError(f"engine returned {len(completions)} completions for {len(batch)} prompts x "
-                                   f"n={self.n}")
-            records = []
-            batch_scalars: list[list[float | None]] = [[] for _ in batch]
-            batch_successes = [0] * len(batch)
+                                   f"{self.rollouts} rollouts")
+            totals.rollouts += len(completions)
+            totals.tokens += sum(len(c.token_ids) for c in completions)
+            by_prompt: list[list[Completion]] = [[] for _ in batch]
             for completion in completions:
-                problem = batch[completion.prompt_index]
-                num_tokens += len(completion.token_ids)
-                record: dict[str, Any] = {
-                    "problem_id": problem.id, "phase": phase, "sample_index": completion.sample_index,
-                    "text": completion.text, "num_tokens": len(completion.token_ids),
-                    "finished": completion.finished,
-                }
-                try:
-                    score = task.score(problem, completion.text)
-                    scalar = scalarize(score.rewards, task.reward_weights)
-                except Exception as exc:  # a scorer bug on one answer must not lose the rest of the run
-                    skipped += 1
-                    batch_scalars[completion.prompt_index].append(None)
-                    record.update(extracted=None, unparsed=None, rewards={}, primary=None, success=False,
-                                  scalar=None, error=f"{type(exc).__name__}: {exc}")
-                    records.append(record)
-                    continue
-                scored += 1
-                unparsed += score.unparsed
-                wrong += not score.unparsed and not score.success
-                successes += score.success
-                batch_successes[completion.prompt_index] += score.success
-                for name, value in score.rewards.items():
-                    reward_sums[name] += value
-                batch_scalars[completion.prompt_index].append(scalar)
-                record.update(extracted=score.extracted, unparsed=score.unparsed, rewards=dict(score.rewards),
-                              primary=score.primary, success=score.success, scalar=scalar)
-                records.append(record)
+                by_prompt[completion.prompt_index].append(completion)
+
+            records: list[dict[str, Any]] = []
+            for problem, rollouts in zip(batch, by_prompt, strict=True):
+                candidates, malformed = self._candidates(sorted(rollouts, key=lambda c: c.sample_index))
+                mine = [self._record(task, problem, phase, i, *candidate) for i, candidate in enumerate(candidates)]
+                totals.add_problem(mine, self._diversity(mine, embedding), malformed)
+                records.extend(mine)
             store.write_samples(records)  # per batch: a run that dies later keeps what it has paid for
+        return self._metrics(totals)
 
-            for problem_scalars, c in zip(batch_scalars, batch_successes, strict=True):
-                counts.append((len(problem_scalars), c))
-                scalars.append(_fill_skipped(problem_scalars))
+    def _candidates(self, rollouts: list[Completion]) -> tuple[list[tuple[int, int, str | None, Completion]], int]:
+        """The problem's first n candidates as (rollout_index, answer_index, text, rollout), text None for an answer
+        a malformed rollout did not write; and the number of malformed rollouts."""
+        out: list[tuple[int, int, str | None, Completion]] = []
+        malformed = 0
+        for completion in rollouts:
+            # M = 1 keeps the completion's text exactly as generated; M > 1 strips each answer (split_answers).
+            answers = split_answers(completion.text, self.m, self.delimiter)
+            malformed += len(answers) < self.m
+            for a in range(self.m):
+                out.append((completion.sample_index, a, answers[a] if a < len(answers) else None, completion))
+        return out[: self.n], malformed
 
-        total = scored + skipped
+    def _record(self, task: Task, problem: Problem, phase: str, index: int, rollout_index: int, answer_index: int,
+                text: str | None, completion: Completion) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "problem_id": problem.id, "phase": phase, "sample_index": index, "rollout_index": rollout_index,
+            "answer_index": answer_index, "text": text or "", "num_tokens": len(completion.token_ids),
+            "finished": completion.finished,
+        }
+        if text is None:  # the rollout stopped short of M answers: a failure that still counts as a candidate
+            return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
+                             "scalar": 0.0, "missing": True}
+        try:
+            score = task.score(problem, text)
+            scalar = scalarize(score.rewards, task.reward_weights)
+        except Exception as exc:  # a scorer bug on one answer must not lose the rest of the run
+            return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
+                             "scalar": None, "error": f"{type(exc).__name__}: {exc}"}
+        return record | {"extracted": score.extracted, "unparsed": score.unparsed, "rewards": dict(score.rewards),
+                         "primary": score.primary, "success": score.success, "scalar": scalar}
+
+    def _diversity(self, records: list[dict[str, Any]], embedding: bool) -> dict[str, float | None]:
+        """One problem's diversity metrics (harness/diversity.py). Texts are the answers written (missing ones are
+        not text); rewards those of scored candidates."""
+        extracted = [r["extracted"] for r in records]
+        texts = [r["text"] for r in records if not r.get("missing")]
+        scored = [r for r in records if r["primary"] is not None]
+        out: dict[str, float | None] = {
+            "distinct_answers": float(diversity.distinct_answers(extracted)),
+            "distinct_answer_fraction": diversity.distinct_answer_fraction(extracted),
+            "distinct_1": diversity.distinct_n(texts, 1),
+            "distinct_2": diversity.distinct_n(texts, 2),
+            "coverage": diversity.reward_coverage([r["rewards"] for r in scored],
+                                                  scored[0]["primary"] if scored else None, self.coverage_threshold),
+        }
+        if embedding:
+            out["embedding"] = diversity.embedding_diversity(texts)
+        return out
+
+    def _metrics(self, t: _Totals) -> dict[str, float]:
+        total = t.scored + t.skipped + t.missing
         metrics: dict[str, float] = {}
-        if problems:
-            metrics.update({f"pass@{k}": v for k, v in pass_at_ks(counts, self.ks).items()})
-            metrics.update({f"best@{k}": v for k, v in best_at_ks(scalars, self.ks).items()})
-        metrics.update({f"mean_reward/{name}": total_value / scored for name, total_value in reward_sums.items()})
+        if t.counts:
+            metrics.update({f"pass@{k}": v for k, v in pass_at_ks(t.counts, self.ks).items()})
+            metrics.update({f"best@{k}": v for k, v in best_at_ks(t.scalars, self.ks).items()})
+        metrics.update({f"mean_reward/{name}": value / t.scored for name, value in t.reward_sums.items()})
         # unparsed (no answer found) and wrong (an answer, not the right one) are reported apart: a broken extractor
         # shows up as a jump in unparsed_rate, not as a model that got worse.
-        metrics["unparsed_rate"] = unparsed / scored if scored else 0.0
-        metrics["wrong_rate"] = wrong / scored if scored else 0.0
-        metrics["success_rate"] = successes / total if total else 0.0
+        metrics["unparsed_rate"] = t.unparsed / t.scored if t.scored else 0.0
+        metrics["wrong_rate"] = t.wrong / t.scored if t.scored else 0.0
+        metrics["success_rate"] = t.successes / total if total else 0.0
         metrics["num_candidates"] = total
-        metrics["num_skipped"] = skipped
-        metrics["num_tokens"] = num_tokens
+        metrics["num_skipped"] = t.skipped
+        metrics["num_tokens"] = t.tokens
+        metrics["budget/candidates"] = total
+        metrics["budget/rollouts"] = t.rollouts
+        metrics["budget/tokens"] = t.tokens
+        if self.m > 1:
+            metrics["malformed_rollouts"] = t.malformed
+            metrics["missing_answers"] = t.missing
+        for key in t.diversity[0] if t.diversity else ():
+            values = [d[key] for d in t.diversity if d[key] is not None]
+            if values:  # coverage is undefined for a task whose only component is the primary
+                metrics[f"diversity/{key}"] = math.fsum(values) / len(values)
         return metrics
 
 
+@dataclass
+class _Totals:
+    """What the problems add up to: everything the metrics need, nothing more."""
+
+    counts: list[tuple[int, int]] = field(default_factory=list)  # (n, successes) per problem, for pass@k
+    scalars: list[list[float]] = field(default_factory=list)  # each candidate's scalar per problem, for best@k
+    diversity: list[dict[str, float | None]] = field(default_factory=list)  # per problem
+    reward_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # over scored candidates
+    scored: int = 0
+    unparsed: int = 0
+    wrong: int = 0
+    successes: int = 0
+    skipped: int = 0  # the scorer raised
+    missing: int = 0  # answers a malformed rollout did not write
+    malformed: int = 0
+    rollouts: int = 0
+    tokens: int = 0
+
+    def add_problem(self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int) -> None:
+        self.counts.append((len(records), sum(r["success"] for r in records)))
+        self.scalars.append(_fill_skipped([r["scalar"] for r in records]))
+        self.diversity.append(spread)
+        self.malformed += malformed
+        for r in records:
+            if r.get("missing"):
+                self.missing += 1
+            elif "error" in r:
+                self.skipped += 1
+            else:
+                self.scored += 1
+                self.unparsed += r["unparsed"]
+                self.wrong += not r["unparsed"] and not r["success"]
+                self.successes += r["success"]
+                for name, value in r["rewards"].items():
+                    self.reward_sums[name] += value
+
+
 def _fill_skipped(values: list[float | None]) -> list[float]:
-    """A sample whose scoring raised counts as a failure for pass@k; for best@k it takes the problem's lowest
-    scored value (0.0 when none scored), so a scorer error can never raise best@k and n stays n."""
+    """A candidate whose scoring raised counts as a failure for pass@k; for best@k it takes the problem's lowest
+    known value (0.0 when none), so a scorer error can never raise best@k and n stays n."""
     known = [v for v in values if v is not None]
     floor = min(known, default=0.0)
     return [floor if v is None else v for v in values]
+
+
+def _embedding_model_available() -> bool:
+    """Whether the embedding package is installed; without it, embedding diversity is skipped with one line on
+    stderr rather than failing an evaluation that has nothing else wrong."""
+    from harness.embeddings import embedding_model_path
+
+    try:
+        embedding_model_path()
+    except ValueError as exc:
+        print(f"best-of-k: warning: diversity/embedding not computed: {exc}", file=sys.stderr)
+        return False
+    return True

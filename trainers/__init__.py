@@ -15,9 +15,19 @@ if TYPE_CHECKING:
 def harness_register_trainers(registry: Registry) -> None:
     registry.add("grpo", "trainers.grpo:GRPOTrainer",
                  "GRPO: group-relative advantages, clipped ratio, optional k3 KL; Dr. GRPO / DAPO as options")
+    registry.add("vpo", "trainers.vpo:VPOTrainer",
+                 "VPO: M answers per rollout, set reward E_w[max_m w.r] over random trade-offs; SFT format warm-up")
+    registry.add("sft", "trainers.sft:SFTTrainer",
+                 "SFT on references, the policy's own successful samples, or a teacher's (teacher-tracking)")
 
 
 @hookimpl
 def harness_register_advantage_estimators(registry: Registry) -> None:
     registry.add("grpo", "trainers.advantages:grpo", "(r - group mean) / group std of the weighted reward")
     registry.add("dr_grpo", "trainers.advantages:dr_grpo", "r - group mean of the weighted reward (Dr. GRPO)")
+    registry.add("vpo", "trainers.advantages:vpo", "set reward E_w~Dir(1)[max_m w.r(y_m)], group-normalised (VPO)")
+    registry.add("multi_rlvr", "trainers.advantages:multi_rlvr",
+                 "best answer of the set under fixed equal weights (VPO ablation)")
+    registry.add("random_weights", "trainers.advantages:random_weights",
+                 "one random trade-off per prompt's group (VPO ablation)")
+    registry.add("pkpo", "trainers.advantages:pkpo", "PKPO: unbiased per-sample rewards for max@k / pass@k")

@@ -1,11 +1,16 @@
-"""Advantage estimators: (rewards [B, M, N], groups [B], weights [N]) -> advantages [B].
+"""Advantage estimators: (rewards [B, M, N], groups [B], weights [N], **context) -> advantages [B].
 
 B rollouts, M answers per rollout (1 unless a trainer asks for multi-answer rollouts), N reward components.
 The reward stays a vector until here: an estimator decides how to turn it into one number per rollout, so VPO's
 set-level estimator is just another entry in this registry. ``groups[b]`` is the prompt index of rollout b.
+Keyword context a trainer passes (estimators ignore what they do not use): ``generator`` (a seeded torch.Generator
+for random weights), ``draws`` (Dirichlet draws per set, VPO), ``k`` (PKPO's k), ``present`` ([B, M] bool: which
+answers a multi-answer rollout actually produced; a missing answer can never be a set's best).
 """
 
 from __future__ import annotations
+
+from math import comb
 
 import torch
 
@@ -30,9 +35,103 @@ def weighted_scalar(rewards: torch.Tensor, weights: torch.Tensor) -> torch.Tenso
     return (rewards * weights).sum(-1).mean(-1)
 
 
-def grpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def grpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, **_) -> torch.Tensor:
     return group_relative(weighted_scalar(rewards, weights), groups, scale=True)
 
 
-def dr_grpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def dr_grpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, **_) -> torch.Tensor:
     return group_relative(weighted_scalar(rewards, weights), groups, scale=False)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# VPO: the set of M answers is scored by its best member under a random trade-off between the components.
+# Only the components the task weighs (weights > 0) take part: the others are reported, not optimised.
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def set_reward(rewards: torch.Tensor, trade_offs: torch.Tensor, present: torch.Tensor | None = None) -> torch.Tensor:
+    """R(S) = mean over the S trade-offs w of max over the set's answers of w . r(y_m).
+
+    rewards [B, M, N], trade_offs [S, N] (rows on the simplex), present [B, M] -> [B]."""
+    values = torch.einsum("bmn,sn->bsm", rewards, trade_offs)  # w_s . r(y_m) for every set, draw and answer
+    if present is not None:
+        values = values.masked_fill(~present[:, None, :], float("-inf"))
+    best = values.max(dim=-1).values
+    return torch.where(torch.isinf(best), torch.zeros_like(best), best).mean(dim=-1)  # an empty set scores 0
+
+
+def dirichlet(n: int, draws: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``draws`` points uniform on the (n-1)-simplex, i.e. Dirichlet(1, ..., 1): normalised exponentials."""
+    e = -torch.log(torch.rand((draws, n), generator=generator).clamp_min(1e-12))
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def vpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, generator=None, draws: int = 32,
+        present=None, **_) -> torch.Tensor:
+    """VPO: R(S) = E_{w ~ Dirichlet(1)}[max_m w . r(y_m)] over the weighted components, estimated with ``draws``
+    draws shared by every set of a batch (common random numbers: sets are compared under the same trade-offs),
+    then normalised over the G sets of a prompt like GRPO."""
+    active = weights > 0
+    trade_offs = dirichlet(int(active.sum()), draws, generator)
+    return group_relative(set_reward(rewards[..., active], trade_offs, present), groups)
+
+
+def multi_rlvr(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, present=None,
+               **_) -> torch.Tensor:
+    """Ablation "multi-answer without random weights": the set's best answer under one fixed, equal weighting."""
+    active = weights > 0
+    equal = torch.full((1, int(active.sum())), 1.0 / int(active.sum()))
+    return group_relative(set_reward(rewards[..., active], equal, present), groups)
+
+
+def random_weights(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, generator=None,
+                   present=None, **_) -> torch.Tensor:
+    """Ablation "random weights without multi-answer": each prompt's group is scored under one random trade-off
+    (with M = 1 the best-of-set is the single answer; averaged over draws it would just be the equal weighting)."""
+    active = weights > 0
+    scalar = torch.empty(rewards.shape[0])
+    for g in groups.unique():
+        members = groups == g
+        w = dirichlet(int(active.sum()), 1, generator)
+        scalar[members] = set_reward(rewards[members][..., active], w,
+                                     None if present is None else present[members])
+    return group_relative(scalar, groups)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# PKPO (Walder & Karkhanis, 2025): per-sample rewards whose policy gradient is an unbiased estimate of the
+# gradient of max@k (pass@k for 0/1 rewards) from the n samples of a prompt.
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def max_at_k_rewards(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Sample i's reward: the mean, over all k-subsets of the n samples, of the subset's max, counting only the
+    subsets that contain i (times C(n,k) / C(n,k)). With samples sorted ascending (1-based rank i):
+    r_i = [g_(i) C(i-1, k-1) + sum_{j > i} g_(j) C(j-2, k-2)] / C(n, k). For 0/1 rewards this is k/n for a
+    correct sample and (k/n) * rho(n-1, c, k-1) for a wrong one."""
+    n = scores.numel()
+    if not 1 <= k <= n:
+        raise ValueError(f"pkpo: k={k} must be between 1 and the group size {n}")
+    order = torch.argsort(scores, stable=True)
+    g = scores[order].double()
+    total = comb(n, k)
+    sorted_rewards = torch.empty(n, dtype=torch.float64)
+    for i in range(1, n + 1):
+        value = g[i - 1] * comb(i - 1, k - 1)
+        if k >= 2:
+            value = value + sum(g[j - 1] * comb(j - 2, k - 2) for j in range(i + 1, n + 1))
+        sorted_rewards[i - 1] = value / total
+    out = torch.empty(n, dtype=scores.dtype)
+    out[order] = sorted_rewards.to(scores.dtype)
+    return out
+
+
+def pkpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, k: int = 4, **_) -> torch.Tensor:
+    """PKPO's transformed rewards for max@k of the weighted scalar, centred within each group (no std scaling:
+    the transformation already sets the scale)."""
+    scalar = weighted_scalar(rewards, weights)
+    transformed = torch.empty_like(scalar)
+    for g in groups.unique():
+        members = groups == g
+        transformed[members] = max_at_k_rewards(scalar[members], k)
+    return group_relative(transformed, groups, scale=False)

@@ -9,7 +9,6 @@ rollout (engine.generate) -> scoring (task.score, a reward *vector*) -> advantag
 from __future__ import annotations
 
 import copy
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -18,9 +17,10 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.config import make_config
+from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.types import Engine, Problem, SamplingParams, Task, scalarize
 from trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
-from trainers.policy_gradient import pad_completions, reward_tensor, score_all, sequence_logprobs
+from trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 
 
 @dataclass
@@ -39,20 +39,28 @@ class GRPOConfig:
     beta: float = 0.0  # k3 KL coefficient to the frozen initial policy; 0 skips the reference model entirely
     loss_norm: str = "sequence"  # "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO)
     advantage: str = "grpo"  # a registered advantage estimator
+    answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
+    delimiter: str = DELIMITER
+    draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
+    pkpo_k: int = 4  # the k of max@k for the PKPO estimator (<= group_size)
     micro_batch: int = 8  # rows per forward/backward; gradients accumulate to the full batch
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.loss_norm not in LOSS_NORMS:
             raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {', '.join(LOSS_NORMS)}")
-        for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "micro_batch"):
+        for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "micro_batch",
+                     "answers_per_rollout", "draws"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
 
 
 class GRPOTrainer:
+    name = "grpo"
+    config_class = GRPOConfig
+
     def __init__(self, plugins=None, **options) -> None:
-        self.config = make_config(GRPOConfig, options, "grpo")
+        self.config = make_config(self.config_class, options, self.name)
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
         if plugins is None:
             from harness.plugins import get_plugin_manager
@@ -63,39 +71,45 @@ class GRPOTrainer:
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
         if not problems:
-            raise ValueError("grpo: no training problems")
+            raise ValueError(f"{self.name}: no training problems")
         model, tok = policy.model, policy.tokenizer
         estimator = self.estimator
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         reference = _frozen_copy(model) if cfg.beta > 0 else None
         components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
         weights = torch.tensor([task.reward_weights.get(c, 0.0) for c in components])
-        order = _cycle(problems, cfg.seed)
+        order = cycle_problems(problems, cfg.seed)
 
-        for step in tqdm(range(cfg.steps), desc="grpo", unit="step"):
+        for step in tqdm(range(cfg.steps), desc=self.name, unit="step"):
             started = time.perf_counter()
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             model.eval()
             completions = engine.generate(
-                [task.messages(p) for p in batch_problems],
+                [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in batch_problems],
                 SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
-                desc=f"grpo step {step} rollouts",
+                desc=f"{self.name} step {step} rollouts",
             )
-            scores = score_all(task, batch_problems, completions)
-            rewards = reward_tensor(scores, components)
+            scored = score_rollouts(task, batch_problems, completions, components, cfg.answers_per_rollout,
+                                    cfg.delimiter)
             groups = torch.tensor([c.prompt_index for c in completions])
-            advantages = estimator(rewards, groups, weights)
+            advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
+                                   k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
             stats = self.update(model, tok, optimizer, reference, completions, advantages)
 
-            scalars = [scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in scores]
-            group_std = torch.tensor(scalars).view(len(batch_problems), cfg.group_size).std(dim=1)
+            scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
+            answers = [x for row in scalars for x in row]
+            present = scored.present.float()
+            flat_adv = advantages.view(len(batch_problems), cfg.group_size)
             metrics = {
-                "reward_mean": sum(scalars) / len(scalars),
-                **{f"reward/{c}": float(rewards[:, 0, i].mean()) for i, c in enumerate(components)},
-                "zero_std_groups": float((group_std < 1e-6).float().mean()),
-                "score_errors": sum(s is None for s in scores),
+                "reward_mean": sum(answers) / max(len(answers), 1),  # over the answers written
+                "set_best_mean": sum(max(row, default=0.0) for row in scalars) / len(scalars),
+                **{f"reward/{c}": float((scored.rewards[..., i] * present).sum() / present.sum().clamp(min=1))
+                   for i, c in enumerate(components)},
+                "zero_std_groups": float((flat_adv.abs().amax(dim=1) < 1e-6).float().mean()),
+                "score_errors": scored.errors,
+                "malformed_rate": scored.malformed / len(completions),
                 "completion_tokens_mean": sum(len(c.token_ids) for c in completions) / len(completions),
                 "truncated_rate": sum(not c.finished for c in completions) / len(completions),
                 **stats,
@@ -105,10 +119,12 @@ class GRPOTrainer:
             store.log_step(step, metrics)
             store.write_samples(
                 {"problem_id": batch_problems[c.prompt_index].id, "phase": "train", "step": step,
-                 "sample_index": c.sample_index, "text": c.text,
+                 "sample_index": c.sample_index, "answer_index": j, "text": answer_text,
                  "extracted": s.extracted if s else None, "unparsed": s.unparsed if s else None,
                  "rewards": s.rewards if s else None, "scalar": x, "advantage": float(a)}
-                for c, s, x, a in zip(completions, scores, scalars, advantages, strict=True)
+                for c, row, xs, a in zip(completions, scored.scores, scalars, advantages, strict=True)
+                for j, (s, x, answer_text) in enumerate(
+                    zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
 
     def update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
@@ -161,12 +177,3 @@ def _frozen_copy(model):
     for p in reference.parameters():
         p.requires_grad_(False)
     return reference
-
-
-def _cycle(problems: Sequence[Problem], seed: int):
-    """Problems in a seeded shuffled order, reshuffled every epoch."""
-    rng = random.Random(seed)
-    while True:
-        order = list(problems)
-        rng.shuffle(order)
-        yield from order

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
+from harness.multi_answer import DELIMITER, split_answers
 from harness.types import Completion, Problem, Score, Task
+
+
+def cycle_problems(problems: Sequence[Problem], seed: int):
+    """Problems in a seeded shuffled order, reshuffled every epoch: the training stream of every trainer."""
+    rng = random.Random(seed)
+    while True:
+        order = list(problems)
+        rng.shuffle(order)
+        yield from order
 
 
 def pad_completions(completions: Sequence[Completion], pad_id: int) -> dict[str, torch.Tensor]:
@@ -44,18 +56,37 @@ def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tens
     return torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
 
 
-def score_all(task: Task, problems: Sequence[Problem], completions: Sequence[Completion]) -> list[Score | None]:
-    """Score each completion against its prompt's problem; a scorer that raises gives None (counted by the caller)."""
-    scores: list[Score | None] = []
-    for c in completions:
-        try:
-            scores.append(task.score(problems[c.prompt_index], c.text))
-        except Exception:
-            scores.append(None)
-    return scores
+@dataclass
+class ScoredRollouts:
+    """A batch of rollouts scored answer by answer: the reward vector stays a vector (and a set, for VPO)."""
+
+    rewards: torch.Tensor  # [B, M, N]; zeros where an answer is missing or its scorer raised
+    present: torch.Tensor  # [B, M] bool: the answer exists and was scored
+    scores: list[list[Score | None]]  # per rollout, the Score of each answer it produced (None: the scorer raised)
+    errors: int  # answers whose scorer raised (each counted, none fatal)
+    malformed: int  # rollouts with fewer than M answers
 
 
-def reward_tensor(scores: Sequence[Score | None], components: Sequence[str]) -> torch.Tensor:
-    """[B, 1, N] rewards; a failed score is all zeros (the caller logs how many)."""
-    rows = [[s.rewards.get(name, 0.0) if s else 0.0 for name in components] for s in scores]
-    return torch.tensor(rows, dtype=torch.float32)[:, None, :]
+def score_rollouts(task: Task, problems: Sequence[Problem], completions: Sequence[Completion],
+                   components: Sequence[str], m: int = 1, delimiter: str = DELIMITER) -> ScoredRollouts:
+    """Split each completion into its (up to) M answers and score each against its prompt's problem."""
+    rewards = torch.zeros((len(completions), m, len(components)))
+    present = torch.zeros((len(completions), m), dtype=torch.bool)
+    scores: list[list[Score | None]] = []
+    errors = malformed = 0
+    for b, c in enumerate(completions):
+        answers = split_answers(c.text, m, delimiter)
+        malformed += len(answers) < m
+        row: list[Score | None] = []
+        for j, answer in enumerate(answers):
+            try:
+                score = task.score(problems[c.prompt_index], answer)
+            except Exception:
+                errors += 1
+                row.append(None)
+                continue
+            row.append(score)
+            rewards[b, j] = torch.tensor([score.rewards.get(name, 0.0) for name in components])
+            present[b, j] = True
+        scores.append(row)
+    return ScoredRollouts(rewards, present, scores, errors, malformed)

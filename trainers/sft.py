@@ -1,0 +1,246 @@
+"""SFT: token-level NLL on (prompt, target) pairs. Teacher-tracking SFT (a VSPO baseline) and VPO's format warm-up.
+
+Targets come from one of three places (``targets``):
+- "references": the task's reference answer. A task may offer ``reference_completion(problem) -> str | None`` to
+  render it in its requested format (e.g. "... \\boxed{42}"); otherwise "The answer is 42." is used.
+- "self": rejection sampling: the policy's own samples that the task scores successful (the best by scalarised
+  reward when none succeed, counted in ``sft/fallback_problems``).
+- "teacher": the same with a teacher model's samples; the teacher's cost is logged (``sft/teacher_*`` metrics).
+With ``answers_per_rollout`` M > 1 the prompt asks for M answers (harness.multi_answer) and the target joins M
+sampled answers, as distinct as possible: VPO's warm-up teaches the format before RL teaches the content.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from harness.config import make_config
+from harness.engine import TransformersEngine
+from harness.multi_answer import DELIMITER, instruct, join_answers
+from harness.types import Completion, Engine, Messages, Problem, SamplingParams, Score, Task, scalarize
+from trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
+
+TARGETS = ("references", "self", "teacher")
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 20  # optimizer steps
+    batch_size: int = 4  # (prompt, target) pairs per optimizer step
+    lr: float = 1e-5  # AdamW learning rate
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    max_target_tokens: int = 128  # targets are cut here (no EOS then); also the sampling budget of "self"/"teacher"
+    micro_batch: int = 4  # pairs per forward/backward; gradients accumulate to the full batch
+    seed: int = 0  # order of the pairs and the sampling seed
+    targets: str = "references"  # "references", "self" (rejection sampling) or "teacher"
+    teacher: str = ""  # model spec (alias, folder, hub id) of the teacher, for targets="teacher"
+    samples_per_problem: int = 4  # samples drawn per problem for "self"/"teacher"
+    temperature: float = 1.0  # sampling temperature for "self"/"teacher"
+    answers_per_rollout: int = 1  # M: answers per target (VPO's multi-answer format when > 1)
+    delimiter: str = DELIMITER  # separates the M answers of a target
+
+    def __post_init__(self) -> None:
+        if self.targets not in TARGETS:
+            raise ValueError(f"sft: unknown targets {self.targets!r}; choose one of {', '.join(TARGETS)}")
+        for name in ("steps", "batch_size", "max_target_tokens", "micro_batch", "samples_per_problem",
+                     "answers_per_rollout"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"sft: {name} must be >= 1, got {getattr(self, name)!r}")
+        if self.targets == "teacher" and not self.teacher:
+            raise ValueError("sft: targets=teacher needs a teacher model spec (teacher=...)")
+        if self.answers_per_rollout > 1 and self.targets == "references":
+            raise ValueError("sft: answers_per_rollout > 1 needs targets=self or teacher (a problem has one reference)")
+        if self.targets != "references" and self.samples_per_problem < self.answers_per_rollout:
+            raise ValueError("sft: samples_per_problem must be >= answers_per_rollout")
+
+
+@dataclass
+class Example:
+    problem: Problem
+    messages: Messages  # the prompt, multi-answer instruction included
+    target: str
+    answers: list[str]  # the answers joined into the target (one when M is 1)
+    success: list[bool | None]  # per answer: the task's verdict (None for references: not sampled)
+
+
+class SFTTrainer:
+    def __init__(self, plugins=None, **options) -> None:
+        self.config = make_config(SFTConfig, options, "sft")
+        self.plugins = plugins  # only needed to load a teacher
+
+    def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
+        cfg = self.config
+        examples, stats = self.build_targets(engine, task, problems)
+        model, tok = policy.model, policy.tokenizer
+        encode = TransformersEngine(policy, progress=False).encode  # the same chat template the engine samples with
+        pairs = [(encode(e.messages), _target_ids(tok, e.target, cfg.max_target_tokens)) for e in examples]
+        stats["truncated_targets"] = sum(t[-1] != tok.eos_token_id for _, t in pairs)
+        # Scalars under "sft/", apart from the per-step lists under "train/" (or a caller's stage): a VPO warm-up
+        # shares the store with RL steps that log some of the same names ("score_errors").
+        store.update_metrics({f"sft/{k}": v for k, v in stats.items()})
+        store.write_samples(
+            {"problem_id": e.problem.id, "phase": "train-sft", "step": None, "source": cfg.targets, "text": e.target,
+             "answers": e.answers, "success": e.success}
+            for e in examples
+        )
+        if not examples:
+            raise ValueError(f"sft: no training targets from {len(problems)} problems ({stats})")
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        order = cycle_problems(pairs, cfg.seed)
+        for step in range(cfg.steps):
+            started = time.perf_counter()
+            metrics = self.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(cfg.batch_size)])
+            store.log_step(step, {**metrics, "seconds": time.perf_counter() - started})
+
+    def update(self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]]) -> dict[str, float]:
+        """One optimizer step of mean token NLL over the batch's target tokens, in micro-batches that add up to it."""
+        cfg = self.config
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        tokens = sum(len(t) for _, t in pairs)  # one normaliser for the whole batch: micro-batches sum exactly
+        total = 0.0
+        for start in range(0, len(pairs), cfg.micro_batch):
+            loss = target_nll(model, target_batch(pairs[start : start + cfg.micro_batch], pad_id)).sum() / tokens
+            loss.backward()
+            total += loss.item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        model.eval()
+        return {"loss": total, "tokens": tokens, "grad_norm": float(grad_norm), "lr": cfg.lr}
+
+    def build_targets(self, engine: Engine, task: Task,
+                      problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
+        """The (prompt, target) pairs and how they were obtained (counts of skipped problems, sampling cost)."""
+        cfg = self.config
+        if cfg.targets == "references":
+            examples = [e for p in problems if (e := _reference_example(task, p)) is not None]
+            return examples, {"examples": len(examples), "skipped_no_reference": len(problems) - len(examples)}
+
+        source = engine if cfg.targets == "self" else self._teacher_engine()
+        started = time.perf_counter()
+        m = cfg.answers_per_rollout
+        # Each answer is sampled alone with the plain task prompt: before the warm-up, the policy cannot write the
+        # multi-answer format itself; the target joins M of them.
+        completions = source.generate(
+            [task.messages(p) for p in problems],
+            SamplingParams(n=cfg.samples_per_problem, max_new_tokens=max(1, cfg.max_target_tokens // m),
+                           temperature=cfg.temperature, seed=cfg.seed),
+            desc=f"sft {cfg.targets} samples")
+        seconds = time.perf_counter() - started
+        # One answer per completion; no reward tensor is needed (components=()), only the Scores (None: it raised).
+        scores = [row[0] if row else None for row in score_rollouts(task, problems, completions, ()).scores]
+        by_problem: list[list[tuple[Completion, Score | None]]] = [[] for _ in problems]
+        for c, s in zip(completions, scores, strict=True):
+            by_problem[c.prompt_index].append((c, s))
+
+        examples: list[Example] = []
+        fallback = too_few = 0
+        for problem, samples in zip(problems, by_problem, strict=True):
+            chosen = (_select_distinct(samples, m, task.reward_weights, cfg.delimiter) if m > 1
+                      else _select_successful(samples, task.reward_weights))
+            if len(chosen) < m:
+                too_few += 1
+                continue
+            fallback += not any(s is not None and s.success for _, s in chosen)
+            for group in ([chosen] if m > 1 else [[pick] for pick in chosen]):
+                answers = [c.text for c, _ in group]
+                examples.append(Example(
+                    problem, instruct(task.messages(problem), m, cfg.delimiter),
+                    join_answers(answers, cfg.delimiter) if m > 1 else answers[0], answers,
+                    [s.success if s is not None else False for _, s in group]))
+        kind = cfg.targets
+        return examples, {
+            "examples": len(examples), "fallback_problems": fallback, "skipped_too_few_distinct": too_few,
+            "sampled_success_rate": sum(s is not None and s.success for s in scores) / max(len(scores), 1),
+            "score_errors": sum(s is None for s in scores),
+            f"{kind}_prompts": len(problems), f"{kind}_samples": len(completions),
+            f"{kind}_tokens": sum(len(c.token_ids) for c in completions), f"{kind}_seconds": seconds,
+        }
+
+    def _teacher_engine(self) -> Engine:
+        from harness.models import load_policy
+
+        if self.plugins is None:
+            from harness.plugins import get_plugin_manager
+
+            self.plugins = get_plugin_manager()
+        return TransformersEngine(load_policy(self.config.teacher, self.plugins["model"]), progress=False)
+
+    def describe(self) -> dict:
+        return asdict(self.config)
+
+
+def target_batch(pairs: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """(prompt ids, target ids) pairs as one padded batch; ``completion_mask`` marks the tokens the loss counts
+    (the target's, never the prompt's or padding). The targets ride in Completions so GRPO's batching is reused."""
+    completions = [Completion(prompt_index=i, sample_index=0, prompt_ids=list(p), token_ids=list(t),
+                              logprobs=[0.0] * len(t), text="", finished=True) for i, (p, t) in enumerate(pairs)]
+    return pad_completions(completions, pad_id)
+
+
+def target_nll(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """-log p(target token | prompt, earlier target tokens) [B, T], zero at padding. Logits are only computed at
+    positions that predict target tokens, so prompt tokens cannot enter the loss."""
+    logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]))
+    return -logp * batch["completion_mask"]
+
+
+def _target_ids(tok, text: str, limit: int) -> list[int]:
+    # Targets are re-tokenised from text (a teacher may use another tokenizer). EOS ends the turn, so the policy
+    # learns to stop; a target cut at the limit gets none, or it would learn to stop mid-answer.
+    ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    return ids if len(ids) <= limit else ids[:limit]
+
+
+def _reference_example(task: Task, problem: Problem) -> Example | None:
+    render = getattr(task, "reference_completion", None)
+    if render is not None:
+        text = render(problem)
+    else:
+        text = None if problem.answer is None else f"The answer is {problem.answer}."
+    if text is None:
+        return None
+    return Example(problem, task.messages(problem), text, [text], [None])
+
+
+def _rank(samples: Sequence[tuple[Completion, Score | None]],
+          weights: dict[str, float]) -> list[tuple[Completion, Score | None]]:
+    """Successful first, then by scalarised reward; ties keep sampling order (stable sort). A failed score is last."""
+    def key(item: tuple[Completion, Score | None]) -> tuple[bool, float]:
+        s = item[1]
+        return (False, float("-inf")) if s is None else (s.success, scalarize(s.rewards, weights))
+    return sorted(samples, key=key, reverse=True)
+
+
+def _select_successful(samples, weights) -> list[tuple[Completion, Score | None]]:
+    """Rejection sampling: every distinct successful sample, else the single best one."""
+    ranked = _rank(samples, weights)
+    kept: dict[str, tuple[Completion, Score | None]] = {}
+    for c, s in ranked:
+        if s is not None and s.success:
+            kept.setdefault(c.text, (c, s))  # duplicates would weigh one answer twice
+    return list(kept.values()) or ranked[:1]
+
+
+def _select_distinct(samples, m: int, weights, delimiter: str) -> list[tuple[Completion, Score | None]]:
+    """M samples as different as possible: distinct extracted answers first, then distinct texts, best first.
+    Fewer than M when the samples hold fewer distinct texts (the caller skips the problem)."""
+    ranked = [(c, s) for c, s in _rank(samples, weights) if c.text.strip() and delimiter not in c.text]
+    chosen: list[tuple[Completion, Score | None]] = []
+    answers: set[str] = set()
+    for c, s in ranked:
+        if s is not None and s.extracted is not None and s.extracted not in answers and len(chosen) < m:
+            answers.add(s.extracted)
+            chosen.append((c, s))
+    texts = {c.text.strip() for c, _ in chosen}
+    for c, s in ranked:
+        if len(chosen) < m and c.text.strip() not in texts:
+            texts.add(c.text.strip())
+            chosen.append((c, s))
+    return chosen
