@@ -10,10 +10,12 @@ trainer.advantage=random_weights`` (no multi-answer).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
 from trainers.grpo import GRPOConfig, GRPOTrainer
+from trainers.policy_gradient import cycle_problems
 
 
 @dataclass
@@ -22,6 +24,7 @@ class VPOConfig(GRPOConfig):
     answers_per_rollout: int = 4  # M answers per rollout
     warmup_steps: int = 4  # SFT steps on the policy's own multi-answer sets before RL; 0 skips the warm-up
     warmup_samples: int = 8  # samples per problem the warm-up draws to build its targets (>= M)
+    warmup_problems: int = 8  # problems the warm-up samples from (sampling them all would cost more than RL)
     warmup_lr: float = 2e-5
 
 
@@ -43,7 +46,9 @@ class VPOTrainer(GRPOTrainer):
                                 samples_per_problem=max(cfg.warmup_samples, cfg.answers_per_rollout),
                                 max_target_tokens=cfg.max_new_tokens, lr=cfg.warmup_lr, seed=cfg.seed,
                                 temperature=cfg.temperature)
-            warmup.train(policy, engine, task, problems, store=_Stage(store, "warmup"))
+            chosen = list(itertools.islice(cycle_problems(problems, cfg.seed + 1), min(cfg.warmup_problems,
+                                                                                          len(problems))))
+            warmup.train(policy, engine, task, chosen, store=_Stage(store, "warmup"))
         super().train(policy, engine, task, problems, store=store)
 
 
