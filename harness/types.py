@@ -89,7 +89,8 @@ class Completion:
     sample_index: int  # 0..n-1 within its prompt
     prompt_ids: list[int]
     token_ids: list[int]  # generated tokens, EOS included when the model stopped
-    logprobs: list[float]  # log p(token) under the policy at the sampling temperature, one per token_ids entry
+    logprobs: list[float]  # log p(token) under the sampling distribution (the policy at the sampling temperature,
+    # steered when steering was given), one per token_ids entry
     text: str  # decoded token_ids without special tokens
     finished: bool  # True when the model emitted EOS; False when cut at max_new_tokens
 

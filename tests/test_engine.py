@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.engine import TransformersEngine
@@ -69,3 +70,145 @@ def test_top_k_one_is_greedy(tiny_policy):
     greedy = engine.generate([LONG], SamplingParams(n=1, max_new_tokens=6, temperature=0))[0]
     top1 = engine.generate([LONG], SamplingParams(n=2, max_new_tokens=6, temperature=1.0, top_k=1, seed=3))
     assert all(c.token_ids == greedy.token_ids for c in top1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Per-row steering
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _vector(policy, layer, direction=None, seed=0):
+    from harness.steering import SteeringVector
+
+    if direction is None:
+        direction = torch.randn(policy.model.config.hidden_size, generator=torch.Generator().manual_seed(seed))
+    return SteeringVector(vector=direction / direction.norm(), layer=layer, model="tiny-random", behaviour="test")
+
+
+def _captured_prefills(policy, layer, generate):
+    """The output of decoder ``layer`` as the next layer sees it (after any steering hook), for the first
+    forward pass (the prefill) of ``generate()``."""
+    seen = []
+    after = policy.model.model.layers[layer + 1]
+    handle = after.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    try:
+        generate()
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+def test_steering_adds_beta_times_v_to_every_position_of_each_row(tiny_policy):
+    from harness.steering import Steering
+
+    engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
+    params = SamplingParams(n=2, max_new_tokens=2, temperature=0)
+    betas = [0.0, 2.0, -1.5, 0.5]  # rows: (SHORT, 0), (SHORT, 1), (LONG, 0), (LONG, 1)
+    plain = _captured_prefills(tiny_policy, 0, lambda: engine.generate([SHORT, LONG], params))
+    steered = _captured_prefills(tiny_policy, 0, lambda: engine.generate([SHORT, LONG], params,
+                                                                         steering=Steering(vec, betas)))
+    assert plain.shape[0] == 2 and steered.shape[0] == 4  # steered: one prefill per (prompt, beta)
+    for row, beta in enumerate(betas):
+        delta = steered[row] - plain[row // 2]  # every position: prompt and left padding alike
+        assert torch.allclose(delta, (beta * vec.vector).expand_as(delta), atol=1e-5), row
+    assert torch.allclose(steered[0], plain[0], atol=1e-6)
+
+
+def test_per_row_betas_steer_only_their_rows(tiny_policy):
+    from harness.steering import Steering
+
+    engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=1)
+    greedy = SamplingParams(n=2, max_new_tokens=8, temperature=0)
+    # greedy, and sampled (sample j of a prompt draws the same random numbers whatever its beta)
+    for params in (greedy, SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=2)):
+        plain = engine.generate([SHORT, LONG], params)
+        steered = engine.generate([SHORT, LONG], params, steering=Steering(vec, [0.0, 6.0, 0.0, -6.0]))
+        for row in (0, 2):  # beta 0: the row generates exactly as without steering
+            assert steered[row].token_ids == plain[row].token_ids
+            assert torch.allclose(torch.tensor(steered[row].logprobs), torch.tensor(plain[row].logprobs), atol=1e-4)
+        for row in (1, 3):
+            assert steered[row].token_ids != plain[row].token_ids
+    # the per-sample-index shorthand: one beta per j, the same for every prompt
+    shorthand = engine.generate([SHORT, LONG], greedy, steering=Steering(vec, [0.0, 6.0]))
+    explicit = engine.generate([SHORT, LONG], greedy, steering=Steering(vec, [0.0, 6.0, 0.0, 6.0]))
+    assert [c.token_ids for c in shorthand] == [c.token_ids for c in explicit]
+
+
+def test_steering_betas_are_sliced_per_chunk(tiny_policy):
+    from harness.steering import Steering
+
+    vec = _vector(tiny_policy, layer=0)
+    params = SamplingParams(n=2, max_new_tokens=4, temperature=1.0, seed=4)
+    steering = Steering(vec, [0.0, 3.0, -3.0, 1.0, 2.0, 0.0])
+    whole = _engine(tiny_policy).generate([SHORT, LONG, SHORT], params, steering=steering)
+    chunked = TransformersEngine(tiny_policy, max_batch_rows=2, progress=False)  # one prompt per chunk
+    assert [c.token_ids for c in chunked.generate([SHORT, LONG, SHORT], params, steering=steering)] == \
+        [c.token_ids for c in whole]
+
+
+def test_steering_is_removed_without_residue(tiny_policy, monkeypatch):
+    import harness.engine as engine_module
+    from harness.steering import Steering
+
+    engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=5)
+    layer = tiny_policy.model.model.layers[0]
+    before = engine.generate([SHORT, LONG], params)
+    engine.generate([SHORT, LONG], params, steering=Steering(vec, [1.0, -1.0]))
+    after = engine.generate([SHORT, LONG], params)
+    assert [c.token_ids for c in after] == [c.token_ids for c in before]
+    assert [c.logprobs for c in after] == [c.logprobs for c in before]  # bit-identical
+    assert not layer._forward_hooks
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(engine_module, "_sample", fail)
+    with pytest.raises(RuntimeError, match="boom"):
+        engine.generate([SHORT], params, steering=Steering(vec, [1.0, 1.0]))
+    assert not layer._forward_hooks  # removed even when generation raises
+
+
+def test_betas_follow_rows_when_finished_rows_are_dropped(tiny_policy):
+    """A steered batch runs once with no row finishing early. Then two of the tokens it wrote become stop tokens, so
+    row 1 stops at step 1 and row 2 at step 3 and both are dropped from the batch: rows 0 and 3 must come out exactly
+    as before, which they do only if the betas were index-selected along with the rows."""
+    from harness.steering import Steering
+
+    engine, model = _engine(tiny_policy), tiny_policy.model
+    vec = _vector(tiny_policy, layer=0)
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=11)
+    betas = [0.5, 4.0, -4.0, 2.0]  # rows: (SHORT, 0), (SHORT, 1), (LONG, 0), (LONG, 1)
+    full = engine.generate([SHORT, LONG], params, steering=Steering(vec, betas))
+    assert all(len(c.token_ids) == 6 for c in full)
+    swapped = engine.generate([SHORT, LONG], params, steering=Steering(vec, [0.5, 4.0, 2.0, -4.0]))
+    assert swapped[3].token_ids != full[3].token_ids  # a wrong beta would show
+
+    model.generation_config.eos_token_id = [tiny_policy.tokenizer.eos_token_id, full[1].token_ids[0],
+                                            full[2].token_ids[2]]
+    dropped = engine.generate([SHORT, LONG], params, steering=Steering(vec, betas))
+    assert dropped[1].token_ids == full[1].token_ids[:1] and dropped[1].finished
+    assert dropped[2].token_ids == full[2].token_ids[:3] and dropped[2].finished
+    for row in (0, 3):
+        assert dropped[row].token_ids == full[row].token_ids, row
+        assert torch.allclose(torch.tensor(dropped[row].logprobs), torch.tensor(full[row].logprobs), atol=1e-4)
+
+
+def test_steered_logprobs_are_the_steered_distribution(tiny_policy):
+    """A steered generate's log-probs equal a plain forward pass under the same per-row hook (prompt positions
+    steered too), and differ from the unsteered forward pass."""
+    from harness.steering import RowSteering, Steering
+
+    engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
+    betas = [0.0, 1.0, -2.0, 0.5]
+    completions = engine.generate([SHORT, LONG], SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=3),
+                                  steering=Steering(vec, betas))
+    batch = pad_completions(completions, tiny_policy.tokenizer.pad_token_id)
+    args = (batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]))
+    mask = batch["completion_mask"].bool()
+    with torch.no_grad():
+        with RowSteering(tiny_policy.model, vec, betas):
+            steered = sequence_logprobs(tiny_policy.model, *args)
+        plain = sequence_logprobs(tiny_policy.model, *args)
+    assert torch.allclose(steered[mask], batch["old_logp"][mask], atol=2e-4)
+    assert not torch.allclose(plain[1][mask[1]], batch["old_logp"][1][mask[1]], atol=1e-3)

@@ -1,0 +1,384 @@
+"""Steering vectors: a direction v in one decoder layer's residual stream that moves the model towards a behaviour.
+
+VSPO's stage 1 (DESIGN.md): a teacher rewrites the policy's own answers into a positive and a negative version of a
+behaviour (``contrastive_pairs``); the per-layer difference of mean activations over the two sets' response tokens
+gives a direction per layer (``residual_activations``, ``build_vector``); the layer whose direction separates the two
+sets best is kept and its direction normalised to unit length. Stage 2 adds ``beta * v`` to that layer's output while
+sampling (``TransformersEngine.generate(..., steering=Steering(v, betas))``, one beta per batch row, via
+``RowSteering``).
+
+Layers are numbered as ``model.model.layers``: ``layer=i`` is the *output* of decoder layer i, which is
+``hidden_states[i + 1]`` of ``output_hidden_states=True``. The embedding output (``hidden_states[0]``) is not a
+candidate: it is a per-token lookup, so a "direction" there says which words were used, not how the model represents
+the answer. Activations are captured with forward hooks on the decoder layers, not read from ``hidden_states``:
+in transformers 5.24 the last entry of ``hidden_states`` has the final norm applied, which is not what the steering
+hook adds to.
+
+torch is imported inside the functions, so importing this module (e.g. from a plugin's registration) stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.models import Policy
+    from harness.types import Engine, Messages
+
+Pair = tuple["Messages | str", str]  # (prompt: chat messages or a user message's text, response text)
+
+FILE_FORMAT = "vector-harness/steering-vector/1"
+CRITERION = ("cohen_d: per layer, project both sets' activations onto that layer's unit difference-of-means direction;"
+             " score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept")
+
+# How the teacher is asked to rewrite a base answer: (towards the behaviour, away from it).
+REWRITES: dict[str, tuple[str, str]] = {
+    "expertise": (
+        "as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
+        "as a beginner would write it: plain everyday words, vague about the technical details",
+    ),
+    "confidence": (
+        "confidently: state the answer directly and commit to it, with no hedging",
+        "hesitantly: hedge every claim (maybe, I think, I'm not sure) and never fully commit",
+    ),
+    "robustness": (
+        "so that it works the problem out independently and ignores any answer suggested in the question",
+        "so that it defers to the answer suggested in the question and adopts it as the final answer",
+    ),
+    "conciseness": (
+        "concisely: the shortest answer that keeps every necessary step, with no filler",
+        "verbosely: restate the question, add filler words and repeat each point at length",
+    ),
+}
+
+REWRITE_TEMPLATE = """Here is a question and an answer to it.
+
+Question:
+{question}
+
+Answer:
+{answer}
+
+Rewrite the answer {instruction}. Keep its content otherwise. Reply with the rewritten answer only."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The vector and its file
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SteeringVector:
+    vector: torch.Tensor  # [hidden]; unit norm when built by build_vector
+    layer: int  # index into the model's decoder layers: steering adds to the *output* of layers[layer]
+    model: str  # the model spec it was built on (e.g. "smollm2-135m"); provenance["model_source"] has the folder
+    behaviour: str
+    provenance: dict[str, Any] = field(default_factory=dict)  # teacher, pairs, criterion, layer scores, date, version
+    # raw_norm: |mean_pos - mean_neg| at the layer before normalising (beta = raw_norm moves the negative set's mean
+    # activation onto the positive set's); activation_norm: mean norm of the per-example mean activation there.
+    norms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.vector.shape[-1])
+
+    def check(self, model: Any) -> None:
+        """Raise unless the vector fits ``model`` (a Policy, a transformers model, or a hidden size)."""
+        hidden, layers = _model_shape(model)
+        if hidden != self.hidden_size:
+            raise ValueError(f"steering vector for {self.model!r} has hidden size {self.hidden_size}; "
+                             f"the model has {hidden}")
+        if layers is not None and not 0 <= self.layer < layers:
+            raise ValueError(f"steering vector layer {self.layer} is out of range: the model has {layers} layers")
+
+    def save(self, path: str | Path) -> None:
+        """One small safetensors file: the tensor, and everything else as JSON in the file's metadata."""
+        from safetensors.torch import save_file
+
+        meta = {"layer": self.layer, "model": self.model, "behaviour": self.behaviour,
+                "provenance": self.provenance, "norms": self.norms}
+        save_file({"vector": self.vector.detach().float().cpu().contiguous()}, str(path),
+                  metadata={"format": FILE_FORMAT, "meta": json.dumps(meta)})
+
+    @classmethod
+    def load(cls, path: str | Path, model: Any = None) -> SteeringVector:
+        """Read a file written by ``save``; given ``model`` (Policy, transformers model or hidden size), check it."""
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            if header.get("format") != FILE_FORMAT:
+                raise ValueError(f"{path}: not a steering vector file (format {header.get('format')!r})")
+            vector = f.get_tensor("vector")
+        meta = json.loads(header["meta"])
+        loaded = cls(vector=vector, layer=int(meta["layer"]), model=meta["model"], behaviour=meta["behaviour"],
+                     provenance=meta["provenance"], norms=meta["norms"])
+        if model is not None:
+            loaded.check(model)
+        return loaded
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What ``TransformersEngine.generate(..., steering=)`` adds: ``betas[r] * vector`` at row r.
+
+    ``betas`` has one entry per completion row (len(prompts) * n, prompt-major: row r is prompt r // n, sample r % n),
+    or, as a shorthand, one entry per sample index j (len n), applied to every prompt. The two readings coincide when
+    there is one prompt, so the length alone decides."""
+
+    vector: SteeringVector
+    betas: Sequence[float]
+
+    def row_betas(self, num_prompts: int, n: int) -> list[float]:
+        betas = [float(b) for b in self.betas]
+        if any(b != b or b in (float("inf"), float("-inf")) for b in betas):
+            raise ValueError(f"steering betas must be finite: {betas}")
+        if len(betas) == num_prompts * n:
+            return betas
+        if len(betas) == n:
+            return betas * num_prompts
+        raise ValueError(f"steering needs one beta per row ({num_prompts} prompts x n={n} = {num_prompts * n}) "
+                         f"or one per sample index (n={n}); got {len(betas)}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The hook
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def decoder_layers(model: Any) -> Sequence[Any]:
+    """The model's decoder layers (``model.model.layers`` for Llama-style models)."""
+    inner = getattr(model, "model", None)
+    if inner is not None and hasattr(inner, "layers"):
+        return inner.layers
+    return model.get_decoder().layers
+
+
+class RowSteering:
+    """A forward hook on one decoder layer adding ``betas[b] * vector`` to its output, at every position of batch
+    row b (padding included: padded positions are masked out as keys and their outputs are never read).
+
+    Registered on construction; ``remove()`` (or leaving a ``with`` block) takes it off without residue. The engine
+    calls ``set_betas`` whenever its batch changes (prefill groups, then rows, then rows still active), so the betas
+    always line up with the batch; a batch of another size is an error, not a silent broadcast."""
+
+    def __init__(self, model: Any, vector: SteeringVector, betas: Sequence[float] | None = None) -> None:
+        vector.check(model)
+        param = next(model.parameters())
+        self._device, self._dtype = param.device, param.dtype
+        self.vector = vector.vector.to(device=self._device, dtype=self._dtype)
+        self.betas: torch.Tensor | None = None
+        if betas is not None:
+            self.set_betas(betas)
+        self._handle = decoder_layers(model)[vector.layer].register_forward_hook(self._hook)
+
+    def set_betas(self, betas: Sequence[float] | torch.Tensor) -> None:
+        import torch
+
+        self.betas = torch.as_tensor(betas, dtype=self._dtype, device=self._device).reshape(-1)
+
+    def _hook(self, module: Any, args: Any, output: Any) -> Any:
+        # transformers 5.24's decoder layers return a tensor; older ones (and some models) a tuple led by it.
+        hidden = output[0] if isinstance(output, tuple) else output
+        if self.betas is None or self.betas.shape[0] != hidden.shape[0]:
+            got = None if self.betas is None else self.betas.shape[0]
+            raise RuntimeError(f"steering has {got} betas for a batch of {hidden.shape[0]} rows")
+        steered = hidden + self.betas[:, None, None] * self.vector
+        return (steered, *output[1:]) if isinstance(output, tuple) else steered
+
+    def remove(self) -> None:
+        self._handle.remove()
+
+    def __enter__(self) -> RowSteering:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Building a vector
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_size: int = 8) -> torch.Tensor:
+    """Mean residual-stream activation of each item at each decoder layer's output: a float tensor [N, layers, hidden].
+
+    An item is a (prompt, response) pair, the prompt chat-templated by the engine's ``encode`` and the response's
+    tokens appended, averaged over the response tokens only; or a plain string, averaged over all its tokens.
+    Batches are left-padded like the engine's, with the same position ids, so an item's activations do not depend
+    on its batch (up to float rounding)."""
+    import torch
+
+    from harness.engine import TransformersEngine
+
+    tok, model = policy.tokenizer, policy.model
+    encode = TransformersEngine(policy, progress=False).encode
+    sequences: list[tuple[list[int], int]] = []  # (token ids, number of trailing tokens to average over)
+    for i, item in enumerate(items):
+        prompt_ids = [] if isinstance(item, str) else encode(_as_messages(item[0]))
+        response_ids = tok(item if isinstance(item, str) else item[1], add_special_tokens=False)["input_ids"]
+        if not response_ids:
+            raise ValueError(f"item {i} has an empty response: nothing to average over")
+        sequences.append((prompt_ids + response_ids, len(response_ids)))
+
+    layers = decoder_layers(model)
+    captured: list[Any] = [None] * len(layers)
+
+    def capture(i: int):
+        def hook(module: Any, args: Any, output: Any) -> None:
+            captured[i] = output[0] if isinstance(output, tuple) else output
+        return hook
+
+    device = next(model.parameters()).device
+    handles = [layer.register_forward_hook(capture(i)) for i, layer in enumerate(layers)]
+    means = []
+    try:
+        with torch.no_grad():
+            for start in range(0, len(sequences), batch_size):
+                batch = sequences[start:start + batch_size]
+                width = max(len(ids) for ids, _ in batch)
+                input_ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                averaged = torch.zeros((len(batch), width))
+                for row, (ids, n_avg) in enumerate(batch):
+                    input_ids[row, width - len(ids):] = torch.tensor(ids)
+                    mask[row, width - len(ids):] = 1
+                    averaged[row, width - n_avg:] = 1.0 / n_avg  # left padding: the response ends every row
+                input_ids, mask, averaged = input_ids.to(device), mask.to(device), averaged.to(device)
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False,
+                      logits_to_keep=1)
+                stacked = torch.stack([h.float() for h in captured], dim=1)  # [B, layers, T, hidden]
+                means.append(torch.einsum("blth,bt->blh", stacked, averaged).cpu())
+    finally:
+        for handle in handles:
+            handle.remove()
+    return torch.cat(means)
+
+
+def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per layer, the difference of means [layers, hidden] and its separation score [layers].
+
+    The score is Cohen's d along that layer's own direction: both sets' activations [N, layers, hidden] are projected
+    onto the unit difference-of-means direction, and the gap between the projected means (which is the
+    difference's norm) is divided by the pooled standard deviation of the projections. Unlike the raw norm it does not
+    favour late layers just because their activations are larger. In-sample (the direction is fitted on the same
+    activations), so it is optimistic; it ranks layers, it does not estimate held-out accuracy."""
+    import torch
+
+    if positive.shape[0] < 2 or negative.shape[0] < 2:
+        raise ValueError("separation needs at least two positive and two negative examples (a pooled std)")
+    diff = positive.mean(0) - negative.mean(0)
+    direction = diff / diff.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    proj_pos = torch.einsum("nlh,lh->nl", positive, direction)
+    proj_neg = torch.einsum("nlh,lh->nl", negative, direction)
+    n_pos, n_neg = proj_pos.shape[0], proj_neg.shape[0]
+    pooled_var = ((n_pos - 1) * proj_pos.var(0) + (n_neg - 1) * proj_neg.var(0)) / (n_pos + n_neg - 2)
+    gap = proj_pos.mean(0) - proj_neg.mean(0)
+    return diff, gap / pooled_var.sqrt().clamp_min(1e-12)
+
+
+def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs: Sequence[Pair], *, behaviour: str,
+                 teacher: str | None = None, batch_size: int = 8,
+                 provenance: dict[str, Any] | None = None) -> SteeringVector:
+    """Difference of mean activations (positive - negative) at every decoder layer's output; keep the layer with the
+    largest ``separation_scores``, normalise its direction to unit norm. All layers' scores go into provenance.
+    The embedding output is not a candidate (see the module docstring). ``provenance`` adds entries (e.g. the
+    teacher's call and token counts from ``ContrastivePairs.provenance()``)."""
+    from harness import __version__
+
+    pos = residual_activations(policy, positive_pairs, batch_size=batch_size)
+    neg = residual_activations(policy, negative_pairs, batch_size=batch_size)
+    diff, scores = separation_scores(pos, neg)
+    layer = int(scores.argmax())
+    raw_norm = float(diff[layer].norm())
+    activation_norm = float(0.5 * (pos[:, layer].norm(dim=-1).mean() + neg[:, layer].norm(dim=-1).mean()))
+    return SteeringVector(
+        vector=(diff[layer] / max(raw_norm, 1e-12)).contiguous(), layer=layer, model=policy.spec,
+        behaviour=behaviour, norms={"raw_norm": raw_norm, "activation_norm": activation_norm},
+        provenance={
+            "teacher": teacher, "pairs": {"positive": len(positive_pairs), "negative": len(negative_pairs)},
+            "criterion": CRITERION, "layer_scores": [float(s) for s in scores],
+            "layer_raw_norms": [float(d) for d in diff.norm(dim=-1)],
+            "layers": "decoder layer outputs 0..L-1; the embedding output (hidden_states[0]) is excluded",
+            "model_source": policy.source, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "harness_version": __version__, **(provenance or {}),
+        },
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Contrastive pairs from a teacher
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ContrastivePairs:
+    behaviour: str
+    positive: list[Pair]  # (the original prompt, the rewrite towards the behaviour)
+    negative: list[Pair]  # (the same prompt, the rewrite away from it); positive[i] and negative[i] share a prompt
+    base_answers: list[str]  # the policy's answers, one per prompt given
+    teacher_calls: int  # rewrite requests sent to the teacher (two per prompt)
+    teacher_tokens: int  # tokens the teacher generated
+    policy_tokens: int  # tokens the policy generated for the base answers
+    dropped: int  # prompts left out because the base answer or a rewrite came back empty
+
+    def provenance(self) -> dict[str, Any]:
+        return {"teacher_calls": self.teacher_calls, "teacher_tokens": self.teacher_tokens,
+                "policy_tokens": self.policy_tokens, "dropped_pairs": self.dropped}
+
+
+def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prompts: Sequence[Messages | str],
+                      behaviour: str, *, answer_params: Any = None, rewrite_params: Any = None) -> ContrastivePairs:
+    """The policy answers ``prompts`` (greedy by default); the teacher (any Engine; None: the policy's own engine)
+    rewrites each answer once towards and once away from ``behaviour`` (see REWRITES). For "robustness", pass
+    prompts that carry a misleading hint (tasks.behaviours.with_misleading_hint)."""
+    from harness.types import SamplingParams
+
+    if behaviour not in REWRITES:
+        raise ValueError(f"unknown behaviour {behaviour!r}; known: {', '.join(REWRITES)}")
+    teacher = teacher_engine if teacher_engine is not None else policy_engine
+    answer_params = answer_params or SamplingParams(n=1, max_new_tokens=128, temperature=0)
+    rewrite_params = rewrite_params or SamplingParams(n=1, max_new_tokens=256, temperature=0)
+    if answer_params.n != 1 or rewrite_params.n != 1:
+        raise ValueError("contrastive_pairs takes one base answer per prompt and one rewrite per request (n=1)")
+    messages = [_as_messages(p) for p in prompts]
+    answers = policy_engine.generate(messages, answer_params, desc="base answers")
+    requests = []
+    for prompt, answer in zip(messages, answers, strict=True):
+        question = "\n".join(m["content"] for m in prompt if m["role"] == "user")
+        for instruction in REWRITES[behaviour]:
+            text = REWRITE_TEMPLATE.format(question=question, answer=answer.text.strip(), instruction=instruction)
+            requests.append([{"role": "user", "content": text}])
+    rewrites = teacher.generate(requests, rewrite_params, desc="teacher rewrites")
+    positive, negative = [], []
+    for i, (prompt, answer) in enumerate(zip(messages, answers, strict=True)):
+        pos, neg = rewrites[2 * i].text.strip(), rewrites[2 * i + 1].text.strip()
+        if answer.text.strip() and pos and neg:
+            positive.append((prompt, pos))
+            negative.append((prompt, neg))
+    return ContrastivePairs(
+        behaviour=behaviour, positive=positive, negative=negative, base_answers=[a.text for a in answers],
+        teacher_calls=len(requests), teacher_tokens=sum(len(r.token_ids) for r in rewrites),
+        policy_tokens=sum(len(a.token_ids) for a in answers), dropped=len(messages) - len(positive))
+
+
+def _as_messages(prompt: Messages | str) -> Messages:
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+
+
+def _model_shape(model: Any) -> tuple[int, int | None]:
+    """(hidden size, number of decoder layers or None) of a Policy, a transformers model, or a bare hidden size."""
+    if isinstance(model, int):
+        return model, None
+    model = getattr(model, "model", model) if hasattr(model, "tokenizer") else model  # a Policy -> its model
+    config = model.config
+    return int(config.hidden_size), getattr(config, "num_hidden_layers", None)

@@ -1,0 +1,130 @@
+"""Steering vectors: the layer criterion on hand-made activations, activations on the tiny model, the file format,
+contrastive pairs from a (fake) teacher. Per-row steering inside the engine is tested in test_engine.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.steering import (
+    REWRITES,
+    Steering,
+    SteeringVector,
+    build_vector,
+    contrastive_pairs,
+    residual_activations,
+    separation_scores,
+)
+from harness.testing import FakeEngine
+
+
+def test_separation_criterion_is_cohens_d_not_the_raw_gap():
+    """Layer 0: a big gap drowned in noise; layer 1: a small gap with little noise; layer 2: no gap.
+    The criterion picks layer 1 (largest d), though layer 0 has the larger difference of means."""
+    g = torch.Generator().manual_seed(0)
+    n, hidden = 50, 8
+    axis = torch.zeros(hidden)
+    axis[3] = 1.0
+    pos, neg = torch.zeros(n, 3, hidden), torch.zeros(n, 3, hidden)
+    for layer, gap, noise in ((0, 10.0, 40.0), (1, 1.0, 0.1), (2, 0.0, 1.0)):
+        pos[:, layer] = gap / 2 * axis + noise * torch.randn(n, hidden, generator=g)
+        neg[:, layer] = -gap / 2 * axis + noise * torch.randn(n, hidden, generator=g)
+    diff, scores = separation_scores(pos, neg)
+    assert int(scores.argmax()) == 1
+    assert diff[0].norm() > diff[1].norm()
+    # layer 1 by hand: project on the unit mean-difference direction, (mean gap) / pooled std
+    d = diff[1] / diff[1].norm()
+    p, q = pos[:, 1] @ d, neg[:, 1] @ d
+    pooled = (((n - 1) * p.var() + (n - 1) * q.var()) / (2 * n - 2)).sqrt()
+    assert torch.isclose(scores[1], (p.mean() - q.mean()) / pooled, rtol=1e-4)
+    with pytest.raises(ValueError, match="at least two"):
+        separation_scores(pos[:1], neg)
+
+
+def test_row_betas_layout():
+    vec = SteeringVector(vector=torch.ones(4), layer=0, model="m", behaviour="b")
+    assert Steering(vec, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).row_betas(3, 2) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert Steering(vec, [0.0, 1.0]).row_betas(3, 2) == [0.0, 1.0] * 3  # one per sample index
+    with pytest.raises(ValueError, match="one beta per row"):
+        Steering(vec, [1.0, 2.0, 3.0]).row_betas(3, 2)
+    with pytest.raises(ValueError, match="finite"):
+        Steering(vec, [float("nan"), 1.0]).row_betas(1, 2)
+
+
+def test_residual_activations_average_response_tokens_and_ignore_the_batch(tiny_policy):
+    pairs = [("Hi", "Hello there, friend."), ("What is 2+2? Explain in detail please.", "Four.")]
+    together = residual_activations(tiny_policy, pairs)
+    assert together.shape == (2, 2, 64)  # [items, decoder layers (embeddings excluded), hidden]
+    alone = residual_activations(tiny_policy, pairs[1:])
+    assert torch.allclose(together[1], alone[0], atol=1e-5)  # left padding changes nothing
+    # by hand: the last decoder layer's output (before the final norm), averaged over the response tokens
+    from harness.engine import TransformersEngine
+
+    prompt = TransformersEngine(tiny_policy, progress=False).encode([{"role": "user", "content": "Hi"}])
+    response = tiny_policy.tokenizer("Hello there, friend.", add_special_tokens=False)["input_ids"]
+    seen = []
+    handle = tiny_policy.model.model.layers[1].register_forward_hook(lambda m, a, out: seen.append(out))
+    with torch.no_grad():
+        tiny_policy.model(input_ids=torch.tensor([prompt + response]))
+    handle.remove()
+    assert torch.allclose(together[0, 1], seen[0][0, -len(response):].mean(0), atol=1e-5)
+    with pytest.raises(ValueError, match="empty response"):
+        residual_activations(tiny_policy, [("Hi", "")])
+
+
+def test_build_vector_keeps_the_best_scoring_layer_and_round_trips(tiny_policy, tmp_path):
+    prompts = ["Tell me about cats.", "How do I boil an egg?", "What is rain?", "Name a colour."]
+    shouting = [(p, "THIS IS VERY IMPORTANT AND I AM SHOUTING IT!") for p in prompts]
+    quiet = [(p, "this is fine, i am saying it quietly.") for p in prompts]
+    vec = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", teacher="hand-written",
+                       provenance={"note": "test"})
+    scores = vec.provenance["layer_scores"]
+    assert len(scores) == 2 and vec.layer == max(range(2), key=scores.__getitem__)
+    assert torch.isclose(vec.vector.norm(), torch.tensor(1.0))
+    assert vec.norms["raw_norm"] > 0 and vec.provenance["pairs"] == {"positive": 4, "negative": 4}
+    assert vec.provenance["teacher"] == "hand-written" and vec.provenance["note"] == "test"
+    assert vec.model == "tiny-random" and vec.provenance["harness_version"]
+
+    path = tmp_path / "shouting.safetensors"
+    vec.save(path)
+    loaded = SteeringVector.load(path, model=tiny_policy)
+    assert torch.equal(loaded.vector, vec.vector)
+    assert (loaded.layer, loaded.model, loaded.behaviour) == (vec.layer, vec.model, vec.behaviour)
+    assert loaded.provenance == vec.provenance and loaded.norms == vec.norms
+    with pytest.raises(ValueError, match="hidden size 64"):
+        SteeringVector.load(path, model=128)
+
+
+def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
+    policy = FakeEngine(["The answer is 4 because two and two make four"])
+
+    def teacher_says(messages, sample_index, seed):
+        text = messages[0]["content"]
+        if "Is the sky green?" in text:
+            return ""  # an empty rewrite: the pair is dropped
+        return "CONFIDENT answer" if REWRITES["confidence"][0] in text else "maybe the answer is possibly 4"
+
+    teacher = FakeEngine(teacher_says)
+    pairs = contrastive_pairs(policy, teacher, ["What is 2+2?", "Is the sky green?", "What is 3+1?"], "confidence")
+    assert pairs.teacher_calls == 6 and len(teacher.calls) == 1 and len(policy.calls) == 1
+    assert pairs.teacher_tokens == 2 + 6 + 0 + 0 + 2 + 6  # whitespace words are FakeEngine's tokens
+    assert pairs.policy_tokens == 3 * 10 and pairs.dropped == 1
+    assert [p for p, _ in pairs.positive] == [[{"role": "user", "content": "What is 2+2?"}],
+                                              [{"role": "user", "content": "What is 3+1?"}]]
+    assert [r for _, r in pairs.positive] == ["CONFIDENT answer"] * 2
+    assert [r for _, r in pairs.negative] == ["maybe the answer is possibly 4"] * 2
+    assert "What is 2+2?" in teacher.calls[0][0][0][0]["content"]  # the teacher sees the question and the answer
+    assert "two and two" in teacher.calls[0][0][0][0]["content"]
+    only_policy = contrastive_pairs(policy, None, ["What is 2+2?"], "conciseness")  # teacher defaults to the policy
+    assert only_policy.teacher_calls == 2 and len(policy.calls) == 3
+    with pytest.raises(ValueError, match="unknown behaviour"):
+        contrastive_pairs(policy, None, ["x"], "sarcasm")
+
+
+def test_import_does_not_pull_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, harness.steering; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
