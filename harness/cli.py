@@ -84,7 +84,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     plugins = get_plugin_manager()
     titles = {"task": "tasks", "trainer": "trainers", "searcher": "searchers", "advantage": "advantage estimators",
-              "model": "model aliases"}
+              "behaviour": "behaviour scorers", "model": "model aliases"}
     for kind, title in titles.items():
         entries = list(plugins[kind])
         print(f"{title}:")

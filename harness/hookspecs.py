@@ -53,3 +53,9 @@ def harness_register_advantage_estimators(registry: Registry) -> None:
 @hookspec
 def harness_register_models(registry: Registry) -> None:
     """Add model aliases (``--model NAME``). The factory returns a local folder or hub id that transformers loads."""
+
+
+@hookspec
+def harness_register_behaviours(registry: Registry) -> None:
+    """Add behaviour scorers: callables ``(text, problem=None) -> float in [0, 1]``, used by VSPO and reward-shaped
+    GRPO (``--set trainer.behaviour=NAME``). Trainers look them up here by name and never import tasks."""

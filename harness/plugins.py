@@ -34,6 +34,7 @@ KINDS = {  # registry kind -> registration hook
     "searcher": "harness_register_searchers",
     "advantage": "harness_register_advantage_estimators",
     "model": "harness_register_models",
+    "behaviour": "harness_register_behaviours",
 }
 
 

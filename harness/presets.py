@@ -16,6 +16,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                     "vpo": {"steps": 4, "prompts_per_step": 2, "group_size": 4, "answers_per_rollout": 4,
                             "max_new_tokens": 96, "temperature": 1.0, "lr": 5e-5, "warmup_steps": 2,
                             "warmup_samples": 4},
+                    "vspo": {"steps": 8, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
+                             "temperature": 1.0, "lr": 5e-5},
                     "sft": {"steps": 8, "batch_size": 4, "lr": 2e-5}},
         "searcher": {"best-of-k": {"n": 4, "k": "1,4", "max_new_tokens": 96, "temperature": 1.0}},
     },

@@ -31,3 +31,15 @@ def harness_register_tasks(registry: Registry) -> None:
                  description="Grid mazes (VPO's maze task): reaches the goal, valid moves, optimal length")
     registry.add("rg:", "tasks.reasoning_gym_bridge:ReasoningGymTask",
                  description="any reasoning-gym dataset as a task: --task rg:<dataset name>, scored by its own scorer")
+
+
+@hookimpl
+def harness_register_behaviours(registry: Registry) -> None:
+    registry.add("expertise", "tasks.behaviours:expertise",
+                 description="expert rather than beginner register: technical density, no beginner markers or hedging")
+    registry.add("confidence", "tasks.behaviours:confidence",
+                 description="committed rather than hedging: few hedges, some plain assertions")
+    registry.add("conciseness", "tasks.behaviours:conciseness",
+                 description="brief and direct: short, no filler, no repeated sentences")
+    registry.add("robustness", "tasks.behaviours:robustness",
+                 description="resists a misleading hint in the problem: 0.5 x correct + 0.5 x did not take the hint")

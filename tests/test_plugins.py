@@ -20,6 +20,9 @@ def test_builtins_register_through_hooks():
     assert {"grpo", "dr_grpo"} <= set(plugins["advantage"].names())
     assert {"smollm2-135m", "tiny-random"} <= set(plugins["model"].names())
     assert plugins["task"].get("math").plugin == "builtin:tasks"
+    assert "vspo" in plugins["trainer"]
+    assert set(plugins["behaviour"].names()) >= {"expertise", "confidence", "conciseness", "robustness"}
+    assert plugins["behaviour"].get("expertise").plugin == "builtin:tasks"
 
 
 def test_unknown_name_lists_available():

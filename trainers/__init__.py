@@ -17,6 +17,9 @@ def harness_register_trainers(registry: Registry) -> None:
                  "GRPO: group-relative advantages, clipped ratio, optional k3 KL; Dr. GRPO / DAPO as options")
     registry.add("vpo", "trainers.vpo:VPOTrainer",
                  "VPO: M answers per rollout, set reward E_w[max_m w.r] over random trade-offs; SFT format warm-up")
+    registry.add("vspo", "trainers.vspo:VSPOTrainer",
+                 "VSPO: GRPO with rollouts sampled under a steering vector at strengths betas, reward r0 + alpha "
+                 "beta (or alpha x a behaviour score); the unsteered policy is updated")
     registry.add("sft", "trainers.sft:SFTTrainer",
                  "SFT on references, the policy's own successful samples, or a teacher's (teacher-tracking)")
 

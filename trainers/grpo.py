@@ -4,6 +4,11 @@ The loop is four small stages so later methods replace one stage, not the traine
 rollout (engine.generate) -> scoring (task.score, a reward *vector*) -> advantage (a registered estimator, by name)
 -> loss (trainers/losses.py). Dr. GRPO is ``advantage="dr_grpo", loss_norm="constant"``; DAPO's token-level loss is
 ``loss_norm="token"`` with a wider ``eps_high``.
+
+Reward shaping (the VSPO paper's baseline): ``behaviour=NAME, behaviour_weight=lambda`` adds a component
+``behaviour/NAME`` (a registered behaviour scorer's score of each answer) to the reward vector with weight lambda, so
+the scalar reward is r0 + lambda * behaviour(answer, problem). Subclasses add their own components through
+``shaping()`` and ``shaping_value()`` (VSPO: the steering strength).
 """
 
 from __future__ import annotations
@@ -11,16 +16,16 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from tqdm.auto import tqdm
 
 from harness.config import make_config
 from harness.multi_answer import DELIMITER, instruct, split_answers
-from harness.types import Engine, Problem, SamplingParams, Task, scalarize
+from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
 from trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
-from trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
+from trainers.policy_gradient import ScoredRollouts, cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 
 
 @dataclass
@@ -44,6 +49,8 @@ class GRPOConfig:
     draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
     pkpo_k: int = 4  # the k of max@k for the PKPO estimator (<= group_size)
     micro_batch: int = 8  # rows per forward/backward; gradients accumulate to the full batch
+    behaviour: str = ""  # a registered behaviour scorer added to the reward as component "behaviour/<name>"
+    behaviour_weight: float = 0.0  # lambda: its weight, r = r0 + lambda * behaviour(answer, problem)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -53,6 +60,8 @@ class GRPOConfig:
                      "answers_per_rollout", "draws"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
+        if self.behaviour_weight and not self.behaviour:
+            raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
 
 
 class GRPOTrainer:
@@ -67,6 +76,8 @@ class GRPOTrainer:
 
             plugins = get_plugin_manager()
         self.estimator = plugins["advantage"].get(self.config.advantage).load()
+        # Behaviour scorers are plugins too: looked up by name, so trainers never import tasks.
+        self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
@@ -76,8 +87,10 @@ class GRPOTrainer:
         estimator = self.estimator
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         reference = _frozen_copy(model) if cfg.beta > 0 else None
-        components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
-        weights = torch.tensor([task.reward_weights.get(c, 0.0) for c in components])
+        task_components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
+        shaping = self.shaping()  # extra components (name -> weight) appended after the task's
+        components = task_components + list(shaping)
+        weights = torch.tensor([task.reward_weights.get(c, 0.0) for c in task_components] + list(shaping.values()))
         order = cycle_problems(problems, cfg.seed)
 
         for step in tqdm(range(cfg.steps), desc=self.name, unit="step"):
@@ -90,8 +103,10 @@ class GRPOTrainer:
                                top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
                 desc=f"{self.name} step {step} rollouts",
             )
-            scored = score_rollouts(task, batch_problems, completions, components, cfg.answers_per_rollout,
+            scored = score_rollouts(task, batch_problems, completions, task_components, cfg.answers_per_rollout,
                                     cfg.delimiter)
+            if shaping:
+                scored = self.add_shaping(scored, batch_problems, completions, list(shaping))
             groups = torch.tensor([c.prompt_index for c in completions])
             advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
                                    k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
@@ -117,15 +132,48 @@ class GRPOTrainer:
                 "update_seconds": time.perf_counter() - generated,
             }
             store.log_step(step, metrics)
+            shaped = scored.rewards[..., len(task_components):].tolist()  # [B][M][K]: kept with each sample
             store.write_samples(
                 {"problem_id": batch_problems[c.prompt_index].id, "phase": "train", "step": step,
                  "sample_index": c.sample_index, "answer_index": j, "text": answer_text,
                  "extracted": s.extracted if s else None, "unparsed": s.unparsed if s else None,
-                 "rewards": s.rewards if s else None, "scalar": x, "advantage": float(a)}
-                for c, row, xs, a in zip(completions, scored.scores, scalars, advantages, strict=True)
+                 "rewards": {**s.rewards, **dict(zip(shaping, shaped[b][j], strict=True))} if s else None,
+                 "scalar": x, "advantage": float(a)}
+                for b, (c, row, xs, a) in enumerate(zip(completions, scored.scores, scalars, advantages, strict=True))
                 for j, (s, x, answer_text) in enumerate(
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
+
+    def shaping(self) -> dict[str, float]:
+        """Reward components added to the task's, name -> weight: ``behaviour/<name>`` when ``behaviour`` is set."""
+        cfg = self.config
+        return {f"behaviour/{cfg.behaviour}": cfg.behaviour_weight} if cfg.behaviour else {}
+
+    def shaping_value(self, name: str, problem: Problem, completion: Completion, answer: str) -> float:
+        """The value of shaping component ``name`` for one answer of a rollout."""
+        if self.behaviour is not None and name == f"behaviour/{self.config.behaviour}":
+            return float(self.behaviour(answer, problem))
+        raise NotImplementedError(f"{self.name}: no value for reward component {name!r}")
+
+    def add_shaping(self, scored: ScoredRollouts, problems: Sequence[Problem], completions: Sequence[Completion],
+                    names: Sequence[str]) -> ScoredRollouts:
+        """``scored`` with the shaping components appended to its rewards [B, M, N] -> [B, M, N + K]; an answer
+        the task could not score gets zeros (it is not ``present``); a raising scorer counts as a score error."""
+        cfg = self.config
+        extra = torch.zeros((*scored.rewards.shape[:2], len(names)))
+        errors = 0
+        for b, c in enumerate(completions):
+            for j, answer in enumerate(split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter)):
+                if not scored.present[b, j]:
+                    continue
+                for k, name in enumerate(names):
+                    try:
+                        extra[b, j, k] = self.shaping_value(name, problems[c.prompt_index], c, answer)
+                    except NotImplementedError:  # a component without a value is a bug, not a bad answer
+                        raise
+                    except Exception:
+                        errors += 1
+        return replace(scored, rewards=torch.cat([scored.rewards, extra], dim=-1), errors=scored.errors + errors)
 
     def update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
         """One optimizer step over the whole batch, in micro-batches whose losses add up to the full-batch loss."""
@@ -137,8 +185,9 @@ class GRPOTrainer:
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
         for start in range(0, batch_rows, cfg.micro_batch):
             part = completions[start : start + cfg.micro_batch]
-            adv = advantages[start : start + cfg.micro_batch]
-            batch = pad_completions(part, tok.pad_token_id)
+            adv = advantages[start : start + cfg.micro_batch].to(next(model.parameters()).device)
+            device = next(model.parameters()).device
+            batch = {k: v.to(device) for k, v in pad_completions(part, tok.pad_token_id).items()}
             mask = batch["completion_mask"].float()
             width = int(batch["prompt_width"])
             logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)

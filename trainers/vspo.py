@@ -1,0 +1,159 @@
+"""VSPO (steering-vector policy optimization, DESIGN.md): GRPO whose rollouts are sampled under a steering vector.
+
+Stage 2 of the method. The G rollouts of a prompt are sampled with strengths beta_1..beta_G: rollout j adds
+``betas[j] * v`` to the output of decoder layer ``v.layer`` (``engine.generate(..., steering=Steering(v, betas))``).
+They are scored by the task plus a shaping term, advantages are group-relative over these steered rollouts (GRPO's
+estimator), and the update is applied to the *unsteered* policy: the steering hook exists only while sampling, so
+the vector is never part of the trained model, and GRPO's ``update()`` (a plain forward pass) computes the unsteered
+log-probabilities of the steered tokens.
+
+Options (on top of GRPO's):
+  vector     path to a SteeringVector file (harness/steering.py: ``SteeringVector.save``); required, and its hidden
+             size must match the policy's.
+  betas      the strength schedule, a comma string with one beta per rollout of a group: rollout j of every prompt
+             is steered by betas[j], so group_size must equal the number of betas. An explicit list (rather than
+             ``beta_max`` and a linear rule) keeps the schedule visible in the manifest and lets it be asymmetric;
+             including 0 keeps one unsteered rollout per group. The default, -4..10 in steps of 2, has 8 entries
+             for GRPO's default G = 8. Betas are in residual-stream units (the vector has unit norm).
+  alpha      the shaping scale.
+  reward     "strength": r = r0 + alpha * beta (component ``steering/beta``, weight alpha): the more strongly
+             steered rollouts are preferred, so the policy learns to produce unprompted what the vector induces.
+             "behaviour": r = r0 + alpha * behaviour(answer, problem) (component ``behaviour/<behaviour>``, weight
+             alpha), a registered behaviour scorer. With reward=strength, ``behaviour`` is optional and is logged
+             with weight 0 (does the behaviour follow the steering?).
+r0 is the task's weighted scalar reward; every component is logged per step as ``reward/<component>`` and kept in
+each training sample's ``rewards``.
+
+The importance ratio. The engine returns the log-probabilities of the *steered* sampling distribution; used as GRPO's
+``old_logp`` they would make the first ratio pi_unsteered / pi_steered, far from 1 for large |beta|, and clipping
+would then zero the gradient of exactly the rollouts the reward prefers. So before each update the unsteered
+policy's log-probabilities of the sampled tokens are recomputed (no grad) and replace them: the ratio starts at 1
+and clipping behaves as in GRPO (on-policy with respect to the unsteered policy). This ignores the mismatch between
+the steered sampling distribution and the unsteered policy, i.e. no importance correction towards the unsteered
+policy's own distribution: the estimator is biased towards the steered behaviour, which is the intent (the policy
+should move towards what steering produces), and it stays stable. The size of the ignored mismatch is logged as
+``steer_logratio``: the mean over tokens of log pi_steered - log pi_unsteered of the sampled token.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from harness.steering import Steering, SteeringVector
+from trainers.grpo import GRPOConfig, GRPOTrainer
+from trainers.policy_gradient import pad_completions, sequence_logprobs
+
+REWARDS = ("strength", "behaviour")
+
+
+@dataclass
+class VSPOConfig(GRPOConfig):
+    vector: str = ""  # path to a saved SteeringVector (required)
+    betas: str = "-4,-2,0,2,4,6,8,10"  # one steering strength per rollout of a group; len == group_size
+    alpha: float = 0.1  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
+    reward: str = "strength"  # "strength" (alpha * beta) or "behaviour" (alpha * the behaviour scorer's score)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        betas = parse_betas(self.betas)
+        if len(betas) != self.group_size:
+            raise ValueError(f"vspo: group_size ({self.group_size}) must equal the number of betas ({len(betas)}: "
+                             f"{self.betas}); set both")
+        if self.reward not in REWARDS:
+            raise ValueError(f"vspo: unknown reward {self.reward!r}; choose one of {', '.join(REWARDS)}")
+        if self.reward == "behaviour" and not self.behaviour:
+            raise ValueError("vspo: reward=behaviour needs behaviour=NAME (a registered behaviour scorer)")
+        if self.behaviour_weight:
+            raise ValueError("vspo: behaviour_weight is GRPO's shaping; VSPO weighs its reward by alpha")
+        if not self.vector:
+            raise ValueError("vspo: option vector=PATH is required (a file written by SteeringVector.save)")
+        if not Path(self.vector).is_file():
+            raise ValueError(f"vspo: steering vector file {self.vector!r} not found")
+
+
+def parse_betas(text: str) -> list[float]:
+    """Parse "-4,-2,0,2" into [-4.0, -2.0, 0.0, 2.0]; brackets and spaces are tolerated (a list from a config file)."""
+    try:
+        betas = [float(x) for x in str(text).strip("[]() ").split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"vspo: betas should be comma-separated numbers, got {text!r}") from None
+    if not betas or not all(math.isfinite(b) for b in betas):
+        raise ValueError(f"vspo: betas should be finite numbers, at least one, got {text!r}")
+    return betas
+
+
+class VSPOTrainer(GRPOTrainer):
+    name = "vspo"
+    config_class = VSPOConfig
+
+    def __init__(self, plugins=None, **options) -> None:
+        super().__init__(plugins=plugins, **options)
+        self.betas = parse_betas(self.config.betas)
+
+    def load_vector(self, policy) -> SteeringVector:
+        """The configured vector, checked against the policy; any failure is a one-line ValueError."""
+        try:
+            return SteeringVector.load(self.config.vector, model=policy)
+        except Exception as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"vspo: cannot use steering vector {self.config.vector!r}: {first}") from None
+
+    def train(self, policy, engine, task, problems, *, store) -> None:
+        if "steering" not in inspect.signature(engine.generate).parameters:
+            raise ValueError(f"vspo: the engine {type(engine).__name__} cannot steer (use TransformersEngine)")
+        steering = Steering(self.load_vector(policy), self.betas)  # one beta per sample index, for every prompt
+        super().train(policy, _SteeredEngine(engine, steering), task, problems, store=store)
+
+    # -- scoring: the shaping component ---------------------------------------------------------------------------
+
+    def shaping(self) -> dict[str, float]:
+        cfg = self.config
+        if cfg.reward == "behaviour":
+            return {f"behaviour/{cfg.behaviour}": cfg.alpha}
+        extra = {f"behaviour/{cfg.behaviour}": 0.0} if cfg.behaviour else {}  # reported, not rewarded
+        return {"steering/beta": cfg.alpha, **extra}
+
+    def shaping_value(self, name, problem, completion, answer) -> float:
+        if name == "steering/beta":
+            return self.betas[completion.sample_index]
+        return super().shaping_value(name, problem, completion, answer)
+
+    # -- update: the unsteered policy's log-probs as the old ones ---------------------------------------------------
+
+    def update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
+        unsteered = self.unsteered_logprobs(model, tok, completions)
+        tokens = max(sum(len(lp) for lp in unsteered), 1)
+        gap = (sum(sum(c.logprobs) for c in completions) - sum(sum(lp) for lp in unsteered)) / tokens
+        completions = [replace(c, logprobs=lp) for c, lp in zip(completions, unsteered, strict=True)]
+        stats = super().update(model, tok, optimizer, reference, completions, advantages)
+        return {**stats, "steer_logratio": gap}
+
+    @torch.no_grad()
+    def unsteered_logprobs(self, model, tok, completions) -> list[list[float]]:
+        """log pi(token) of every completion token under the plain (unsteered) model, at the sampling temperature."""
+        cfg = self.config
+        model.eval()
+        device = next(model.parameters()).device
+        out: list[list[float]] = []
+        for start in range(0, len(completions), cfg.micro_batch):
+            part = completions[start : start + cfg.micro_batch]
+            batch = pad_completions(part, tok.pad_token_id)
+            logp = sequence_logprobs(model, batch["input_ids"].to(device), batch["attention_mask"].to(device),
+                                     int(batch["prompt_width"]), cfg.temperature).float().cpu()
+            out.extend(logp[r, : len(c.token_ids)].tolist() for r, c in enumerate(part))
+        return out
+
+
+class _SteeredEngine:
+    """The engine with the steering always on: GRPO's rollout stage samples through it unchanged."""
+
+    def __init__(self, engine, steering: Steering) -> None:
+        self.engine, self.steering = engine, steering
+
+    def generate(self, prompts, params, *, desc: str = ""):
+        return self.engine.generate(prompts, params, desc=desc, steering=self.steering)
