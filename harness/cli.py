@@ -53,6 +53,39 @@ def build_parser() -> argparse.ArgumentParser:
                             "--set searcher.n=16 (repeatable)")
     run_p.set_defaults(func=cmd_run)
 
+    steer_p = sub.add_parser(
+        "steer", help="build a steering vector for a behaviour, save it, and measure its effect",
+        description="Build a steering vector: the policy answers --prompts train problems, a teacher rewrites each "
+                    "answer towards and away from the behaviour, and the layer whose difference of means separates "
+                    "the two sets best is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
+                    "eval problems at each beta and report mean tokens and mean behaviour score (a table, and JSON "
+                    "next to the vector: <stem>.measure.json).",
+        epilog="Example: harness steer --behaviour conciseness --model smollm2-135m --task math --prompts 16 "
+               "--out vectors/conciseness.safetensors")
+    steer_p.add_argument("--behaviour", required=True, help="behaviour scorer name (see `harness list`)")
+    steer_p.add_argument("--model", default="smollm2-135m", help="policy model alias, folder or hub id")
+    steer_p.add_argument("--task", default="math", help="task giving the prompts (default: math)")
+    steer_p.add_argument("--prompts", type=int, default=16, help="train problems for the contrastive pairs (16)")
+    steer_p.add_argument("--out", required=True, help="the vector file to write (.safetensors)")
+    steer_p.add_argument("--teacher", help="teacher model for the rewrites (default: the policy itself)")
+    steer_p.add_argument("--seed", type=int, default=0, help="seed for data order and sampling (default: 0)")
+    steer_p.add_argument("--max-new-tokens", type=int, default=96,
+                         help="token budget of base answers and measured answers; rewrites get twice it (96)")
+    steer_p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,
+                         help="measure the behaviour's effect at each beta (default: on)")
+    steer_p.add_argument("--betas", default="-8,-4,0,4,8",
+                         help="comma-separated steering strengths to measure (default: -8,-4,0,4,8)")
+    steer_p.add_argument("--beta-unit", choices=("absolute", "raw_norm"), default="absolute",
+                         help="absolute: beta is the norm added to the residual stream (as in VSPO); raw_norm: "
+                              "in units of the vector's raw_norm (default: absolute)")
+    steer_p.add_argument("--eval-prompts", type=int, default=8, help="eval problems per beta (default: 8)")
+    steer_p.add_argument("--temperature", type=float, default=0.0,
+                         help="sampling temperature of the base and measured answers; rewrites are greedy (default: 0)")
+    steer_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    steer_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="task.KEY=VALUE",
+                         help="task option, e.g. --set task.source=champ (repeatable)")
+    steer_p.set_defaults(func=cmd_steer)
+
     list_p = sub.add_parser("list", help="list tasks, trainers, searchers, estimators and models with their plugin")
     list_p.set_defaults(func=cmd_list)
     return parser
@@ -76,6 +109,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                     preset=args.preset, steps=args.steps, limit=args.limit, train_limit=args.train_limit, k=args.k,
                     seed=args.seed, out=args.out, threads=args.threads, options=parse_overrides(args.overrides))
     run(cfg)
+    return 0
+
+
+def cmd_steer(args: argparse.Namespace) -> int:
+    from harness.steer_command import build_and_measure
+
+    options = parse_overrides(args.overrides)
+    if options["trainer"] or options["searcher"]:
+        raise ValueError("harness steer: only task.KEY=VALUE options apply (--set)")
+    build_and_measure(behaviour=args.behaviour, out=args.out, model=args.model, task=args.task,
+                      prompts=args.prompts, teacher=args.teacher, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                      measure=args.measure, betas=args.betas, beta_unit=args.beta_unit,
+                      eval_prompts=args.eval_prompts, temperature=args.temperature, task_options=options["task"],
+                      threads=args.threads)
     return 0
 
 

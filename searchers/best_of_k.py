@@ -15,9 +15,16 @@ malformed_rollouts and missing_answers (M > 1); diversity/* (harness/diversity.p
 distinct_answers (count), distinct_answer_fraction, distinct_1, distinct_2, coverage (problems whose task has
 components besides the primary), embedding (option ``embedding_diversity``).
 
+Behaviour control (option ``behaviours``, a comma string of names from ``plugins["behaviour"]``; the searcher is
+built with ``plugins=``, which ``harness.run.build_plugin`` passes): every written answer is scored by each named
+behaviour scorer (text, problem) -> [0, 1], whatever its task score; ``behaviour/<name>`` is the mean over those
+candidates (missing answers are not text and are left out, as is a value whose scorer raised). An unknown name is a
+one-line error when the searcher is constructed.
+
 samples.jsonl gets one record per candidate: sample_index (the candidate's index within its problem, 0..n-1),
 rollout_index and answer_index (where it came from), its text, the Score's fields, and the rollout's num_tokens
-and finished (with M > 1 they describe the whole rollout, shared by its answers).
+and finished (with M > 1 they describe the whole rollout, shared by its answers); with ``behaviours``, also
+"behaviours": {name: score} ({} for a missing answer, None for a scorer that raised).
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ class BestOfK:
     def __init__(self, n: int = 8, k: Sequence[int] | str | int = (1, 4, 8), max_new_tokens: int = 128,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_prompts: int = 8,
                  answers_per_rollout: int = 1, delimiter: str = DELIMITER, embedding_diversity: bool | str = True,
-                 coverage_threshold: float = 1.0) -> None:
+                 coverage_threshold: float = 1.0, behaviours: str | Sequence[str] = "",
+                 plugins: Any = None) -> None:
         self.n = int(n)
         self.ks = _parse_ks(k)
         self.m = int(answers_per_rollout)
@@ -77,6 +85,17 @@ class BestOfK:
         self.batch_prompts = int(batch_prompts)
         self.embedding_diversity = bool(coerce(embedding_diversity, True))  # "false" from --set is False
         self.coverage_threshold = float(coverage_threshold)
+        names = behaviours.split(",") if isinstance(behaviours, str) else list(behaviours)
+        self.behaviours: dict[str, Any] = {}  # name -> scorer (text, problem) -> [0, 1]
+        for name in (str(n).strip() for n in names):
+            if not name or name in self.behaviours:
+                continue
+            if plugins is None:
+                raise ValueError(f"best-of-k: behaviours={name!r} needs the plugin registries (plugins=)")
+            if name not in plugins["behaviour"]:
+                raise ValueError(f"best-of-k: unknown behaviour {name!r}; available: "
+                                 f"{', '.join(plugins['behaviour'].names()) or '(none)'}")
+            self.behaviours[name] = plugins["behaviour"].get(name).load()
 
     def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
                store: RunStore) -> dict[str, float]:
@@ -128,6 +147,10 @@ class BestOfK:
             "answer_index": answer_index, "text": text or "", "num_tokens": len(completion.token_ids),
             "finished": completion.finished,
         }
+        if self.behaviours:  # behaviour control: scored on every written answer, whatever the task's score
+            record["behaviours"] = ({} if text is None else
+                                    {name: _behaviour_score(scorer, text, problem)
+                                     for name, scorer in self.behaviours.items()})
         if text is None:  # the rollout stopped short of M answers: a failure that still counts as a candidate
             return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
                              "scalar": 0.0, "missing": True}
@@ -179,6 +202,10 @@ class BestOfK:
         if self.m > 1:
             metrics["malformed_rollouts"] = t.malformed
             metrics["missing_answers"] = t.missing
+        for name in self.behaviours:
+            values = t.behaviour_values.get(name, [])
+            if values:
+                metrics[f"behaviour/{name}"] = math.fsum(values) / len(values)
         for key in t.diversity[0] if t.diversity else ():
             values = [d[key] for d in t.diversity if d[key] is not None]
             if values:  # coverage is undefined for a task whose only component is the primary
@@ -203,6 +230,7 @@ class _Totals:
     malformed: int = 0
     rollouts: int = 0
     tokens: int = 0
+    behaviour_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per candidate
 
     def add_problem(self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int) -> None:
         self.counts.append((len(records), sum(r["success"] for r in records)))
@@ -210,6 +238,9 @@ class _Totals:
         self.diversity.append(spread)
         self.malformed += malformed
         for r in records:
+            for name, value in (r.get("behaviours") or {}).items():
+                if value is not None:
+                    self.behaviour_values[name].append(value)
             if r.get("missing"):
                 self.missing += 1
             elif "error" in r:
@@ -221,6 +252,15 @@ class _Totals:
                 self.successes += r["success"]
                 for name, value in r["rewards"].items():
                     self.reward_sums[name] += value
+
+
+def _behaviour_score(scorer: Any, text: str, problem: Problem) -> float | None:
+    """A behaviour scorer's value, or None (left out of the mean) if it raises: scorers are meant never to raise,
+    and one that does must not lose the evaluation."""
+    try:
+        return float(scorer(text, problem))
+    except Exception:
+        return None
 
 
 def _fill_skipped(values: list[float | None]) -> list[float]:

@@ -257,3 +257,58 @@ def test_without_the_embedding_package_one_warning_and_no_key(tmp_path, monkeypa
     assert "diversity/embedding" not in metrics and "diversity/distinct_1" in metrics
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("best-of-k: warning: diversity/embedding not computed: ")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Behaviour control: behaviour scorers on every candidate
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_path, plugins):
+    from tasks.behaviours import conciseness, confidence
+
+    task, store = FakeTask(), RunStore(tmp_path, "run")
+    problems = task.problems("eval", limit=2)
+    texts = ["The answer is 4.", "Well, I think maybe, basically, it could possibly be 4, I'm not sure.", "hmm"]
+    engine = FakeEngine(texts)
+    searcher = BestOfK(n=3, k=[1, 3], embedding_diversity=False, behaviours="conciseness, confidence",
+                       plugins=plugins)
+    metrics = searcher.search(engine, task, problems, phase="eval", store=store)
+
+    # FakeEngine answers every prompt with the same three texts, so each mean is over those three (twice)
+    for name, scorer in (("conciseness", conciseness), ("confidence", confidence)):
+        values = [scorer(t, None) for t in texts]
+        assert metrics[f"behaviour/{name}"] == pytest.approx(sum(values) / 3)
+    assert 0 <= metrics["behaviour/conciseness"] <= 1
+    records = read_samples(store)
+    assert len(records) == 6 and all(set(r) == FIELDS | {"behaviours"} for r in records)
+    for r in records:
+        assert r["behaviours"] == pytest.approx({"conciseness": conciseness(r["text"], None),
+                                                 "confidence": confidence(r["text"], None)})
+    assert len({r["behaviours"]["conciseness"] for r in records}) > 1  # the scripted texts do differ
+
+
+def test_behaviours_skip_missing_answers_and_are_built_through_the_run(tmp_path, plugins):
+    from harness.run import build_plugin
+    from tasks.behaviours import conciseness
+
+    task, store = FakeTask(), RunStore(tmp_path, "run")
+    searcher = build_plugin(plugins, "searcher", "best-of-k",  # build_plugin passes the registries
+                            {"n": 4, "k": "1", "answers_per_rollout": 2, "embedding_diversity": "false",
+                             "behaviours": "conciseness"})
+    metrics = searcher.search(FakeEngine(two_answers), task, task.problems("eval", limit=1), phase="eval",
+                              store=store)
+    # problem 0, candidates: "the answer is 0", "maybe 1" (rollout 0), "no idea" (rollout 1), its missing 2nd answer
+    records = read_samples(store)
+    assert len(records) == 4 and records[-1]["missing"] and records[-1]["behaviours"] == {}  # not text: not scored
+    written = ["the answer is 0", "maybe 1", "no idea"]
+    assert metrics["behaviour/conciseness"] == pytest.approx(sum(conciseness(t) for t in written) / 3)
+
+
+def test_unknown_behaviour_is_a_one_line_error(plugins):
+    with pytest.raises(ValueError, match=r"unknown behaviour 'nope'; available: .*conciseness") as info:
+        BestOfK(n=2, k=1, behaviours="conciseness,nope", plugins=plugins)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="plugin registries"):
+        BestOfK(n=2, k=1, behaviours="conciseness")
+    assert BestOfK(n=2, k=1, behaviours="").behaviours == {}  # the default needs no registries

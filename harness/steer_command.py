@@ -1,0 +1,187 @@
+"""`harness steer`: build a steering vector for a behaviour on a model, save it, and measure what it does.
+
+1. ``--prompts`` problems of the task's *train* split; the policy answers them (greedy, or sampled at
+   ``temperature`` with ``seed``) and a teacher (``--teacher``
+   MODEL, or the policy's own engine) rewrites each answer, greedily, towards and away from the behaviour
+   (``harness.steering.contrastive_pairs``); rewrites get twice ``max_new_tokens``.
+2. ``build_vector``: per-layer difference of means, the layer with the best separation kept, unit norm; the
+   teacher's call and token counts go into the vector's provenance; the vector is saved as safetensors.
+3. With ``measure`` (on by default; ``--no-measure`` skips it): for each beta, the policy answers ``--eval-prompts``
+   problems of the task's *eval* split steered by ``beta * v`` (one answer per problem, greedy unless
+   ``temperature`` > 0), and the mean generated tokens and mean behaviour score (``plugins["behaviour"]``) are
+   reported. Beta 0 is generated without steering (a hook adding 0 changes nothing; skipping it is cheaper).
+
+Betas are *absolute* by default, as in VSPO (``trainers/vspo.py``): the vector has unit norm and ``beta`` is the
+norm of what is added to the residual stream. ``beta_unit="raw_norm"`` reads them in units of the vector's
+``raw_norm`` (|mean_pos - mean_neg| at its layer: beta = 1 moves the negative set's mean onto the positive set's).
+The measurement table records both, with the vector's raw_norm and activation_norm for scale.
+
+For the "robustness" behaviour both the pair prompts and the eval prompts carry a misleading hint
+(``tasks.behaviours.with_misleading_hint``), since resisting a hint means nothing without one.
+
+Names (task, behaviour, model alias) and options are checked before torch is imported or a model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.plugins import Plugins, get_plugin_manager
+from harness.run import build_plugin
+
+if TYPE_CHECKING:
+    from harness.models import Policy
+    from harness.types import Engine
+
+BETA_UNITS = ("absolute", "raw_norm")
+
+
+def parse_betas(text: str | Sequence[float]) -> list[float]:
+    """"-8,-4,0,4,8" (or a list) -> floats; finite, at least one."""
+    try:
+        betas = ([float(x) for x in str(text).strip("[]() ").split(",") if x.strip()] if isinstance(text, str)
+                 else [float(x) for x in text])
+    except ValueError:
+        raise ValueError(f"steer: betas should be comma-separated numbers, got {text!r}") from None
+    if not betas or not all(math.isfinite(b) for b in betas):
+        raise ValueError(f"steer: betas should be finite numbers, at least one, got {text!r}")
+    return betas
+
+
+def measurement_path(out: str | Path) -> Path:
+    """Where the measurement JSON goes: next to the vector, ``<stem>.measure.json``."""
+    out = Path(out)
+    return out.with_name(out.stem + ".measure.json")
+
+
+def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-135m", task: str = "math",
+                      prompts: int = 16, teacher: str | None = None, seed: int = 0, max_new_tokens: int = 96,
+                      measure: bool = True, betas: str | Sequence[float] = "-8,-4,0,4,8",
+                      beta_unit: str = "absolute", eval_prompts: int = 8, temperature: float = 0.0,
+                      task_options: dict[str, Any] | None = None, threads: int | None = None,
+                      plugins: Plugins | None = None,
+                      policy: Policy | None = None, teacher_engine: Engine | None = None,
+                      echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Build, save and (optionally) measure a steering vector; return a summary dict:
+
+    ``vector_path``, ``layer``, ``layer_scores`` (all layers), ``top_layers`` ([(layer, score)] best 3),
+    ``norms``, ``teacher``, ``teacher_calls``, ``teacher_tokens``, ``policy_tokens``, ``pairs``, ``dropped_pairs``;
+    with ``measure``: ``measurement`` (a list of rows: beta, beta_abs, mean_tokens, mean_score, finished_rate, n)
+    and ``measurement_path``.
+
+    ``policy`` / ``teacher_engine`` may be passed in (tests, notebooks) instead of being loaded from ``model`` /
+    ``teacher``; ``teacher`` is then only the name recorded in the provenance."""
+    plugins = plugins or get_plugin_manager()
+    # Everything that can be wrong by name or option fails here, before torch.
+    from harness.steering import REWRITES
+
+    scorer = plugins["behaviour"].get(behaviour).load()
+    if behaviour not in REWRITES:
+        raise ValueError(f"steer: no rewrite instructions for behaviour {behaviour!r} (harness.steering.REWRITES "
+                         f"has {', '.join(REWRITES)})")
+    task_obj = build_plugin(plugins, "task", task, dict(task_options or {}))
+    if beta_unit not in BETA_UNITS:
+        raise ValueError(f"steer: beta_unit must be one of {', '.join(BETA_UNITS)}, got {beta_unit!r}")
+    beta_list = parse_betas(betas)
+    if int(prompts) < 2 or (measure and int(eval_prompts) < 1) or int(max_new_tokens) < 1:
+        raise ValueError(f"steer: need prompts >= 2, eval_prompts >= 1, max_new_tokens >= 1; got prompts={prompts},"
+                         f" eval_prompts={eval_prompts}, max_new_tokens={max_new_tokens}")
+    out = Path(out)
+    if out.suffix != ".safetensors":
+        raise ValueError(f"steer: --out should be a .safetensors file, got {str(out)!r}")
+    train = task_obj.problems("train", limit=int(prompts), seed=seed)
+    evals = task_obj.problems("eval", limit=int(eval_prompts), seed=seed) if measure else []
+    if len(train) < 2 or (measure and not evals):
+        raise ValueError(f"steer: task {task!r} gave {len(train)} train and {len(evals)} eval problems")
+    if behaviour == "robustness":
+        from tasks.behaviours import with_misleading_hint
+
+        train = [with_misleading_hint(p) for p in train]
+        evals = [with_misleading_hint(p) for p in evals]
+    if policy is None and model not in plugins["model"]:
+        from harness.models import resolve
+
+        resolve(model, plugins["model"])  # a bad path fails now, not after a teacher load
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    from harness.engine import TransformersEngine
+    from harness.models import load_policy
+    from harness.steering import Steering, build_vector, contrastive_pairs
+    from harness.types import SamplingParams
+
+    if policy is None:
+        echo(f"loading model {model} ...")
+        policy = load_policy(model, plugins["model"])
+    engine = TransformersEngine(policy)
+    if teacher_engine is None and teacher:
+        echo(f"loading teacher {teacher} ...")
+        teacher_engine = TransformersEngine(load_policy(teacher, plugins["model"]))
+    teacher_name = teacher or ("policy" if teacher_engine is None else type(teacher_engine).__name__)
+
+    answer_params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
+    rewrite_params = SamplingParams(n=1, max_new_tokens=2 * int(max_new_tokens), temperature=0, seed=seed)
+    pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], behaviour,
+                              answer_params=answer_params, rewrite_params=rewrite_params)
+    if len(pairs.positive) < 2:
+        raise ValueError(f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts (the rest had an "
+                         f"empty answer or rewrite); need at least 2")
+    vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=behaviour, teacher=teacher_name,
+                          provenance={**pairs.provenance(), "task": task, "prompts": len(train), "seed": seed,
+                                      "max_new_tokens": int(max_new_tokens)})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    vector.save(out)
+    scores = vector.provenance["layer_scores"]
+    top = sorted(range(len(scores)), key=lambda i: -scores[i])[:3]
+    result: dict[str, Any] = {
+        "vector_path": str(out), "behaviour": behaviour, "model": policy.spec, "task": task,
+        "layer": vector.layer, "layer_scores": scores, "top_layers": [(i, scores[i]) for i in top],
+        "norms": dict(vector.norms), "teacher": teacher_name, "teacher_calls": pairs.teacher_calls,
+        "teacher_tokens": pairs.teacher_tokens, "policy_tokens": pairs.policy_tokens,
+        "pairs": len(pairs.positive), "dropped_pairs": pairs.dropped,
+    }
+    echo(f"wrote {out}: behaviour {behaviour}, layer {vector.layer} of {len(scores)}, "
+         f"raw_norm {vector.norms['raw_norm']:.3f}, activation_norm {vector.norms['activation_norm']:.3f}")
+    echo("top layers (Cohen's d): " + ", ".join(f"{i}: {scores[i]:.3f}" for i in top))
+    echo(f"teacher {teacher_name}: {pairs.teacher_calls} calls, {pairs.teacher_tokens} tokens; "
+         f"{len(pairs.positive)} pairs ({pairs.dropped} dropped)")
+    if not measure:
+        return result
+
+    scale = vector.norms["raw_norm"] if beta_unit == "raw_norm" else 1.0
+    messages = [task_obj.messages(p) for p in evals]
+    params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
+    rows = []
+    for beta in beta_list:
+        beta_abs = beta * scale
+        steering = Steering(vector, [beta_abs]) if beta_abs != 0 else None
+        completions = engine.generate(messages, params, desc=f"measure beta={beta:g}", steering=steering)
+        values = [float(scorer(c.text, evals[c.prompt_index])) for c in completions]
+        rows.append({"beta": beta, "beta_abs": beta_abs, "n": len(completions),
+                     "mean_tokens": sum(len(c.token_ids) for c in completions) / len(completions),
+                     "mean_score": sum(values) / len(values),
+                     "finished_rate": sum(c.finished for c in completions) / len(completions)})
+    report = {"vector": str(out), "behaviour": behaviour, "model": policy.spec, "task": task, "layer": vector.layer,
+              "norms": dict(vector.norms), "beta_unit": beta_unit, "eval_prompts": len(evals),
+              "temperature": float(temperature), "max_new_tokens": int(max_new_tokens), "seed": seed, "rows": rows}
+    path = measurement_path(out)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    result.update(measurement=rows, measurement_path=str(path))
+    echo(measurement_table(rows, behaviour))
+    echo(f"wrote {path}")
+    return result
+
+
+def measurement_table(rows: list[dict[str, Any]], behaviour: str) -> str:
+    header = ["beta", "beta_abs", "mean_tokens", f"mean_{behaviour}", "finished"]
+    body = [[f"{r['beta']:g}", f"{r['beta_abs']:.3f}", f"{r['mean_tokens']:.1f}", f"{r['mean_score']:.3f}",
+             f"{r['finished_rate']:.2f}"] for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True))
+                     for line in [header, *body])
