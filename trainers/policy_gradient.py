@@ -53,7 +53,8 @@ def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tens
     if temperature > 0:
         logits = logits / temperature
     targets = input_ids[:, prompt_width:]
-    return torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+    # log p = logit - logsumexp(logits): no vocabulary-sized log_softmax output is built (or kept for backward).
+    return logits.gather(-1, targets[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
 @dataclass
