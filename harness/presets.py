@@ -15,7 +15,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                     # VPO: G=4 rollouts of M=4 answers = 16 candidates per prompt, as many as GRPO's 2 x 8 rollouts
                     "vpo": {"steps": 4, "prompts_per_step": 2, "group_size": 4, "answers_per_rollout": 4,
                             "max_new_tokens": 96, "temperature": 1.0, "lr": 5e-5, "warmup_steps": 2,
-                            "warmup_samples": 4},
+                            "warmup_samples": 4,
+                            # rollouts of M answers are long: 8 rows of ~700 tokens took 13.7 GB in one backward
+                            "micro_batch": 2},
                     "vspo": {"steps": 8, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
                              "temperature": 1.0, "lr": 5e-5},
                     "sft": {"steps": 8, "batch_size": 4, "lr": 2e-5}},
