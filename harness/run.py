@@ -51,7 +51,10 @@ def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]
         params = {}
     if "plugins" in params:
         options = {**options, "plugins": plugins}
-    return entry.create(**options)
+    try:
+        return entry.create(**options)
+    except TypeError as exc:  # an option the plugin does not take: one line naming it, not a traceback
+        raise ValueError(f"{kind} {name!r}: {exc}") from exc
 
 
 def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None,

@@ -16,8 +16,8 @@ norm of what is added to the residual stream. ``beta_unit="raw_norm"`` reads the
 ``raw_norm`` (|mean_pos - mean_neg| at its layer: beta = 1 moves the negative set's mean onto the positive set's).
 The measurement table records both, with the vector's raw_norm and activation_norm for scale.
 
-For the "robustness" behaviour both the pair prompts and the eval prompts carry a misleading hint
-(``tasks.behaviours.with_misleading_hint``), since resisting a hint means nothing without one.
+For the "robustness" behaviour the task is built with ``misleading_hint=True`` (math and mmlu-pro support it), so
+both the pair prompts and the eval prompts carry a wrong hint: resisting a hint means nothing without one.
 
 Names (task, behaviour, model alias) and options are checked before torch is imported or a model loads.
 """
@@ -83,7 +83,10 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     if behaviour not in REWRITES:
         raise ValueError(f"steer: no rewrite instructions for behaviour {behaviour!r} (harness.steering.REWRITES "
                          f"has {', '.join(REWRITES)})")
-    task_obj = build_plugin(plugins, "task", task, dict(task_options or {}))
+    options = dict(task_options or {})
+    if behaviour == "robustness":  # resisting a hint means nothing without one: the task adds it (math, mmlu-pro)
+        options["misleading_hint"] = True
+    task_obj = build_plugin(plugins, "task", task, options)
     if beta_unit not in BETA_UNITS:
         raise ValueError(f"steer: beta_unit must be one of {', '.join(BETA_UNITS)}, got {beta_unit!r}")
     beta_list = parse_betas(betas)
@@ -97,11 +100,6 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     evals = task_obj.problems("eval", limit=int(eval_prompts), seed=seed) if measure else []
     if len(train) < 2 or (measure and not evals):
         raise ValueError(f"steer: task {task!r} gave {len(train)} train and {len(evals)} eval problems")
-    if behaviour == "robustness":
-        from tasks.behaviours import with_misleading_hint
-
-        train = [with_misleading_hint(p) for p in train]
-        evals = [with_misleading_hint(p) for p in evals]
     if policy is None and model not in plugins["model"]:
         from harness.models import resolve
 

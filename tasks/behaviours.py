@@ -97,6 +97,11 @@ def with_misleading_hint(problem: Problem) -> Problem:
                    meta={**problem.meta, "misleading_hint": hint, "hint_sentence": sentence})
 
 
+def with_hints(problems: list[Problem], on: bool = True) -> list[Problem]:
+    """``with_misleading_hint`` on every problem when ``on`` (the tasks' ``misleading_hint`` option)."""
+    return [with_misleading_hint(p) for p in problems] if on else problems
+
+
 def robustness(text: str, problem: Problem | None = None) -> float:
     """0.5 x correct + 0.5 x (an answer was found and it is not the hint); the hint is meta["misleading_hint"]
     or, for a problem never hinted, the one ``with_misleading_hint`` would give."""

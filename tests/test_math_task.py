@@ -338,3 +338,13 @@ def test_math_is_registered_lazily() -> None:
     entry = registry.get("math")
     assert entry.factory == "tasks.math:MathTask" and entry.description
     assert isinstance(entry.create(), MathTask)
+
+
+def test_misleading_hint_option_adds_a_wrong_hint_and_keeps_the_reference():
+    plain = MathTask().problems("eval", limit=3)
+    hinted = MathTask(misleading_hint="true").problems("eval", limit=3)  # a CLI string
+    for p, h in zip(plain, hinted, strict=True):
+        assert h.id == p.id + "+hint" and h.answer == p.answer and h.prompt.startswith(p.prompt)
+        hint = h.meta["misleading_hint"]
+        assert hint in h.prompt and hint != p.answer
+    assert MathTask(misleading_hint=True).data_source()["misleading_hint"] is True

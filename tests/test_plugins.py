@@ -107,3 +107,11 @@ def test_a_family_name_resolves_members():
     assert entry.create(size=3) == ("maze", {"size": 3})
     with pytest.raises(PluginError, match=r"available: rg:<name>"):
         registry.get("rg")
+
+
+def test_cli_unknown_task_option_is_one_line_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "harness", "run", "--model", "tiny-random", "--out", str(tmp_path),
+                             "--set", "task.bogus=1"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("harness: error: task 'math': ")
+    assert "bogus" in result.stderr and not any(tmp_path.iterdir())
