@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from harness.models import Policy
-    from harness.types import Engine, Messages
+    from harness.types import Completion, Engine, Messages
 
 Pair = tuple["Messages | str", str]  # (prompt: chat messages or a user message's text, response text)
 
@@ -352,13 +352,7 @@ def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prom
         raise ValueError("contrastive_pairs takes one base answer per prompt and one rewrite per request (n=1)")
     messages = [_as_messages(p) for p in prompts]
     answers = policy_engine.generate(messages, answer_params, desc="base answers")
-    requests = []
-    for prompt, answer in zip(messages, answers, strict=True):
-        question = "\n".join(m["content"] for m in prompt if m["role"] == "user")
-        for instruction in REWRITES[behaviour]:
-            text = REWRITE_TEMPLATE.format(question=question, answer=answer.text.strip(), instruction=instruction)
-            requests.append([{"role": "user", "content": text}])
-    rewrites = teacher.generate(requests, rewrite_params, desc="teacher rewrites")
+    rewrites = rewrite_answers(teacher, messages, [a.text for a in answers], REWRITES[behaviour], rewrite_params)
     positive, negative = [], []
     for i, (prompt, answer) in enumerate(zip(messages, answers, strict=True)):
         pos, neg = rewrites[2 * i].text.strip(), rewrites[2 * i + 1].text.strip()
@@ -367,8 +361,22 @@ def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prom
             negative.append((prompt, neg))
     return ContrastivePairs(
         behaviour=behaviour, positive=positive, negative=negative, base_answers=[a.text for a in answers],
-        teacher_calls=len(requests), teacher_tokens=sum(len(r.token_ids) for r in rewrites),
+        teacher_calls=len(rewrites), teacher_tokens=sum(len(r.token_ids) for r in rewrites),
         policy_tokens=sum(len(a.token_ids) for a in answers), dropped=len(messages) - len(positive))
+
+
+def rewrite_answers(teacher: Engine, prompts: Sequence[Messages | str], answers: Sequence[str],
+                    instructions: Sequence[str], params: Any) -> list[Completion]:
+    """Ask ``teacher`` to rewrite each answer once per instruction (REWRITE_TEMPLATE); the rewrites come back
+    answer-major: [answer 0 x instruction 0, answer 0 x instruction 1, ..., answer 1 x instruction 0, ...]. One
+    request is one teacher call."""
+    requests = []
+    for prompt, answer in zip(prompts, answers, strict=True):
+        question = "\n".join(m["content"] for m in _as_messages(prompt) if m["role"] == "user")
+        for instruction in instructions:
+            text = REWRITE_TEMPLATE.format(question=question, answer=answer.strip(), instruction=instruction)
+            requests.append([{"role": "user", "content": text}])
+    return teacher.generate(requests, params, desc="teacher rewrites")
 
 
 def _as_messages(prompt: Messages | str) -> Messages:

@@ -4,6 +4,7 @@ targets, and that training lowers the targets' NLL."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -117,3 +118,44 @@ def test_teacher_samples_are_counted(plugins):
 def test_bad_options_fail_early(options):
     with pytest.raises(ValueError, match="sft"):
         SFTTrainer(**options)
+
+
+def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_behaviour(plugins):
+    """Teacher-tracking SFT: the policy answers, the teacher rewrites towards the behaviour, and a rewrite the
+    behaviour scorer rates below the original is dropped (here: the verbose rewrites of odd problems)."""
+    from harness.steering import REWRITES
+    from tasks.behaviours import conciseness
+
+    verbose = " ".join(["Basically, it is very important to note that the sum is what it is."] * 8)
+
+    def respond(messages, sample_index, seed):
+        text = messages[-1]["content"]
+        i = int(re.search(r"What is (\d+)\+", text).group(1))
+        if text.startswith("Here is a question and an answer"):  # a rewrite request
+            return f"{2 * i}." if i % 2 == 0 else f"{verbose} {2 * i}"
+        return f"Let me add {i} and {i}. Adding them gives {2 * i}, so the answer is {2 * i}."
+
+    task = FakeTask(size=6)
+    engine = FakeEngine(respond)
+    trainer = SFTTrainer(plugins=plugins, targets="rewrites", behaviour="conciseness", steps=2, batch_size=2,
+                         max_target_tokens=200)
+    examples, stats = trainer.build_targets(engine, task, task.problems("train"))
+    problems = task.problems("train")[:4]  # steps x batch_size: each target trained on about once
+    assert [e.problem.id for e in examples] == [problems[0].id, problems[2].id]
+    assert [e.target for e in examples] == [f"{p.answer}." for p in (problems[0], problems[2])]
+    assert all(e.success == [True] for e in examples)
+    assert stats["teacher_calls"] == 4 and stats["skipped_less_conciseness"] == 2
+    assert stats["examples"] == 2 and stats["target_success_rate"] == 1.0
+    assert conciseness(verbose) < conciseness("Let me add 6 and 6. Adding them gives 12, so the answer is 12.")
+    requests = engine.calls[1][0]  # answers first, then one rewrite request per answer
+    assert len(requests) == 4 and REWRITES["conciseness"][0] in requests[0][0]["content"]
+    assert "so the answer is 12" in requests[0][0]["content"]  # the policy's answer is what gets rewritten
+
+    kept = SFTTrainer(plugins=plugins, targets="rewrites", behaviour="conciseness", steps=2, batch_size=2,
+                      max_target_tokens=200, filter_rewrites=False).build_targets(engine, task, problems)[0]
+    assert len(kept) == 4
+
+
+def test_rewrite_targets_need_a_known_behaviour():
+    with pytest.raises(ValueError, match="targets=rewrites needs behaviour=NAME"):
+        SFTTrainer(targets="rewrites", behaviour="charm")

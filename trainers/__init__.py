@@ -20,6 +20,9 @@ def harness_register_trainers(registry: Registry) -> None:
     registry.add("vspo", "trainers.vspo:VSPOTrainer",
                  "VSPO: GRPO with rollouts sampled under a steering vector at strengths betas, reward r0 + alpha "
                  "beta (or alpha x a behaviour score); the unsteered policy is updated")
+    registry.add("rlaif", "trainers.rlaif:RLAIFTrainer",
+                 "RLAIF: GRPO with a teacher's online judgement of each rollout in the reward (r0 + alpha x judge); "
+                 "teacher calls and tokens reported")
     registry.add("sft", "trainers.sft:SFTTrainer",
                  "SFT on references, the policy's own successful samples, or a teacher's (teacher-tracking)")
 

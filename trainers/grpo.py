@@ -130,6 +130,7 @@ class GRPOTrainer:
                 **stats,
                 "rollout_seconds": generated - started,
                 "update_seconds": time.perf_counter() - generated,
+                **self.step_metrics(),
             }
             store.log_step(step, metrics)
             shaped = scored.rewards[..., len(task_components):].tolist()  # [B][M][K]: kept with each sample
@@ -143,6 +144,10 @@ class GRPOTrainer:
                 for j, (s, x, answer_text) in enumerate(
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
+
+    def step_metrics(self) -> dict[str, float]:
+        """Extra per-step metrics a subclass reports (RLAIF: the teacher's cumulative cost)."""
+        return {}
 
     def shaping(self) -> dict[str, float]:
         """Reward components added to the task's, name -> weight: ``behaviour/<name>`` when ``behaviour`` is set."""

@@ -6,6 +6,14 @@ Targets come from one of three places (``targets``):
 - "self": rejection sampling: the policy's own samples that the task scores successful (the best by scalarised
   reward when none succeed, counted in ``sft/fallback_problems``).
 - "teacher": the same with a teacher model's samples; the teacher's cost is logged (``sft/teacher_*`` metrics).
+- "rewrites": teacher-tracking SFT on teacher-*rewritten* answers (the VSPO paper's baseline): the policy answers
+  ``steps x batch_size`` problems (each target is then trained on about once, so the teacher is paid only for what
+  trains), a teacher (``teacher=MODEL``, or the policy itself) rewrites each answer towards ``behaviour``
+  (harness.steering.REWRITES, the same instruction that builds steering vectors), and the rewrites are the targets.
+  With ``filter_rewrites`` (default) a rewrite the behaviour scorer rates *below* the answer it rewrote is dropped:
+  a small teacher often fails the instruction, and training on those failures would teach the opposite. (Ties are
+  kept: scorers saturate, e.g. conciseness is 1 for any filler-free answer under 60 words.)
+  Teacher calls and tokens are logged (``sft/teacher_calls``, ``sft/teacher_tokens``).
 With ``answers_per_rollout`` M > 1 the prompt asks for M answers (harness.multi_answer) and the target joins M
 sampled answers, as distinct as possible: VPO's warm-up teaches the format before RL teaches the content.
 """
@@ -24,7 +32,7 @@ from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.types import Completion, Engine, Messages, Problem, SamplingParams, Score, Task, scalarize
 from trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 
-TARGETS = ("references", "self", "teacher")
+TARGETS = ("references", "self", "teacher", "rewrites")
 
 
 @dataclass
@@ -43,6 +51,8 @@ class SFTConfig:
     temperature: float = 1.0  # sampling temperature for "self"/"teacher"
     answers_per_rollout: int = 1  # M: answers per target (VPO's multi-answer format when > 1)
     delimiter: str = DELIMITER  # separates the M answers of a target
+    behaviour: str = ""  # targets="rewrites": the behaviour the teacher rewrites towards (harness.steering.REWRITES)
+    filter_rewrites: bool = True  # targets="rewrites": drop a rewrite that scores lower on the behaviour
 
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
@@ -53,6 +63,14 @@ class SFTConfig:
                 raise ValueError(f"sft: {name} must be >= 1, got {getattr(self, name)!r}")
         if self.targets == "teacher" and not self.teacher:
             raise ValueError("sft: targets=teacher needs a teacher model spec (teacher=...)")
+        if self.targets == "rewrites":
+            from harness.steering import REWRITES
+
+            if self.behaviour not in REWRITES:
+                raise ValueError(f"sft: targets=rewrites needs behaviour=NAME, one of {', '.join(REWRITES)} "
+                                 f"(got {self.behaviour!r})")
+            if self.answers_per_rollout != 1:
+                raise ValueError("sft: targets=rewrites writes one answer per target (answers_per_rollout=1)")
         if self.answers_per_rollout > 1 and self.targets == "references":
             raise ValueError("sft: answers_per_rollout > 1 needs targets=self or teacher (a problem has one reference)")
         if self.targets != "references" and self.samples_per_problem < self.answers_per_rollout:
@@ -71,7 +89,7 @@ class Example:
 class SFTTrainer:
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(SFTConfig, options, "sft")
-        self.plugins = plugins  # only needed to load a teacher
+        self.plugins = plugins  # only needed to load a teacher or a behaviour scorer
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
@@ -122,6 +140,8 @@ class SFTTrainer:
             examples = [e for p in problems if (e := _reference_example(task, p)) is not None]
             return examples, {"examples": len(examples), "skipped_no_reference": len(problems) - len(examples)}
 
+        if cfg.targets == "rewrites":
+            return self._rewrite_targets(engine, task, problems)
         source = engine if cfg.targets == "self" else self._teacher_engine()
         started = time.perf_counter()
         m = cfg.answers_per_rollout
@@ -163,14 +183,60 @@ class SFTTrainer:
             f"{kind}_tokens": sum(len(c.token_ids) for c in completions), f"{kind}_seconds": seconds,
         }
 
-    def _teacher_engine(self) -> Engine:
-        from harness.models import load_policy
+    def _rewrite_targets(self, engine: Engine, task: Task,
+                         problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
+        from harness.steering import REWRITES, rewrite_answers
 
+        cfg = self.config
+        scorer = self._plugins()["behaviour"].get(cfg.behaviour).load()
+        chosen = list(problems[: cfg.steps * cfg.batch_size])
+        prompts = [task.messages(p) for p in chosen]
+        teacher = self._teacher_engine() if cfg.teacher else engine
+        started = time.perf_counter()
+        answers = engine.generate(prompts, SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens,
+                                                          temperature=cfg.temperature, seed=cfg.seed),
+                                  desc="sft answers to rewrite")
+        rewrites = rewrite_answers(teacher, prompts, [a.text for a in answers], [REWRITES[cfg.behaviour][0]],
+                                   SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens, temperature=0))
+        seconds = time.perf_counter() - started
+        examples: list[Example] = []
+        empty = not_better = 0
+        gains = []
+        for problem, answer, rewrite in zip(chosen, answers, rewrites, strict=True):
+            text = rewrite.text.strip()
+            if not text:
+                empty += 1
+                continue
+            gain = float(scorer(text, problem)) - float(scorer(answer.text, problem))
+            gains.append(gain)
+            if cfg.filter_rewrites and gain < 0:
+                not_better += 1
+                continue
+            try:
+                success = task.score(problem, text).success
+            except Exception:  # a scorer failing on one target is counted, not fatal
+                success = None
+            examples.append(Example(problem, task.messages(problem), text, [text], [success]))
+        return examples, {
+            "examples": len(examples), "rewrite_prompts": len(chosen), "skipped_empty_rewrite": empty,
+            f"skipped_less_{cfg.behaviour}": not_better,
+            "behaviour_gain_mean": sum(gains) / max(len(gains), 1),  # scorer(rewrite) - scorer(answer), all kept
+            "target_success_rate": sum(e.success[0] is True for e in examples) / max(len(examples), 1),
+            "teacher_calls": len(rewrites), "teacher_tokens": sum(len(r.token_ids) for r in rewrites),
+            "policy_tokens": sum(len(a.token_ids) for a in answers), "teacher_seconds": seconds,
+        }
+
+    def _plugins(self):
         if self.plugins is None:
             from harness.plugins import get_plugin_manager
 
             self.plugins = get_plugin_manager()
-        return TransformersEngine(load_policy(self.config.teacher, self.plugins["model"]), progress=False)
+        return self.plugins
+
+    def _teacher_engine(self) -> Engine:
+        from harness.models import load_policy
+
+        return TransformersEngine(load_policy(self.config.teacher, self._plugins()["model"]), progress=False)
 
     def describe(self) -> dict:
         return asdict(self.config)
