@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from harness.registry import PluginError
+from harness.steering import BETA_UNITS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,11 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="token budget of base answers and measured answers; rewrites get twice it (96)")
     steer_p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,
                          help="measure the behaviour's effect at each beta (default: on)")
-    steer_p.add_argument("--betas", default="-8,-4,0,4,8",
-                         help="comma-separated steering strengths to measure (default: -8,-4,0,4,8)")
-    steer_p.add_argument("--beta-unit", choices=("absolute", "raw_norm"), default="absolute",
-                         help="absolute: beta is the norm added to the residual stream (as in VSPO); raw_norm: "
-                              "in units of the vector's raw_norm (default: absolute)")
+    steer_p.add_argument("--betas", default="-0.3,-0.15,0,0.15,0.3",
+                         help="comma-separated steering strengths to measure (default: -0.3,-0.15,0,0.15,0.3)")
+    steer_p.add_argument("--beta-unit", choices=BETA_UNITS, default="activation_norm",
+                         help="activation_norm: beta is a fraction of the mean activation norm at the vector's "
+                              "layer (as in VSPO); absolute: the norm added to the residual stream; raw_norm: in "
+                              "units of |mean_pos - mean_neg| (default: activation_norm)")
+    steer_p.add_argument("--layer", type=int,
+                         help="decoder layer to build the vector at (default: the best-separating layer)")
     steer_p.add_argument("--eval-prompts", type=int, default=8, help="eval problems per beta (default: 8)")
     steer_p.add_argument("--temperature", type=float, default=0.0,
                          help="sampling temperature of the base and measured answers; rewrites are greedy (default: 0)")
@@ -122,7 +126,7 @@ def cmd_steer(args: argparse.Namespace) -> int:
                       prompts=args.prompts, teacher=args.teacher, seed=args.seed, max_new_tokens=args.max_new_tokens,
                       measure=args.measure, betas=args.betas, beta_unit=args.beta_unit,
                       eval_prompts=args.eval_prompts, temperature=args.temperature, task_options=options["task"],
-                      threads=args.threads)
+                      threads=args.threads, layer=args.layer)
     return 0
 
 

@@ -18,8 +18,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                             "warmup_samples": 4,
                             # rollouts of M answers are long: 8 rows of ~700 tokens took 13.7 GB in one backward
                             "micro_batch": 2},
+                    # VSPO builds a conciseness vector in the run (16 problems) unless trainer.vector is set
                     "vspo": {"steps": 8, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
-                             "temperature": 1.0, "lr": 5e-5},
+                             "temperature": 1.0, "lr": 5e-5, "behaviour": "conciseness", "vector_prompts": 16},
+                    "rlaif": {"steps": 8, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
+                              "temperature": 1.0, "lr": 5e-5, "behaviour": "conciseness"},
                     "sft": {"steps": 8, "batch_size": 4, "lr": 2e-5}},
         "searcher": {"best-of-k": {"n": 4, "k": "1,4", "max_new_tokens": 96, "temperature": 1.0}},
     },

@@ -57,6 +57,14 @@ def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]
         raise ValueError(f"{kind} {name!r}: {exc}") from exc
 
 
+def accepts_option(plugins: Plugins, kind: str, name: str, option: str) -> bool:
+    """Whether plugin ``name``'s factory declares a parameter ``option`` (False when it cannot be inspected)."""
+    try:
+        return option in inspect.signature(plugins[kind].get(name).load()).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None,
                    answers_per_rollout: int = 1) -> dict[str, Any]:
     """Preset < the task's generation budget < the run's common flags (--steps, --k, --seed) < --set KIND.KEY=VALUE.
@@ -100,6 +108,12 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     # and the searcher counts candidates (answers), not rollouts.
     m = int(getattr(getattr(trainer, "config", None), "answers_per_rollout", 1))
     searcher_options = plugin_options(cfg, "searcher", cfg.searcher, task, answers_per_rollout=m)
+    # A trainer that targets a behaviour (VSPO, RLAIF, reward-shaped GRPO) is evaluated on it too, before and after,
+    # unsteered: behaviour control is the point of those runs. --set searcher.behaviours=... overrides.
+    behaviour = getattr(getattr(trainer, "config", None), "behaviour", "")
+    if behaviour and "behaviours" not in searcher_options and accepts_option(plugins, "searcher", cfg.searcher,
+                                                                             "behaviours"):
+        searcher_options["behaviours"] = behaviour
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []

@@ -11,10 +11,14 @@
    ``temperature`` > 0), and the mean generated tokens and mean behaviour score (``plugins["behaviour"]``) are
    reported. Beta 0 is generated without steering (a hook adding 0 changes nothing; skipping it is cheaper).
 
-Betas are *absolute* by default, as in VSPO (``trainers/vspo.py``): the vector has unit norm and ``beta`` is the
-norm of what is added to the residual stream. ``beta_unit="raw_norm"`` reads them in units of the vector's
-``raw_norm`` (|mean_pos - mean_neg| at its layer: beta = 1 moves the negative set's mean onto the positive set's).
-The measurement table records both, with the vector's raw_norm and activation_norm for scale.
+Pairs the behaviour scorer ranks the wrong way round (the "positive" rewrite rated below the "negative" one) are
+left out before the vector is built (``harness.steering.agreeing_pairs``); their number is reported. ``layer``
+overrides the criterion's choice of layer.
+
+Betas are *absolute* by default: the vector has unit norm and ``beta`` is the norm of what is added to the residual
+stream. ``beta_unit="activation_norm"`` reads them as fractions of the mean activation norm at the vector's layer
+(what VSPO uses by default: comparable across layers), ``"raw_norm"`` in units of |mean_pos - mean_neg| there
+(beta = 1 moves the negative set's mean onto the positive set's). The table records the absolute value too.
 
 For the "robustness" behaviour the task is built with ``misleading_hint=True`` (math and mmlu-pro support it), so
 both the pair prompts and the eval prompts carry a wrong hint: resisting a hint means nothing without one.
@@ -32,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from harness.plugins import Plugins, get_plugin_manager
 from harness.run import build_plugin
+from harness.steering import BETA_UNITS
 
 if TYPE_CHECKING:
     from harness.models import Policy
     from harness.types import Engine
 
-BETA_UNITS = ("absolute", "raw_norm")
 
 
 def parse_betas(text: str | Sequence[float]) -> list[float]:
@@ -60,9 +64,10 @@ def measurement_path(out: str | Path) -> Path:
 
 def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-135m", task: str = "math",
                       prompts: int = 16, teacher: str | None = None, seed: int = 0, max_new_tokens: int = 96,
-                      measure: bool = True, betas: str | Sequence[float] = "-8,-4,0,4,8",
-                      beta_unit: str = "absolute", eval_prompts: int = 8, temperature: float = 0.0,
+                      measure: bool = True, betas: str | Sequence[float] = "-0.3,-0.15,0,0.15,0.3",
+                      beta_unit: str = "activation_norm", eval_prompts: int = 8, temperature: float = 0.0,
                       task_options: dict[str, Any] | None = None, threads: int | None = None,
+                      layer: int | None = None,
                       plugins: Plugins | None = None,
                       policy: Policy | None = None, teacher_engine: Engine | None = None,
                       echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -111,7 +116,7 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         torch.set_num_threads(int(threads))
     from harness.engine import TransformersEngine
     from harness.models import load_policy
-    from harness.steering import Steering, build_vector, contrastive_pairs
+    from harness.steering import Steering, agreeing_pairs, build_vector, contrastive_pairs
     from harness.types import SamplingParams
 
     if policy is None:
@@ -127,10 +132,13 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     rewrite_params = SamplingParams(n=1, max_new_tokens=2 * int(max_new_tokens), temperature=0, seed=seed)
     pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], behaviour,
                               answer_params=answer_params, rewrite_params=rewrite_params)
+    pairs = agreeing_pairs(pairs, scorer)
     if len(pairs.positive) < 2:
-        raise ValueError(f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts (the rest had an "
-                         f"empty answer or rewrite); need at least 2")
+        raise ValueError(f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts ({pairs.dropped} "
+                         f"had an empty answer or rewrite, {pairs.disagreeing} were ranked the wrong way by the "
+                         f"{behaviour} scorer); need at least 2")
     vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=behaviour, teacher=teacher_name,
+                          layer=layer,
                           provenance={**pairs.provenance(), "task": task, "prompts": len(train), "seed": seed,
                                       "max_new_tokens": int(max_new_tokens)})
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -142,17 +150,18 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         "layer": vector.layer, "layer_scores": scores, "top_layers": [(i, scores[i]) for i in top],
         "norms": dict(vector.norms), "teacher": teacher_name, "teacher_calls": pairs.teacher_calls,
         "teacher_tokens": pairs.teacher_tokens, "policy_tokens": pairs.policy_tokens,
-        "pairs": len(pairs.positive), "dropped_pairs": pairs.dropped,
+        "pairs": len(pairs.positive), "dropped_pairs": pairs.dropped, "disagreeing_pairs": pairs.disagreeing,
     }
     echo(f"wrote {out}: behaviour {behaviour}, layer {vector.layer} of {len(scores)}, "
          f"raw_norm {vector.norms['raw_norm']:.3f}, activation_norm {vector.norms['activation_norm']:.3f}")
     echo("top layers (Cohen's d): " + ", ".join(f"{i}: {scores[i]:.3f}" for i in top))
     echo(f"teacher {teacher_name}: {pairs.teacher_calls} calls, {pairs.teacher_tokens} tokens; "
-         f"{len(pairs.positive)} pairs ({pairs.dropped} dropped)")
+         f"{len(pairs.positive)} pairs ({pairs.dropped} empty, {pairs.disagreeing} ranked the wrong way by the "
+         f"{behaviour} scorer: left out)")
     if not measure:
         return result
 
-    scale = vector.norms["raw_norm"] if beta_unit == "raw_norm" else 1.0
+    scale = vector.unit(beta_unit)
     messages = [task_obj.messages(p) for p in evals]
     params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
     rows = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 Pair = tuple["Messages | str", str]  # (prompt: chat messages or a user message's text, response text)
 
 FILE_FORMAT = "vector-harness/steering-vector/1"
+# How a strength beta is read: absolute (beta is the norm added to the residual stream; the vector has unit norm),
+# or in units of the vector's raw_norm or activation_norm (SteeringVector.norms). activation_norm makes a schedule
+# portable across layers and models: the residual stream's norm grows ~6x from early to late layers of SmolLM2-135M,
+# so "add 10" is a shove at layer 4 and a whisper at layer 28, while "add 0.15 of the activation norm" is comparable.
+BETA_UNITS = ("absolute", "raw_norm", "activation_norm")
 CRITERION = ("cohen_d: per layer, project both sets' activations onto that layer's unit difference-of-means direction;"
              " score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept")
 
@@ -84,6 +89,16 @@ class SteeringVector:
     # raw_norm: |mean_pos - mean_neg| at the layer before normalising (beta = raw_norm moves the negative set's mean
     # activation onto the positive set's); activation_norm: mean norm of the per-example mean activation there.
     norms: dict[str, float] = field(default_factory=dict)
+
+    def unit(self, beta_unit: str) -> float:
+        """The residual-stream norm that one unit of beta stands for (see BETA_UNITS)."""
+        if beta_unit not in BETA_UNITS:
+            raise ValueError(f"beta_unit must be one of {', '.join(BETA_UNITS)}, got {beta_unit!r}")
+        if beta_unit == "absolute":
+            return 1.0
+        if beta_unit not in self.norms:
+            raise ValueError(f"steering vector for {self.model!r} has no {beta_unit} recorded; use beta_unit=absolute")
+        return float(self.norms[beta_unit])
 
     @property
     def hidden_size(self) -> int:
@@ -287,10 +302,11 @@ def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[t
 
 
 def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs: Sequence[Pair], *, behaviour: str,
-                 teacher: str | None = None, batch_size: int = 8,
+                 teacher: str | None = None, batch_size: int = 8, layer: int | None = None,
                  provenance: dict[str, Any] | None = None) -> SteeringVector:
     """Difference of mean activations (positive - negative) at every decoder layer's output; keep the layer with the
-    largest ``separation_scores``, normalise its direction to unit norm. All layers' scores go into provenance.
+    largest ``separation_scores`` (or ``layer``, when given), normalise its direction to unit norm. All layers'
+    scores go into provenance.
     The embedding output is not a candidate (see the module docstring). ``provenance`` adds entries (e.g. the
     teacher's call and token counts from ``ContrastivePairs.provenance()``)."""
     from harness import __version__
@@ -298,7 +314,11 @@ def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs:
     pos = residual_activations(policy, positive_pairs, batch_size=batch_size)
     neg = residual_activations(policy, negative_pairs, batch_size=batch_size)
     diff, scores = separation_scores(pos, neg)
-    layer = int(scores.argmax())
+    chosen_by = "given" if layer is not None else "criterion"
+    if layer is None:
+        layer = int(scores.argmax())
+    elif not 0 <= layer < len(scores):
+        raise ValueError(f"layer {layer} is out of range: the model has {len(scores)} decoder layers")
     raw_norm = float(diff[layer].norm())
     activation_norm = float(0.5 * (pos[:, layer].norm(dim=-1).mean() + neg[:, layer].norm(dim=-1).mean()))
     return SteeringVector(
@@ -306,7 +326,7 @@ def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs:
         behaviour=behaviour, norms={"raw_norm": raw_norm, "activation_norm": activation_norm},
         provenance={
             "teacher": teacher, "pairs": {"positive": len(positive_pairs), "negative": len(negative_pairs)},
-            "criterion": CRITERION, "layer_scores": [float(s) for s in scores],
+            "criterion": CRITERION, "layer_chosen_by": chosen_by, "layer_scores": [float(s) for s in scores],
             "layer_raw_norms": [float(d) for d in diff.norm(dim=-1)],
             "layers": "decoder layer outputs 0..L-1; the embedding output (hidden_states[0]) is excluded",
             "model_source": policy.source, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -330,10 +350,25 @@ class ContrastivePairs:
     teacher_tokens: int  # tokens the teacher generated
     policy_tokens: int  # tokens the policy generated for the base answers
     dropped: int  # prompts left out because the base answer or a rewrite came back empty
+    disagreeing: int = 0  # pairs left out by ``agreeing_pairs``: the scorer ranked the two rewrites the wrong way
 
     def provenance(self) -> dict[str, Any]:
         return {"teacher_calls": self.teacher_calls, "teacher_tokens": self.teacher_tokens,
-                "policy_tokens": self.policy_tokens, "dropped_pairs": self.dropped}
+                "policy_tokens": self.policy_tokens, "dropped_pairs": self.dropped,
+                "disagreeing_pairs": self.disagreeing}
+
+
+def agreeing_pairs(pairs: ContrastivePairs, scorer: Any) -> ContrastivePairs:
+    """The pairs whose positive rewrite the behaviour scorer does not rate below the negative one.
+
+    A small teacher sometimes gets an instruction backwards (on SmolLM2-135M, 10 of 32 of its "concise" rewrites
+    of math answers came out no shorter than its "verbose" ones); such a pair pulls the difference of means
+    the wrong way. Ties are kept: scorers saturate (conciseness is 1 for any filler-free answer under 60 words),
+    and a tie says nothing against the pair."""
+    keep = [i for i, ((_, pos), (_, neg)) in enumerate(zip(pairs.positive, pairs.negative, strict=True))
+            if float(scorer(pos, None)) >= float(scorer(neg, None))]
+    return replace(pairs, positive=[pairs.positive[i] for i in keep], negative=[pairs.negative[i] for i in keep],
+                   disagreeing=pairs.disagreeing + len(pairs.positive) - len(keep))
 
 
 def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prompts: Sequence[Messages | str],

@@ -47,6 +47,21 @@ def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
     assert any("pass@1" in line for line in lines)  # the summary table was printed
 
 
+def test_a_behaviour_trainer_is_evaluated_on_its_behaviour(tmp_path, plugins, tiny_policy_spec):
+    """RLAIF (quick preset: behaviour=conciseness) -> the searcher scores conciseness before and after, unasked."""
+    folder = run(RunConfig(trainer="rlaif", model="tiny-random", steps=1, limit=2, train_limit=4, k="1",
+                           out=str(tmp_path),
+                           options={"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1,
+                                                            "max_new_tokens": 4},
+                                    "searcher": {"n": 1, "max_new_tokens": 4}}),
+                 plugins=plugins, echo=lambda _: None)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["resolved_options"]["searcher"]["behaviours"] == "conciseness"
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert 0 <= metrics["before/behaviour/conciseness"] <= 1 and 0 <= metrics["after/behaviour/conciseness"] <= 1
+    assert metrics["rlaif/teacher_calls"] == 2
+
+
 def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
     folder = run(RunConfig(model="tiny-random", trainer="none", limit=2, k="1", out=str(tmp_path),
                            options={"task": {}, "trainer": {}, "searcher": {"n": 1, "max_new_tokens": 4}}),

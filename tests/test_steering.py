@@ -8,8 +8,10 @@ import torch
 
 from harness.steering import (
     REWRITES,
+    ContrastivePairs,
     Steering,
     SteeringVector,
+    agreeing_pairs,
     build_vector,
     contrastive_pairs,
     residual_activations,
@@ -119,6 +121,33 @@ def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
     assert only_policy.teacher_calls == 2 and len(policy.calls) == 3
     with pytest.raises(ValueError, match="unknown behaviour"):
         contrastive_pairs(policy, None, ["x"], "sarcasm")
+
+
+def test_agreeing_pairs_drops_pairs_the_scorer_ranks_backwards():
+    from tasks.behaviours import conciseness
+
+    long = " ".join(["Basically, this is very very important to note."] * 10)
+    pairs = ContrastivePairs(behaviour="conciseness", positive=[("q1", "4."), ("q2", long), ("q3", "Yes.")],
+                             negative=[("q1", long), ("q2", "No."), ("q3", "No.")], base_answers=["", "", ""],
+                             teacher_calls=6, teacher_tokens=0, policy_tokens=0, dropped=1)
+    kept = agreeing_pairs(pairs, conciseness)
+    assert [p for p, _ in kept.positive] == ["q1", "q3"]  # q2 is backwards; q3 is a tie (both 1.0) and stays
+    assert [p for p, _ in kept.negative] == ["q1", "q3"]
+    assert kept.disagreeing == 1 and kept.provenance()["disagreeing_pairs"] == 1 and kept.dropped == 1
+
+
+def test_beta_units_and_a_given_layer(tiny_policy):
+    prompts = ["Tell me about cats.", "How do I boil an egg?", "What is rain?"]
+    vec = build_vector(tiny_policy, [(p, "YES, LOUDLY!") for p in prompts], [(p, "yes, softly.") for p in prompts],
+                       behaviour="shouting", layer=0)
+    assert vec.layer == 0 and vec.provenance["layer_chosen_by"] == "given"
+    assert vec.unit("absolute") == 1.0
+    assert vec.unit("raw_norm") == vec.norms["raw_norm"] == pytest.approx(vec.provenance["layer_raw_norms"][0])
+    assert vec.unit("activation_norm") == vec.norms["activation_norm"] > 0
+    with pytest.raises(ValueError, match="beta_unit must be one of"):
+        vec.unit("furlongs")
+    with pytest.raises(ValueError, match="layer 5 is out of range"):
+        build_vector(tiny_policy, [(p, "A") for p in prompts], [(p, "b") for p in prompts], behaviour="x", layer=5)
 
 
 def test_import_does_not_pull_torch():

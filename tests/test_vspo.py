@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -39,7 +40,8 @@ def _lines(path):
 
 
 def _vspo(plugins, vector_path, **options):
-    defaults = {"vector": str(vector_path), "betas": BETAS, "group_size": 4, "prompts_per_step": 2,
+    defaults = {"vector": str(vector_path), "betas": BETAS, "beta_unit": "absolute", "group_size": 4,
+                "prompts_per_step": 2,
                 "max_new_tokens": 6, "lr": 1e-3}
     return VSPOTrainer(plugins=plugins, **{**defaults, **options})
 
@@ -140,11 +142,13 @@ def test_strength_reward_orders_advantages_by_beta(plugins, vector_path):
 def test_bad_vspo_options_are_one_line_errors(plugins, vector_path, tiny_policy, tmp_path):
     cases = [
         ({"group_size": 8}, "group_size (8) must equal the number of betas (4"),
-        ({"vector": ""}, "vector=PATH is required"),
+        ({"vector": ""}, "needs vector=PATH (a file from `harness steer`) or behaviour=NAME to build one"),
+        ({"vector_prompts": 1}, "vector_prompts must be >= 2"),
         ({"vector": str(tmp_path / "nowhere.safetensors")}, "not found"),
         ({"betas": "1,x,2,3"}, "comma-separated numbers"),
         ({"reward": "behaviour"}, "needs behaviour=NAME"),
         ({"reward": "vibes"}, "unknown reward"),
+        ({"beta_unit": "furlongs"}, "beta_unit must be one of"),
     ]
     for options, message in cases:
         with pytest.raises(ValueError, match=re.escape(message)) as err:
@@ -192,3 +196,28 @@ def test_behaviour_plugins_load_the_scorers(plugins):
     from tasks.behaviours import BEHAVIOURS
 
     assert {name: plugins["behaviour"].get(name).load() for name in BEHAVIOURS} == BEHAVIOURS
+
+
+def test_without_a_vector_vspo_builds_one_into_the_run_folder(tiny_policy, plugins, tmp_path):
+    """Stage 1 inside the run: pairs rewritten by the policy itself, the vector saved with the run, its cost
+    recorded; then training is steered by that vector."""
+    class SampledEngine(TransformersEngine):  # a random model's greedy answers come back empty: sample instead
+        def generate(self, prompts, params, *, desc="", steering=None):
+            return super().generate(prompts, replace(params, temperature=1.0), desc=desc, steering=steering)
+
+    engine = SampledEngine(tiny_policy, progress=False)
+    task = UppercaseTask()
+    trainer = VSPOTrainer(plugins=plugins, behaviour="conciseness", betas="-0.2,0,0.2,0.4", group_size=4,
+                          prompts_per_step=1, steps=1, max_new_tokens=6, vector_prompts=3)
+    store = RunStore(tmp_path, "run")
+    trainer.train(tiny_policy, engine, task, task.problems("train"), store=store)
+    path = store.dir / "steering_vector.safetensors"
+    vector = SteeringVector.load(path, tiny_policy)
+    assert trainer.config.vector == str(path) and vector.behaviour == "conciseness"
+    assert vector.provenance["teacher"] == "policy" and vector.provenance["prompts"] == 3
+    assert abs(float(vector.vector.norm()) - 1.0) < 1e-4
+    metrics = json.loads((store.dir / "metrics.json").read_text())
+    assert metrics["vspo/vector_teacher_calls"] == 6  # two rewrites per prompt
+    assert metrics["vspo/vector_layer"] == vector.layer
+    steps = _lines(store.dir / "steps.jsonl")
+    assert len(steps) == 1 and steps[0]["steer_logratio"] != 0

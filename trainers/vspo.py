@@ -8,14 +8,23 @@ the vector is never part of the trained model, and GRPO's ``update()`` (a plain 
 log-probabilities of the steered tokens.
 
 Options (on top of GRPO's):
-  vector     path to a SteeringVector file (harness/steering.py: ``SteeringVector.save``); required, and its hidden
-             size must match the policy's.
+  vector     path to a SteeringVector file (harness/steering.py: ``SteeringVector.save``, or ``harness steer``); its
+             hidden size must match the policy's. Empty: stage 1 runs first, on the first ``vector_prompts`` training
+             problems: the policy answers, the policy itself rewrites each answer towards and away from
+             ``behaviour`` (harness.steering.contrastive_pairs), the vector is built (``build_vector``) and saved in
+             the run folder as ``steering_vector.safetensors``; the teacher's calls and tokens go into the run's
+             metrics (``vspo/vector_teacher_calls``, ``..._tokens``), since that one-off cost is what VSPO is
+             compared with RLAIF on.
   betas      the strength schedule, a comma string with one beta per rollout of a group: rollout j of every prompt
              is steered by betas[j], so group_size must equal the number of betas. An explicit list (rather than
              ``beta_max`` and a linear rule) keeps the schedule visible in the manifest and lets it be asymmetric;
-             including 0 keeps one unsteered rollout per group. The default, -4..10 in steps of 2, has 8 entries
-             for GRPO's default G = 8. Betas are in residual-stream units (the vector has unit norm).
-  alpha      the shaping scale.
+             including 0 keeps one unsteered rollout per group. The default, -0.15..0.2 in steps of 0.05, has 8
+             entries for GRPO's default G = 8.
+  beta_unit  how a beta is read (harness.steering.BETA_UNITS): "activation_norm" (default) as a fraction of the mean
+             residual-stream norm at the vector's layer, so one schedule suits any layer; "absolute" as the norm
+             added (the vector has unit norm). On SmolLM2-135M's conciseness vector, 0.15 shortened answers and 0.3
+             already degraded them into repetition (`harness steer` measures this), hence the default's range.
+  alpha      the shaping scale (the shaping term uses the schedule's beta, in beta_unit).
   reward     "strength": r = r0 + alpha * beta (component ``steering/beta``, weight alpha): the more strongly
              steered rollouts are preferred, so the policy learns to produce unprompted what the vector induces.
              "behaviour": r = r0 + alpha * behaviour(answer, problem) (component ``behaviour/<behaviour>``, weight
@@ -44,7 +53,7 @@ from pathlib import Path
 
 import torch
 
-from harness.steering import Steering, SteeringVector
+from harness.steering import BETA_UNITS, Steering, SteeringVector
 from trainers.grpo import GRPOConfig, GRPOTrainer
 from trainers.policy_gradient import pad_completions, sequence_logprobs
 
@@ -53,9 +62,11 @@ REWARDS = ("strength", "behaviour")
 
 @dataclass
 class VSPOConfig(GRPOConfig):
-    vector: str = ""  # path to a saved SteeringVector (required)
-    betas: str = "-4,-2,0,2,4,6,8,10"  # one steering strength per rollout of a group; len == group_size
-    alpha: float = 0.1  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
+    vector: str = ""  # path to a saved SteeringVector; "" = build one for `behaviour` before training
+    vector_prompts: int = 16  # training problems whose answers are rewritten into pairs when the vector is built
+    betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
+    beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.BETA_UNITS)
+    alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
     reward: str = "strength"  # "strength" (alpha * beta) or "behaviour" (alpha * the behaviour scorer's score)
 
     def __post_init__(self) -> None:
@@ -64,15 +75,19 @@ class VSPOConfig(GRPOConfig):
         if len(betas) != self.group_size:
             raise ValueError(f"vspo: group_size ({self.group_size}) must equal the number of betas ({len(betas)}: "
                              f"{self.betas}); set both")
+        if self.beta_unit not in BETA_UNITS:
+            raise ValueError(f"vspo: beta_unit must be one of {', '.join(BETA_UNITS)}, got {self.beta_unit!r}")
         if self.reward not in REWARDS:
             raise ValueError(f"vspo: unknown reward {self.reward!r}; choose one of {', '.join(REWARDS)}")
         if self.reward == "behaviour" and not self.behaviour:
             raise ValueError("vspo: reward=behaviour needs behaviour=NAME (a registered behaviour scorer)")
         if self.behaviour_weight:
             raise ValueError("vspo: behaviour_weight is GRPO's shaping; VSPO weighs its reward by alpha")
-        if not self.vector:
-            raise ValueError("vspo: option vector=PATH is required (a file written by SteeringVector.save)")
-        if not Path(self.vector).is_file():
+        if not self.vector and not self.behaviour:
+            raise ValueError("vspo: needs vector=PATH (a file from `harness steer`) or behaviour=NAME to build one")
+        if int(self.vector_prompts) < 2:
+            raise ValueError(f"vspo: vector_prompts must be >= 2, got {self.vector_prompts!r}")
+        if self.vector and not Path(self.vector).is_file():
             raise ValueError(f"vspo: steering vector file {self.vector!r} not found")
 
 
@@ -106,8 +121,40 @@ class VSPOTrainer(GRPOTrainer):
     def train(self, policy, engine, task, problems, *, store) -> None:
         if "steering" not in inspect.signature(engine.generate).parameters:
             raise ValueError(f"vspo: the engine {type(engine).__name__} cannot steer (use TransformersEngine)")
-        steering = Steering(self.load_vector(policy), self.betas)  # one beta per sample index, for every prompt
+        if not self.config.vector:
+            self.config.vector = str(self.build_vector(policy, engine, task, problems, store))
+        vector = self.load_vector(policy)
+        try:
+            unit = vector.unit(self.config.beta_unit)
+        except ValueError as exc:
+            raise ValueError(f"vspo: {exc}") from None
+        # One beta per sample index, for every prompt; the shaping term keeps the schedule's own values.
+        steering = Steering(vector, [b * unit for b in self.betas])
         super().train(policy, _SteeredEngine(engine, steering), task, problems, store=store)
+
+    def build_vector(self, policy, engine, task, problems, store) -> Path:
+        """Stage 1 in the run: pairs from the policy's answers rewritten by itself, the vector saved in the run."""
+        from harness.steering import agreeing_pairs, build_vector, contrastive_pairs
+        from harness.types import SamplingParams
+
+        cfg = self.config
+        chosen = list(problems[: cfg.vector_prompts])
+        pairs = contrastive_pairs(
+            engine, None, [task.messages(p) for p in chosen], cfg.behaviour,
+            answer_params=SamplingParams(n=1, max_new_tokens=cfg.max_new_tokens, temperature=0, seed=cfg.seed),
+            rewrite_params=SamplingParams(n=1, max_new_tokens=2 * cfg.max_new_tokens, temperature=0, seed=cfg.seed))
+        pairs = agreeing_pairs(pairs, self.behaviour)
+        if len(pairs.positive) < 2:
+            raise ValueError(f"vspo: only {len(pairs.positive)} usable contrastive pairs from {len(chosen)} problems; "
+                             f"raise vector_prompts or pass vector=PATH")
+        vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=cfg.behaviour, teacher="policy",
+                              provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)})
+        path = store.dir / "steering_vector.safetensors"
+        vector.save(path)
+        store.update_metrics({f"vspo/vector_{k}": v for k, v in pairs.provenance().items()}
+                             | {"vspo/vector_layer": vector.layer, "vspo/vector_pairs": len(pairs.positive),
+                                **{f"vspo/vector_{k}": v for k, v in vector.norms.items()}})
+        return path
 
     # -- scoring: the shaping component ---------------------------------------------------------------------------
 
