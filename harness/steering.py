@@ -232,17 +232,8 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
     on its batch (up to float rounding)."""
     import torch
 
-    from harness.engine import TransformersEngine
-
     tok, model = policy.tokenizer, policy.model
-    encode = TransformersEngine(policy, progress=False).encode
-    sequences: list[tuple[list[int], int]] = []  # (token ids, number of trailing tokens to average over)
-    for i, item in enumerate(items):
-        prompt_ids = [] if isinstance(item, str) else encode(_as_messages(item[0]))
-        response_ids = tok(item if isinstance(item, str) else item[1], add_special_tokens=False)["input_ids"]
-        if not response_ids:
-            raise ValueError(f"item {i} has an empty response: nothing to average over")
-        sequences.append((prompt_ids + response_ids, len(response_ids)))
+    sequences = _pair_sequences(policy, items)
 
     layers = decoder_layers(model)
     captured: list[Any] = [None] * len(layers)
@@ -259,13 +250,10 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
         with torch.no_grad():
             for start in range(0, len(sequences), batch_size):
                 batch = sequences[start:start + batch_size]
-                width = max(len(ids) for ids, _ in batch)
-                input_ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                input_ids, mask, n_resp = _left_pad(batch, tok.pad_token_id)
+                width = input_ids.shape[1]
                 averaged = torch.zeros((len(batch), width))
-                for row, (ids, n_avg) in enumerate(batch):
-                    input_ids[row, width - len(ids):] = torch.tensor(ids)
-                    mask[row, width - len(ids):] = 1
+                for row, n_avg in enumerate(n_resp):
                     averaged[row, width - n_avg:] = 1.0 / n_avg  # left padding: the response ends every row
                 input_ids, mask, averaged = input_ids.to(device), mask.to(device), averaged.to(device)
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -277,6 +265,79 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
         for handle in handles:
             handle.remove()
     return torch.cat(means)
+
+
+def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: SteeringVector | None = None,
+                     beta: float = 0.0, batch_size: int = 8) -> torch.Tensor:
+    """Mean log-probability per response token of each (prompt, response) pair [N], teacher-forced, with
+    ``beta * steering`` added at the vector's layer (every row, every position) when ``steering`` is given."""
+    import torch
+
+    tok, model = policy.tokenizer, policy.model
+    sequences = _pair_sequences(policy, items)
+    device = next(model.parameters()).device
+    out = []
+    hook = RowSteering(model, steering) if steering is not None else None
+    try:
+        with torch.no_grad():
+            for start in range(0, len(sequences), batch_size):
+                batch = sequences[start:start + batch_size]
+                input_ids, mask, n_resp = _left_pad(batch, tok.pad_token_id)
+                if hook is not None:
+                    hook.set_betas([beta] * len(batch))
+                input_ids, mask = input_ids.to(device), mask.to(device)
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                               use_cache=False).logits[:, :-1].float()
+                logp = torch.log_softmax(logits, -1).gather(-1, input_ids[:, 1:, None])[..., 0]
+                width = input_ids.shape[1]
+                for row, n in enumerate(n_resp):  # left padding: the response is the last n tokens of every row
+                    out.append(float(logp[row, width - 1 - n:].mean()))
+    finally:
+        if hook is not None:
+            hook.remove()
+    return torch.tensor(out)
+
+
+def steering_preference(policy: Policy, positive: Sequence[Pair], negative: Sequence[Pair],
+                        vector: SteeringVector, beta: float, *, batch_size: int = 8) -> float:
+    """How much adding ``beta * vector`` makes the model prefer the positive responses over the negative ones:
+    the mean over pairs of [gain in mean token log-prob of the positive response] - [gain for the negative one],
+    gains measured against the unsteered model. A causal test of a direction (it intervenes and watches the
+    likelihoods move), where separation is only correlational."""
+    base_pos = response_logprob(policy, positive, batch_size=batch_size)
+    base_neg = response_logprob(policy, negative, batch_size=batch_size)
+    pos = response_logprob(policy, positive, steering=vector, beta=beta, batch_size=batch_size)
+    neg = response_logprob(policy, negative, steering=vector, beta=beta, batch_size=batch_size)
+    return float(((pos - base_pos) - (neg - base_neg)).mean())
+
+
+def _pair_sequences(policy: Policy, items: Sequence[Pair | str]) -> list[tuple[list[int], int]]:
+    """(token ids, number of trailing response tokens) per item; see ``residual_activations``."""
+    from harness.engine import TransformersEngine
+
+    encode = TransformersEngine(policy, progress=False).encode
+    sequences = []
+    for i, item in enumerate(items):
+        prompt_ids = [] if isinstance(item, str) else encode(_as_messages(item[0]))
+        response_ids = policy.tokenizer(item if isinstance(item, str) else item[1],
+                                        add_special_tokens=False)["input_ids"]
+        if not response_ids:
+            raise ValueError(f"item {i} has an empty response: nothing to average over")
+        sequences.append((prompt_ids + response_ids, len(response_ids)))
+    return sequences
+
+
+def _left_pad(batch: Sequence[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (ids, _) in enumerate(batch):
+        input_ids[row, width - len(ids):] = torch.tensor(ids)
+        mask[row, width - len(ids):] = 1
+    return input_ids, mask, [n for _, n in batch]
 
 
 def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

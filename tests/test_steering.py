@@ -157,3 +157,22 @@ def test_import_does_not_pull_torch():
     code = "import sys, harness.steering; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_response_logprob_matches_a_plain_forward_and_beta_zero_changes_nothing(tiny_policy):
+    from harness.engine import TransformersEngine
+    from harness.steering import response_logprob, steering_preference
+
+    items = [("What is rain?", "Water falling."), ("Name a colour.", "A bright shade of red, I would say.")]
+    got = response_logprob(tiny_policy, items)
+    encode = TransformersEngine(tiny_policy, progress=False).encode
+    for (prompt, response), value in zip(items, got, strict=True):
+        p = encode([{"role": "user", "content": prompt}])
+        r = tiny_policy.tokenizer(response, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = tiny_policy.model(input_ids=torch.tensor([p + r])).logits[0, :-1].float()
+        logp = torch.log_softmax(logits, -1)[len(p) - 1:].gather(-1, torch.tensor(r)[:, None])[:, 0]
+        assert float(value) == pytest.approx(float(logp.mean()), abs=1e-4)
+    vec = SteeringVector(vector=torch.ones(64) / 8, layer=1, model="tiny-random", behaviour="x")
+    assert steering_preference(tiny_policy, items[:1], items[1:], vec, 0.0) == pytest.approx(0.0, abs=1e-5)
+    assert steering_preference(tiny_policy, items[:1], items[1:], vec, 5.0) != pytest.approx(0.0, abs=1e-5)
