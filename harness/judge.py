@@ -71,6 +71,8 @@ class Judge:
         """One score in [0, 1] per (question, answer): the expected rating under the teacher, rescaled."""
         import torch
 
+        from harness.steering import left_pad
+
         if len(questions) != len(answers):
             raise ValueError(f"judge: {len(questions)} questions for {len(answers)} answers")
         model, pad = self.teacher.model, self.teacher.tokenizer.pad_token_id
@@ -81,12 +83,7 @@ class Judge:
         with torch.no_grad():
             for start in range(0, len(prompts), self.batch_size):
                 batch = prompts[start : start + self.batch_size]
-                width = max(len(p) for p in batch)
-                input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, ids in enumerate(batch):  # left padding: every row's next token is at the last position
-                    input_ids[row, width - len(ids):] = torch.tensor(ids)
-                    mask[row, width - len(ids):] = 1
+                input_ids, mask = left_pad(batch, pad)  # every row's next token is predicted at the last position
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
                 logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
                                position_ids=positions.to(device), use_cache=False, logits_to_keep=1).logits[:, -1]

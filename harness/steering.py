@@ -250,10 +250,10 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
         with torch.no_grad():
             for start in range(0, len(sequences), batch_size):
                 batch = sequences[start:start + batch_size]
-                input_ids, mask, n_resp = _left_pad(batch, tok.pad_token_id)
+                input_ids, mask = left_pad([ids for ids, _ in batch], tok.pad_token_id)
                 width = input_ids.shape[1]
                 averaged = torch.zeros((len(batch), width))
-                for row, n_avg in enumerate(n_resp):
+                for row, (_, n_avg) in enumerate(batch):
                     averaged[row, width - n_avg:] = 1.0 / n_avg  # left padding: the response ends every row
                 input_ids, mask, averaged = input_ids.to(device), mask.to(device), averaged.to(device)
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -282,7 +282,7 @@ def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: Steerin
         with torch.no_grad():
             for start in range(0, len(sequences), batch_size):
                 batch = sequences[start:start + batch_size]
-                input_ids, mask, n_resp = _left_pad(batch, tok.pad_token_id)
+                input_ids, mask = left_pad([ids for ids, _ in batch], tok.pad_token_id)
                 if hook is not None:
                     hook.set_betas([beta] * len(batch))
                 input_ids, mask = input_ids.to(device), mask.to(device)
@@ -291,7 +291,7 @@ def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: Steerin
                                use_cache=False).logits[:, :-1].float()
                 logp = torch.log_softmax(logits, -1).gather(-1, input_ids[:, 1:, None])[..., 0]
                 width = input_ids.shape[1]
-                for row, n in enumerate(n_resp):  # left padding: the response is the last n tokens of every row
+                for row, (_, n) in enumerate(batch):  # left padding: the response is the last n tokens of every row
                     out.append(float(logp[row, width - 1 - n:].mean()))
     finally:
         if hook is not None:
@@ -328,16 +328,18 @@ def _pair_sequences(policy: Policy, items: Sequence[Pair | str]) -> list[tuple[l
     return sequences
 
 
-def _left_pad(batch: Sequence[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+def left_pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token id lists as one left-padded batch (input_ids, attention_mask), as the engine pads: every row ends in
+    the last column, so the next token of each row is predicted at the last position."""
     import torch
 
-    width = max(len(ids) for ids, _ in batch)
-    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, (ids, _) in enumerate(batch):
+    width = max(len(ids) for ids in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, ids in enumerate(rows):
         input_ids[row, width - len(ids):] = torch.tensor(ids)
         mask[row, width - len(ids):] = 1
-    return input_ids, mask, [n for _, n in batch]
+    return input_ids, mask
 
 
 def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,12 +25,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from random import Random
 from typing import Any
+
+from harness.store import write_json_atomic
 
 KINDS = ("exploit", "explore", "random")
 FORMAT = 1  # bump when state_dict's layout changes
@@ -244,17 +245,7 @@ class Database:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Atomic: a temp file in the same folder (same filesystem, so the rename is atomic), fsynced, then renamed
         over ``path``; a crash mid-write leaves the previous checkpoint intact."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.state_dict(), f, allow_nan=False)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json_atomic(Path(path), self.state_dict())  # NaN/inf fitness is refused by add(), never saved
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Database:

@@ -75,6 +75,7 @@ class GRPOTrainer:
             from harness.plugins import get_plugin_manager
 
             plugins = get_plugin_manager()
+        self.plugins = plugins  # subclasses load more by name (VPO's warm-up, RLAIF's teacher)
         self.estimator = plugins["advantage"].get(self.config.advantage).load()
         # Behaviour scorers are plugins too: looked up by name, so trainers never import tasks.
         self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None

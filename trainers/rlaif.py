@@ -48,7 +48,6 @@ class RLAIFTrainer(GRPOTrainer):
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)
-        self.plugins = plugins
         self.judge: Judge | None = None
         self.judge_seconds = 0.0
 
@@ -67,10 +66,6 @@ class RLAIFTrainer(GRPOTrainer):
                           spec=f"{policy.spec} (frozen initial copy)", source=policy.source)
         from harness.models import load_policy
 
-        if self.plugins is None:
-            from harness.plugins import get_plugin_manager
-
-            self.plugins = get_plugin_manager()
         teacher = load_policy(self.config.teacher, self.plugins["model"])
         teacher.model.to(next(policy.model.parameters()).device)
         return teacher

@@ -32,10 +32,6 @@ class VPOTrainer(GRPOTrainer):
     name = "vpo"
     config_class = VPOConfig
 
-    def __init__(self, plugins=None, **options) -> None:
-        super().__init__(plugins=plugins, **options)
-        self.plugins = plugins
-
     def train(self, policy, engine, task, problems, *, store) -> None:
         cfg = self.config
         if cfg.warmup_steps > 0:

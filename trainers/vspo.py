@@ -22,8 +22,9 @@ Options (on top of GRPO's):
              entries for GRPO's default G = 8.
   beta_unit  how a beta is read (harness.steering.BETA_UNITS): "activation_norm" (default) as a fraction of the mean
              residual-stream norm at the vector's layer, so one schedule suits any layer; "absolute" as the norm
-             added (the vector has unit norm). On SmolLM2-135M's conciseness vector, 0.15 shortened answers and 0.3
-             already degraded them into repetition (`harness steer` measures this), hence the default's range.
+             added (the vector has unit norm). On SmolLM2-135M's conciseness directions at layers 16-26, 0.15
+             shortened math answers and 0.3 already degraded them into repetition (`harness steer` measures this),
+             hence the default's range. (The layer the criterion picks can steer the other way: check it.)
   alpha      the shaping scale (the shaping term uses the schedule's beta, in beta_unit).
   reward     "strength": r = r0 + alpha * beta (component ``steering/beta``, weight alpha): the more strongly
              steered rollouts are preferred, so the policy learns to produce unprompted what the vector induces.
