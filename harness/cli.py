@@ -80,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="activation_norm: beta is a fraction of the mean activation norm at the vector's "
                               "layer (as in VSPO); absolute: the norm added to the residual stream; raw_norm: in "
                               "units of |mean_pos - mean_neg| (default: activation_norm)")
+    steer_p.add_argument("--criterion", choices=("preference", "cohen_d"), default="preference",
+                         help="how the layer is picked: preference (steer each layer, keep the one that most raises "
+                              "the positive rewrites' likelihood; default) or cohen_d (best separation, cheaper)")
     steer_p.add_argument("--layer", type=int,
-                         help="decoder layer to build the vector at (default: the best-separating layer)")
+                         help="decoder layer to build the vector at (default: the one --criterion picks)")
     steer_p.add_argument("--eval-prompts", type=int, default=8, help="eval problems per beta (default: 8)")
     steer_p.add_argument("--temperature", type=float, default=0.0,
                          help="sampling temperature of the base and measured answers; rewrites are greedy (default: 0)")
@@ -126,7 +129,7 @@ def cmd_steer(args: argparse.Namespace) -> int:
                       prompts=args.prompts, teacher=args.teacher, seed=args.seed, max_new_tokens=args.max_new_tokens,
                       measure=args.measure, betas=args.betas, beta_unit=args.beta_unit,
                       eval_prompts=args.eval_prompts, temperature=args.temperature, task_options=options["task"],
-                      threads=args.threads, layer=args.layer)
+                      threads=args.threads, layer=args.layer, criterion=args.criterion)
     return 0
 
 

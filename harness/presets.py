@@ -24,7 +24,10 @@ PRESETS: dict[str, dict[str, Any]] = {
                     "rlaif": {"steps": 8, "prompts_per_step": 2, "group_size": 8, "max_new_tokens": 96,
                               "temperature": 1.0, "lr": 5e-5, "behaviour": "conciseness"},
                     "sft": {"steps": 8, "batch_size": 4, "lr": 2e-5}},
-        "searcher": {"best-of-k": {"n": 4, "k": "1,4", "max_new_tokens": 96, "temperature": 1.0}},
+        "searcher": {"best-of-k": {"n": 4, "k": "1,4", "max_new_tokens": 96, "temperature": 1.0},
+                     # 16 model calls per problem: 4 seeds (best-of-k's own first 4 samples) + 3 generations of 4
+                     "evolve": {"seeds": 4, "children": 4, "calls": 16, "k": "1,4,8,16", "max_new_tokens": 96,
+                                "temperature": 1.0, "top": 1, "diverse": 1, "max_chars": 1200}},
     },
     "full": {
         "limit": 500,
@@ -34,7 +37,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                              "lr": 1e-6, "micro_batch": 16},
                     "vpo": {"steps": 200, "prompts_per_step": 16, "group_size": 8, "answers_per_rollout": 4,
                             "max_new_tokens": 512, "lr": 1e-6, "micro_batch": 16, "warmup_steps": 50}},
-        "searcher": {"best-of-k": {"n": 16, "k": "1,4,16", "max_new_tokens": 512}},
+        "searcher": {"best-of-k": {"n": 16, "k": "1,4,16", "max_new_tokens": 512},
+                     "evolve": {"seeds": 8, "children": 8, "calls": 64, "k": "1,4,16,64", "max_new_tokens": 512,
+                                "islands": 4, "top": 2, "diverse": 2, "max_chars": 3000}},
     },
 }
 

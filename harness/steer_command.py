@@ -4,8 +4,10 @@
    ``temperature`` with ``seed``) and a teacher (``--teacher``
    MODEL, or the policy's own engine) rewrites each answer, greedily, towards and away from the behaviour
    (``harness.steering.contrastive_pairs``); rewrites get twice ``max_new_tokens``.
-2. ``build_vector``: per-layer difference of means, the layer with the best separation kept, unit norm; the
-   teacher's call and token counts go into the vector's provenance; the vector is saved as safetensors.
+2. ``build_vector``: per-layer difference of means; each layer's direction is probed (steered by 0.15 activation
+   norms, does the model now prefer the positive rewrites?) and the best layer kept, unit norm
+   (``--criterion cohen_d`` keeps the best-separating layer instead, at no extra cost); the teacher's call and
+   token counts go into the vector's provenance; the vector is saved as safetensors.
 3. With ``measure`` (on by default; ``--no-measure`` skips it): for each beta, the policy answers ``--eval-prompts``
    problems of the task's *eval* split steered by ``beta * v`` (one answer per problem, greedy unless
    ``temperature`` > 0), and the mean generated tokens and mean behaviour score (``plugins["behaviour"]``) are
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.plugins import Plugins, get_plugin_manager
 from harness.run import build_plugin
-from harness.steering import BETA_UNITS
+from harness.steering import BETA_UNITS, CRITERIA
 
 if TYPE_CHECKING:
     from harness.models import Policy
@@ -67,13 +69,14 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
                       measure: bool = True, betas: str | Sequence[float] = "-0.3,-0.15,0,0.15,0.3",
                       beta_unit: str = "activation_norm", eval_prompts: int = 8, temperature: float = 0.0,
                       task_options: dict[str, Any] | None = None, threads: int | None = None,
-                      layer: int | None = None,
+                      layer: int | None = None, criterion: str = "preference",
                       plugins: Plugins | None = None,
                       policy: Policy | None = None, teacher_engine: Engine | None = None,
                       echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Build, save and (optionally) measure a steering vector; return a summary dict:
 
-    ``vector_path``, ``layer``, ``layer_scores`` (all layers), ``top_layers`` ([(layer, score)] best 3),
+    ``vector_path``, ``layer``, ``layer_scores`` (Cohen's d, all layers), ``layer_preferences`` (all layers, or
+    None with criterion cohen_d or a given layer), ``top_layers`` ([(layer, score)] best 3 by the criterion),
     ``norms``, ``teacher``, ``teacher_calls``, ``teacher_tokens``, ``policy_tokens``, ``pairs``, ``dropped_pairs``;
     with ``measure``: ``measurement`` (a list of rows: beta, beta_abs, mean_tokens, mean_score, finished_rate, n)
     and ``measurement_path``.
@@ -95,6 +98,8 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     if beta_unit not in BETA_UNITS:
         raise ValueError(f"steer: beta_unit must be one of {', '.join(BETA_UNITS)}, got {beta_unit!r}")
     beta_list = parse_betas(betas)
+    if criterion not in CRITERIA:
+        raise ValueError(f"steer: criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     if int(prompts) < 2 or (measure and int(eval_prompts) < 1) or int(max_new_tokens) < 1:
         raise ValueError(f"steer: need prompts >= 2, eval_prompts >= 1, max_new_tokens >= 1; got prompts={prompts},"
                          f" eval_prompts={eval_prompts}, max_new_tokens={max_new_tokens}")
@@ -137,24 +142,35 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         raise ValueError(f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts ({pairs.dropped} "
                          f"had an empty answer or rewrite, {pairs.disagreeing} were ranked the wrong way by the "
                          f"{behaviour} scorer); need at least 2")
+    probed: list[str] = []
+
+    def show_probe(i: int, preference: float) -> None:
+        probed.append(f"{i}: {preference:+.4f}")
+        if len(probed) % 10 == 0:
+            echo("layer preference " + ", ".join(probed[-10:]))
+
     vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=behaviour, teacher=teacher_name,
-                          layer=layer,
+                          layer=layer, criterion=criterion, progress=show_probe,
                           provenance={**pairs.provenance(), "task": task, "prompts": len(train), "seed": seed,
                                       "max_new_tokens": int(max_new_tokens)})
     out.parent.mkdir(parents=True, exist_ok=True)
     vector.save(out)
-    scores = vector.provenance["layer_scores"]
-    top = sorted(range(len(scores)), key=lambda i: -scores[i])[:3]
+    d_scores, preferences = vector.provenance["layer_scores"], vector.provenance["layer_preferences"]
+    ranked = preferences if preferences is not None else d_scores
+    top = sorted(range(len(ranked)), key=lambda i: -ranked[i])[:3]
     result: dict[str, Any] = {
         "vector_path": str(out), "behaviour": behaviour, "model": policy.spec, "task": task,
-        "layer": vector.layer, "layer_scores": scores, "top_layers": [(i, scores[i]) for i in top],
+        "layer": vector.layer, "layer_scores": d_scores, "layer_preferences": preferences,
+        "top_layers": [(i, ranked[i]) for i in top],
         "norms": dict(vector.norms), "teacher": teacher_name, "teacher_calls": pairs.teacher_calls,
         "teacher_tokens": pairs.teacher_tokens, "policy_tokens": pairs.policy_tokens,
         "pairs": len(pairs.positive), "dropped_pairs": pairs.dropped, "disagreeing_pairs": pairs.disagreeing,
     }
-    echo(f"wrote {out}: behaviour {behaviour}, layer {vector.layer} of {len(scores)}, "
-         f"raw_norm {vector.norms['raw_norm']:.3f}, activation_norm {vector.norms['activation_norm']:.3f}")
-    echo("top layers (Cohen's d): " + ", ".join(f"{i}: {scores[i]:.3f}" for i in top))
+    echo(f"wrote {out}: behaviour {behaviour}, layer {vector.layer} of {len(d_scores)} "
+         f"({vector.provenance['layer_chosen_by']}), raw_norm {vector.norms['raw_norm']:.3f}, "
+         f"activation_norm {vector.norms['activation_norm']:.3f}")
+    label = "preference" if preferences is not None else "Cohen's d"
+    echo(f"top layers ({label}): " + ", ".join(f"{i}: {ranked[i]:.4f} (d {d_scores[i]:.2f})" for i in top))
     echo(f"teacher {teacher_name}: {pairs.teacher_calls} calls, {pairs.teacher_tokens} tokens; "
          f"{len(pairs.positive)} pairs ({pairs.dropped} empty, {pairs.disagreeing} ranked the wrong way by the "
          f"{behaviour} scorer: left out)")

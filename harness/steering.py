@@ -2,10 +2,11 @@
 
 VSPO's stage 1 (DESIGN.md): a teacher rewrites the policy's own answers into a positive and a negative version of a
 behaviour (``contrastive_pairs``); the per-layer difference of mean activations over the two sets' response tokens
-gives a direction per layer (``residual_activations``, ``build_vector``); the layer whose direction separates the two
-sets best is kept and its direction normalised to unit length. Stage 2 adds ``beta * v`` to that layer's output while
-sampling (``TransformersEngine.generate(..., steering=Steering(v, betas))``, one beta per batch row, via
-``RowSteering``).
+gives a direction per layer (``residual_activations``, ``build_vector``); the layer whose direction, added to the
+residual stream, most raises the likelihood of the positive rewrites over the negative ones is kept
+(``steering_preference``) and its direction normalised to unit length. Stage 2 adds ``beta * v`` to that layer's
+output while sampling (``TransformersEngine.generate(..., steering=Steering(v, betas))``, one beta per batch row,
+via ``RowSteering``).
 
 Layers are numbered as ``model.model.layers``: ``layer=i`` is the *output* of decoder layer i, which is
 ``hidden_states[i + 1]`` of ``output_hidden_states=True``. The embedding output (``hidden_states[0]``) is not a
@@ -40,8 +41,18 @@ FILE_FORMAT = "vector-harness/steering-vector/1"
 # portable across layers and models: the residual stream's norm grows ~6x from early to late layers of SmolLM2-135M,
 # so "add 10" is a shove at layer 4 and a whisper at layer 28, while "add 0.15 of the activation norm" is comparable.
 BETA_UNITS = ("absolute", "raw_norm", "activation_norm")
-CRITERION = ("cohen_d: per layer, project both sets' activations onto that layer's unit difference-of-means direction;"
-             " score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept")
+CRITERIA = ("preference", "cohen_d")
+CRITERION_TEXT = {
+    "preference": ("preference: per layer, add probe_beta x activation_norm of that layer's unit difference-of-means"
+                   " direction to the residual stream and measure how much more likely (mean token log-prob,"
+                   " teacher-forced) the positive responses become than the negative ones (steering_preference);"
+                   " the argmax layer is kept. Cohen's d of the projections is recorded alongside."),
+    "cohen_d": ("cohen_d: per layer, project both sets' activations onto that layer's unit difference-of-means"
+                " direction; score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept"),
+}
+# The probe strength of the preference criterion, in units of the layer's activation norm: the middle of the range
+# that changes generations on SmolLM2-135M without breaking them (0.15-0.3 at layers 16-26, docs/architecture.md).
+PROBE_BETA = 0.15
 
 # How the teacher is asked to rewrite a base answer: (towards the behaviour, away from it).
 REWRITES: dict[str, tuple[str, str]] = {
@@ -300,16 +311,19 @@ def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: Steerin
 
 
 def steering_preference(policy: Policy, positive: Sequence[Pair], negative: Sequence[Pair],
-                        vector: SteeringVector, beta: float, *, batch_size: int = 8) -> float:
+                        vector: SteeringVector, beta: float, *, batch_size: int = 8,
+                        base: tuple[torch.Tensor, torch.Tensor] | None = None) -> float:
     """How much adding ``beta * vector`` makes the model prefer the positive responses over the negative ones:
     the mean over pairs of [gain in mean token log-prob of the positive response] - [gain for the negative one],
     gains measured against the unsteered model. A causal test of a direction (it intervenes and watches the
-    likelihoods move), where separation is only correlational."""
-    base_pos = response_logprob(policy, positive, batch_size=batch_size)
-    base_neg = response_logprob(policy, negative, batch_size=batch_size)
+    likelihoods move), where separation is only correlational. ``base``: the unsteered log-probs (positive,
+    negative) when already computed (``build_vector`` probes every layer against the same base)."""
+    if base is None:
+        base = (response_logprob(policy, positive, batch_size=batch_size),
+                response_logprob(policy, negative, batch_size=batch_size))
     pos = response_logprob(policy, positive, steering=vector, beta=beta, batch_size=batch_size)
     neg = response_logprob(policy, negative, steering=vector, beta=beta, batch_size=batch_size)
-    return float(((pos - base_pos) - (neg - base_neg)).mean())
+    return float(((pos - base[0]) - (neg - base[1])).mean())
 
 
 def _pair_sequences(policy: Policy, items: Sequence[Pair | str]) -> list[tuple[list[int], int]]:
@@ -366,36 +380,74 @@ def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[t
 
 def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs: Sequence[Pair], *, behaviour: str,
                  teacher: str | None = None, batch_size: int = 8, layer: int | None = None,
-                 provenance: dict[str, Any] | None = None) -> SteeringVector:
-    """Difference of mean activations (positive - negative) at every decoder layer's output; keep the layer with the
-    largest ``separation_scores`` (or ``layer``, when given), normalise its direction to unit norm. All layers'
-    scores go into provenance.
-    The embedding output is not a candidate (see the module docstring). ``provenance`` adds entries (e.g. the
-    teacher's call and token counts from ``ContrastivePairs.provenance()``)."""
+                 criterion: str = "preference", probe_beta: float = PROBE_BETA, probe_pairs: int = 16,
+                 progress: Any = None, provenance: dict[str, Any] | None = None) -> SteeringVector:
+    """Difference of mean activations (positive - negative) at every decoder layer's output; keep the best layer by
+    ``criterion`` (or ``layer``, when given) and normalise its direction to unit norm.
+
+    ``criterion="preference"`` (default) steers each layer in turn by ``probe_beta`` activation norms and keeps the
+    layer whose direction most raises the positive responses' likelihood over the negative ones
+    (``steering_preference``, on the first ``probe_pairs`` pairs: 4 forward passes of them per layer, plus 2 for
+    the unsteered base). ``"cohen_d"`` keeps the layer whose direction best separates the two sets' activations: it
+    costs nothing extra, but on SmolLM2-135M it picked layer 9, where adding the conciseness direction made answers
+    *longer* (the preference ranks layers as generation goes; docs/architecture.md has the figures). Both scores
+    are recorded in provenance for every layer. The embedding output is not a candidate (module docstring).
+    ``progress``: called with (layer, preference) after each probed layer; False hides the progress bar.
+    ``provenance`` adds entries (e.g. the teacher's call and token counts from ``ContrastivePairs.provenance()``)."""
     from harness import __version__
 
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     pos = residual_activations(policy, positive_pairs, batch_size=batch_size)
     neg = residual_activations(policy, negative_pairs, batch_size=batch_size)
-    diff, scores = separation_scores(pos, neg)
-    chosen_by = "given" if layer is not None else "criterion"
-    if layer is None:
-        layer = int(scores.argmax())
-    elif not 0 <= layer < len(scores):
-        raise ValueError(f"layer {layer} is out of range: the model has {len(scores)} decoder layers")
-    raw_norm = float(diff[layer].norm())
-    activation_norm = float(0.5 * (pos[:, layer].norm(dim=-1).mean() + neg[:, layer].norm(dim=-1).mean()))
-    return SteeringVector(
-        vector=(diff[layer] / max(raw_norm, 1e-12)).contiguous(), layer=layer, model=policy.spec,
-        behaviour=behaviour, norms={"raw_norm": raw_norm, "activation_norm": activation_norm},
-        provenance={
-            "teacher": teacher, "pairs": {"positive": len(positive_pairs), "negative": len(negative_pairs)},
-            "criterion": CRITERION, "layer_chosen_by": chosen_by, "layer_scores": [float(s) for s in scores],
-            "layer_raw_norms": [float(d) for d in diff.norm(dim=-1)],
-            "layers": "decoder layer outputs 0..L-1; the embedding output (hidden_states[0]) is excluded",
-            "model_source": policy.source, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "harness_version": __version__, **(provenance or {}),
-        },
-    )
+    diff, d_scores = separation_scores(pos, neg)
+    num_layers = len(d_scores)
+    if layer is not None and not 0 <= layer < num_layers:
+        raise ValueError(f"layer {layer} is out of range: the model has {num_layers} decoder layers")
+    activation_norms = 0.5 * (pos.norm(dim=-1).mean(0) + neg.norm(dim=-1).mean(0))  # [layers]
+    directions = diff / diff.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    def as_vector(i: int) -> SteeringVector:
+        return SteeringVector(vector=directions[i].contiguous(), layer=i, model=policy.spec, behaviour=behaviour,
+                              norms={"raw_norm": float(diff[i].norm()),
+                                     "activation_norm": float(activation_norms[i])})
+
+    preferences: list[float] | None = None
+    if criterion == "preference" and layer is None:
+        if probe_pairs < 1:
+            raise ValueError(f"probe_pairs must be >= 1, got {probe_pairs}")
+        probe_pos, probe_neg = list(positive_pairs[:probe_pairs]), list(negative_pairs[:probe_pairs])
+        base = (response_logprob(policy, probe_pos, batch_size=batch_size),
+                response_logprob(policy, probe_neg, batch_size=batch_size))
+        from tqdm.auto import tqdm
+
+        preferences = []
+        for i in tqdm(range(num_layers), desc="probe layers", unit="layer", disable=progress is False):
+            preferences.append(steering_preference(policy, probe_pos, probe_neg, as_vector(i),
+                                                   probe_beta * float(activation_norms[i]),
+                                                   batch_size=batch_size, base=base))
+            if callable(progress):
+                progress(i, preferences[-1])
+    if layer is not None:
+        chosen_by = "given"
+    else:
+        chosen_by = criterion
+        scores = preferences if preferences is not None else [float(d) for d in d_scores]
+        layer = max(range(num_layers), key=scores.__getitem__)
+    chosen = as_vector(layer)
+    chosen.provenance = {
+        "teacher": teacher, "pairs": {"positive": len(positive_pairs), "negative": len(negative_pairs)},
+        "criterion": CRITERION_TEXT[criterion], "layer_chosen_by": chosen_by,
+        "layer_scores": [float(s) for s in d_scores],  # Cohen's d, every layer
+        "layer_preferences": preferences,  # steering_preference at probe_beta, every layer (None: not probed)
+        "probe": {"beta": probe_beta, "beta_unit": "activation_norm",
+                  "pairs": min(probe_pairs, len(positive_pairs))} if preferences is not None else None,
+        "layer_raw_norms": [float(d) for d in diff.norm(dim=-1)],
+        "layers": "decoder layer outputs 0..L-1; the embedding output (hidden_states[0]) is excluded",
+        "model_source": policy.source, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "harness_version": __version__, **(provenance or {}),
+    }
+    return chosen
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -18,6 +18,18 @@ def fake_token_ids(text: str) -> list[int]:
     return [zlib.crc32(word.encode()) % 50_000 for word in text.split()]
 
 
+def hashed_answers(modulus: int = 12) -> Responder:
+    """A responder that answers "The answer is N", N drawn from a hash of (prompt, sample index, seed) mod
+    ``modulus``: pseudo-random like a sampled model, the same in every process (``hash()`` is salted per process,
+    so it is not used), and different for a different seed or prompt."""
+
+    def respond(messages: Messages, sample_index: int, seed: int) -> str:
+        key = repr((messages, sample_index, seed)).encode()
+        return f"The answer is {zlib.crc32(key) % modulus}"
+
+    return respond
+
+
 class FakeEngine:
     """The Engine protocol without a model. ``responses`` is a function ``(messages, sample_index, seed) -> str``,
     or a list whose entry ``sample_index % len`` answers every prompt. Tokens are whitespace words: a completion
@@ -40,9 +52,10 @@ class FakeEngine:
         for p, messages in enumerate(prompts):
             prompt_ids = fake_token_ids(" ".join(m["content"] for m in messages))
             for j in range(params.n):
-                words = self._respond(messages, j, params.seed).split()
+                response = self._respond(messages, j, params.seed)
+                words = response.split()
                 finished = len(words) <= params.max_new_tokens
-                text = " ".join(words[: params.max_new_tokens])
+                text = response if finished else " ".join(words[: params.max_new_tokens])  # code keeps its lines
                 token_ids = fake_token_ids(text)
                 out.append(Completion(prompt_index=p, sample_index=j, prompt_ids=prompt_ids, token_ids=token_ids,
                                       logprobs=[0.0] * len(token_ids), text=text, finished=finished))

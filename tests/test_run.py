@@ -71,6 +71,21 @@ def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
     assert not (folder / "steps.jsonl").exists()
 
 
+def test_evolve_searcher_through_run(tmp_path, plugins, tiny_policy_spec):
+    """--searcher evolve with its quick preset (cut down): the phase's metrics, curve and checkpoints land in the
+    run folder, and every candidate is a sample."""
+    folder = run(RunConfig(model="tiny-random", trainer="none", searcher="evolve", limit=2, out=str(tmp_path),
+                           options={"task": {}, "trainer": {}, "searcher": {"calls": 6, "seeds": 2, "children": 2,
+                                                                           "max_new_tokens": 6}}),
+                 plugins=plugins, echo=lambda _: None)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["eval/budget/calls"] == 12 or metrics["eval/success_rate"] > 0  # a solved problem stops early
+    assert {"eval/solved@1", "eval/solved@16", "eval/best_fitness"} <= set(metrics)  # quick preset's k
+    samples = _read_jsonl(folder / "samples.jsonl")
+    assert len(samples) == metrics["eval/budget/candidates"] - metrics["eval/num_skipped"]
+    assert len(list((folder / "evolve" / "eval").glob("*.json"))) == 3  # two problems and the curve
+
+
 def test_k_larger_than_n_is_refused_before_loading(tmp_path, plugins):
     with pytest.raises(ValueError, match="k"):
         run(RunConfig(model="does-not-exist", k="1,64", out=str(tmp_path)), plugins=plugins, echo=lambda _: None)

@@ -16,6 +16,7 @@ from harness.steering import (
     contrastive_pairs,
     residual_activations,
     separation_scores,
+    steering_preference,
 )
 from harness.testing import FakeEngine
 
@@ -79,9 +80,10 @@ def test_build_vector_keeps_the_best_scoring_layer_and_round_trips(tiny_policy, 
     shouting = [(p, "THIS IS VERY IMPORTANT AND I AM SHOUTING IT!") for p in prompts]
     quiet = [(p, "this is fine, i am saying it quietly.") for p in prompts]
     vec = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", teacher="hand-written",
-                       provenance={"note": "test"})
+                       provenance={"note": "test"}, criterion="cohen_d")
     scores = vec.provenance["layer_scores"]
     assert len(scores) == 2 and vec.layer == max(range(2), key=scores.__getitem__)
+    assert vec.provenance["layer_chosen_by"] == "cohen_d" and vec.provenance["layer_preferences"] is None
     assert torch.isclose(vec.vector.norm(), torch.tensor(1.0))
     assert vec.norms["raw_norm"] > 0 and vec.provenance["pairs"] == {"positive": 4, "negative": 4}
     assert vec.provenance["teacher"] == "hand-written" and vec.provenance["note"] == "test"
@@ -95,6 +97,31 @@ def test_build_vector_keeps_the_best_scoring_layer_and_round_trips(tiny_policy, 
     assert loaded.provenance == vec.provenance and loaded.norms == vec.norms
     with pytest.raises(ValueError, match="hidden size 64"):
         SteeringVector.load(path, model=128)
+
+
+def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy):
+    prompts = ["Tell me about cats.", "How do I boil an egg?", "What is rain?", "Name a colour.", "Why?"]
+    shouting = [(p, "THIS IS VERY IMPORTANT AND I AM SHOUTING IT!") for p in prompts]
+    quiet = [(p, "this is fine, i am saying it quietly.") for p in prompts]
+    seen = []
+    vec = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5,
+                       progress=lambda i, p: seen.append((i, p)))
+    preferences = vec.provenance["layer_preferences"]
+    assert [i for i, _ in seen] == [0, 1] and [p for _, p in seen] == preferences
+    assert vec.layer == max(range(2), key=preferences.__getitem__) and vec.provenance["layer_chosen_by"] == "preference"
+    assert vec.provenance["probe"] == {"beta": 0.5, "beta_unit": "activation_norm", "pairs": 4}
+    # Each layer's figure is steering_preference of that layer's unit direction at 0.5 activation norms, on the
+    # first 4 pairs, recomputed here from the building blocks.
+    pos, neg = residual_activations(tiny_policy, shouting), residual_activations(tiny_policy, quiet)
+    for layer in range(2):
+        diff = pos[:, layer].mean(0) - neg[:, layer].mean(0)
+        norm = float(0.5 * (pos[:, layer].norm(dim=-1).mean() + neg[:, layer].norm(dim=-1).mean()))
+        probe = SteeringVector(vector=diff / diff.norm(), layer=layer, model="tiny-random", behaviour="shouting")
+        expected = steering_preference(tiny_policy, shouting[:4], quiet[:4], probe, 0.5 * norm)
+        assert preferences[layer] == pytest.approx(expected, abs=1e-5)
+    assert any(abs(p) > 1e-4 for p in preferences)  # the probe moves the likelihoods at all
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        build_vector(tiny_policy, shouting, quiet, behaviour="shouting", criterion="vibes")
 
 
 def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():

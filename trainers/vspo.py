@@ -152,8 +152,10 @@ class VSPOTrainer(GRPOTrainer):
                               provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)})
         path = store.dir / "steering_vector.safetensors"
         vector.save(path)
+        preferences = vector.provenance["layer_preferences"]
         store.update_metrics({f"vspo/vector_{k}": v for k, v in pairs.provenance().items()}
                              | {"vspo/vector_layer": vector.layer, "vspo/vector_pairs": len(pairs.positive),
+                                "vspo/vector_preference": preferences[vector.layer],
                                 **{f"vspo/vector_{k}": v for k, v in vector.norms.items()}})
         return path
 

@@ -1,0 +1,394 @@
+"""Evolutionary search (AlphaEvolve / FunSearch / OpenEvolve style): per problem, a candidate database
+(searchers/evolve_db.py: islands, a MAP-Elites grid over the task's reward vector, migration) grows from a few
+samples of the policy; each generation the policy is shown a parent with its scores and evaluator feedback, the
+best candidates and some with other trade-offs (searchers/evolve_prompt.py), and writes a child, which the task's
+scorer evaluates (code: in the sandbox, never in this process).
+
+The loop, for a batch of problems in lockstep (one engine call serves every problem of the batch):
+  1. seeds: ``seeds`` samples of the task's own prompt, exactly as best-of-k draws them (same seed, same n), so
+     best-of-k and evolve start from the same candidates;
+  2. each generation, ``children`` child slots per problem (slot c works on island c % islands); slot c of
+     generation g is one engine call over the problems that still have budget, seeded by (seed, g, c): the engine
+     derives each row's random stream from that seed and the row's prompt, so a problem's search does not depend
+     on which other problems share its batch (up to float rounding of the padding on a real model);
+  3. a child is the completion as a rewrite, or SEARCH/REPLACE edits applied to the parent (``mode="diff"``); one
+     that yields nothing to score ("failed": empty, or edits that do not apply) costs a model call and is not a
+     candidate;
+  4. evaluation: the task's ``check`` (code: score + per-test feedback) or ``score``, ``workers`` at a time in
+     threads (the sandbox runs the code in its own processes); fitness = scalarize(rewards, task.reward_weights),
+     used only for selection, the reward vector is kept;
+  5. after every generation, each problem's state (database, counters, RNG) is saved atomically to
+     ``<run>/evolve/<phase>/<problem>.json``; ``resume=<old run folder>`` starts each problem from the old
+     run's checkpoint, so a killed search loses at most the generation in flight.
+
+Budgets, per problem: ``calls`` (model calls), ``candidates`` (evaluated), ``tokens`` (generated); 0 = no limit in
+that unit, at least one must be set. A problem stops when a budget is spent, when ``generations`` is reached, or
+(``stop_on_success``) at its first success: its solved-at point is already known and the calls are better spent
+elsewhere. Budgets are checked before each generation and a generation never exceeds calls or candidates (it
+is cut to what is left); ``tokens`` is checked before each generation and may be overrun by one generation.
+
+Metrics (flat; the caller prefixes the phase): ``solved@<c>``: the fraction of problems with a success within
+their first c model calls, for each c in ``k`` (the solved-at-budget curve; with calls == candidates for
+best-of-k, comparable with its pass@k at n = c, though pass@k is an average over orderings and this is one
+trajectory); ``success_rate`` (solved by the end); ``best/<component>`` and ``best_fitness`` (each problem's best
+candidate, averaged); ``mean_reward/<component>`` (over all candidates); budget/calls, budget/candidates,
+budget/tokens; ``children/<how>`` (rewrite, diff, text, failed); num_skipped (the scorer raised),
+``generations`` (mean per problem); ``behaviour/<name>`` (option ``behaviours``, over all candidates).
+The whole curve (solved fraction at every call count) goes to ``<run>/evolve/<phase>/curve.json``.
+
+samples.jsonl gets every candidate of a problem when the problem finishes, from its database (evaluation order):
+sample_index (= candidate id), text, the Score's fields, scalar (= fitness), and the search's own fields
+(island, parent, generation, how, call: the model call that produced it, num_tokens, finished).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.config import coerce
+from harness.store import write_json_atomic
+from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
+from searchers.evolve_db import Database
+from searchers.evolve_prompt import MODES, build_prompt, child_text
+
+if TYPE_CHECKING:
+    from harness.store import RunStore
+
+STATE_FORMAT = 1
+
+
+@dataclass
+class ProblemState:
+    """One problem's search: its database (None until a seed has been scored) and the budget spent so far."""
+
+    problem_id: str
+    db: Database | None = None
+    generation: int = 0  # generations completed (0 = only seeds, or nothing yet)
+    seeded: bool = False
+    calls: int = 0
+    tokens: int = 0
+    skipped: int = 0  # candidates whose scorer raised: counted, not in the database
+    how: Counter = field(default_factory=Counter)
+    solved_at: int | None = None  # the model call (1-based) that produced the first success
+    done: bool = False
+    # Per candidate id: what the database does not keep (call index, tokens, how, the Score's extra fields).
+    extra: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def candidates(self) -> int:
+        return (len(self.db.candidates) if self.db else 0) + self.skipped
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "problem_id": self.problem_id, "generation": self.generation,
+                "seeded": self.seeded, "calls": self.calls, "tokens": self.tokens, "skipped": self.skipped,
+                "how": dict(self.how), "solved_at": self.solved_at, "done": self.done, "extra": self.extra,
+                "db": self.db.state_dict() if self.db else None}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ProblemState:
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"evolve: unsupported checkpoint format {state.get('format')!r}")
+        return cls(problem_id=state["problem_id"], db=Database.from_state(state["db"]) if state["db"] else None,
+                   generation=int(state["generation"]), seeded=bool(state["seeded"]), calls=int(state["calls"]),
+                   tokens=int(state["tokens"]), skipped=int(state["skipped"]), how=Counter(state["how"]),
+                   solved_at=state["solved_at"], done=bool(state["done"]), extra=list(state["extra"]))
+
+
+class Evolve:
+    """The Searcher protocol: an evolutionary search per problem under a budget; see the module docstring."""
+
+    def __init__(self, seeds: int = 4, children: int = 4, generations: int = 0, calls: int = 16,
+                 candidates: int = 0, tokens: int = 0, islands: int = 2, bins: int = 2, exploit: float = 0.5,
+                 explore: float = 0.3, random: float = 0.2, migration_interval: int = 2, migrants: int = 1,
+                 features: str | Sequence[str] = "", mode: str = "rewrite", top: int = 1, diverse: int = 1,
+                 max_chars: int = 1200, max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 1.0,
+                 seed: int = 0, batch_prompts: int = 8, workers: int = 2, stop_on_success: bool | str = True,
+                 k: Sequence[int] | str | int = "", resume: str = "", behaviours: str | Sequence[str] = "",
+                 plugins: Any = None) -> None:
+        self.seeds, self.children, self.generations = int(seeds), int(children), int(generations)
+        self.budget = {"calls": int(calls), "candidates": int(candidates), "tokens": int(tokens)}
+        if self.seeds < 1 or self.children < 1 or int(batch_prompts) < 1 or int(workers) < 1:
+            raise ValueError(f"evolve: seeds, children, batch_prompts and workers must be >= 1, got seeds={seeds}, "
+                             f"children={children}, batch_prompts={batch_prompts}, workers={workers}")
+        if any(v < 0 for v in self.budget.values()) or self.generations < 0:
+            raise ValueError(f"evolve: budgets and generations must be >= 0 (0 = no limit), got {self.budget}, "
+                             f"generations={generations}")
+        if not (self.budget["calls"] or self.budget["tokens"] or self.generations):
+            # candidates alone cannot stop a search whose children all fail to parse (calls, not candidates)
+            raise ValueError("evolve: set calls, tokens or generations (> 0): nothing else is sure to stop the search")
+        if mode not in MODES:
+            raise ValueError(f"evolve: unknown mode {mode!r}; available: {', '.join(MODES)}")
+        self.db_options = {"islands": int(islands), "bins": int(bins), "exploit": float(exploit),
+                           "explore": float(explore), "random": float(random),
+                           "migration_interval": int(migration_interval), "migrants": int(migrants)}
+        Database(["x"], **self.db_options)  # bad database options fail here, not after the seeds are paid for
+        names = features.split(",") if isinstance(features, str) else list(features)
+        self.features = [n.strip() for n in names if n.strip()]  # [] = every component of the reward vector
+        self.mode, self.top, self.diverse, self.max_chars = mode, int(top), int(diverse), int(max_chars)
+        self.max_new_tokens, self.temperature, self.top_p = int(max_new_tokens), float(temperature), float(top_p)
+        self.seed, self.batch_prompts, self.workers = int(seed), int(batch_prompts), int(workers)
+        self.stop_on_success = bool(coerce(stop_on_success, True))
+        self.ks = _curve_points(k, self.budget["calls"] or self.budget["candidates"] or self.seeds)
+        self.resume = Path(resume) if resume else None
+        if self.resume is not None and not self.resume.is_dir():
+            raise ValueError(f"evolve: resume folder {str(self.resume)!r} not found")
+        self.behaviours = _behaviour_scorers(behaviours, plugins)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # The search
+    # ------------------------------------------------------------------------------------------------------------
+
+    def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
+               store: RunStore) -> dict[str, float]:
+        folder = store.dir / "evolve" / phase
+        folder.mkdir(parents=True, exist_ok=True)
+        states: list[ProblemState] = []
+        behaviour_values: dict[str, list[float]] = {name: [] for name in self.behaviours}
+        for start in range(0, len(problems), self.batch_prompts):
+            batch = list(problems[start:start + self.batch_prompts])
+            batch_states = [self._load(folder, phase, p) for p in batch]
+            self._run_batch(engine, task, batch, batch_states, folder)
+            for problem, state in zip(batch, batch_states, strict=True):
+                records = self._records(problem, state, phase)
+                store.write_samples(records)
+                for record in records:
+                    for name, value in record.get("behaviours", {}).items():
+                        if value is not None:
+                            behaviour_values[name].append(value)
+            states.extend(batch_states)
+        metrics = self._metrics(states)
+        metrics.update({f"behaviour/{name}": math.fsum(v) / len(v) for name, v in behaviour_values.items() if v})
+        write_json_atomic(folder / "curve.json", self._curve(states))
+        return metrics
+
+    def _run_batch(self, engine: Engine, task: Task, batch: list[Problem], states: list[ProblemState],
+                   folder: Path) -> None:
+        todo = [i for i, s in enumerate(states) if not s.seeded]
+        if todo:
+            params = SamplingParams(n=self.seeds, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                    top_p=self.top_p, seed=self.seed)
+            completions = engine.generate([task.messages(batch[i]) for i in todo], params, desc="evolve seeds")
+            jobs = [(todo[c.prompt_index], c.sample_index % self.db_options["islands"], None, c, c.text, "seed")
+                    for c in completions]
+            self._evaluate(task, batch, states, jobs, generation=0)
+            for i in todo:
+                states[i].seeded = True
+                self._finish_generation(states[i], folder)
+        while True:
+            active = [i for i, s in enumerate(states) if not s.done]
+            if not active:
+                return
+            generation = min(states[i].generation for i in active) + 1
+            active = [i for i in active if states[i].generation + 1 == generation]
+            wanted = {i: self._children_left(states[i]) for i in active}
+            jobs = []
+            for slot in range(max(wanted.values())):
+                rows = [i for i in active if wanted[i] > slot]
+                island = slot % self.db_options["islands"]
+                parents = {i: states[i].db.sample_parent(island)[0] for i in rows}
+                prompts = [self._prompt(task, batch[i], states[i].db, parents[i], island) for i in rows]
+                params = SamplingParams(n=1, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                        top_p=self.top_p, seed=_derive_seed(self.seed, generation, slot))
+                for c in engine.generate(prompts, params, desc=f"evolve generation {generation}"):
+                    i = rows[c.prompt_index]
+                    text, how = child_text(parents[i].text, c.text, mode=self.mode)
+                    jobs.append((i, island, parents[i].id, c, text, how))
+            self._evaluate(task, batch, states, jobs, generation=generation)
+            for i in active:
+                states[i].db.maybe_migrate(generation)
+                states[i].generation = generation
+                self._finish_generation(states[i], folder)
+
+    def _children_left(self, state: ProblemState) -> int:
+        """This generation's children for one problem: ``children``, cut to the calls and candidates left."""
+        left = self.children
+        for unit, spent in (("calls", state.calls), ("candidates", state.candidates)):
+            if self.budget[unit]:
+                left = min(left, self.budget[unit] - spent)
+        return max(0, left)
+
+    def _finish_generation(self, state: ProblemState, folder: Path) -> None:
+        """Decide whether the problem is done, then checkpoint it (atomically: a kill leaves the previous one)."""
+        spent = {"calls": state.calls, "candidates": state.candidates, "tokens": state.tokens}
+        state.done = (state.db is None  # no seed could be scored: nothing to evolve from
+                      or any(limit and spent[unit] >= limit for unit, limit in self.budget.items())
+                      or bool(self.generations and state.generation >= self.generations)
+                      or (self.stop_on_success and state.solved_at is not None))
+        write_json_atomic(folder / _file_name(state.problem_id), state.state_dict())
+
+    def _prompt(self, task: Task, problem: Problem, db: Database, parent: Any, island: int) -> list[dict[str, str]]:
+        top = [c for c in db.top(island, self.top + 1) if c.id != parent.id][:self.top]
+        diverse = db.diverse(island, self.diverse, exclude=[parent.id, *(c.id for c in top)])
+        return build_prompt(task.messages(problem), parent, top, diverse, mode=self.mode, max_chars=self.max_chars)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Evaluation
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _evaluate(self, task: Task, batch: list[Problem], states: list[ProblemState],
+                  jobs: list[tuple[int, int, int | None, Completion, str | None, str]], *, generation: int) -> None:
+        """Score every child with a text (``workers`` at a time), then add them in job order (deterministic)."""
+        scorable = [j for j in jobs if j[4] is not None]
+        with ThreadPoolExecutor(self.workers) as pool:  # threads wait on the sandbox's processes
+            verdicts = iter(list(pool.map(lambda j: _check(task, batch[j[0]], j[4]), scorable)))
+        for job in jobs:
+            i, island, parent, completion, text, how = job
+            state = states[i]
+            state.calls += 1
+            state.tokens += len(completion.token_ids)
+            state.how[how] += 1
+            if text is None:
+                continue
+            score, feedback = next(verdicts)
+            if score is None:
+                state.skipped += 1
+                continue
+            fitness = scalarize(score.rewards, task.reward_weights)
+            if state.db is None:
+                state.db = Database(self.features or list(score.rewards),
+                                    seed=_derive_seed(self.seed, state.problem_id), **self.db_options)
+            try:
+                state.db.add(text, score.rewards, fitness, island=island, parent=parent,
+                             generation=generation, feedback=feedback, success=score.success)
+            except ValueError:  # a reward vector without a configured feature: skip it, count it
+                state.skipped += 1
+                continue
+            state.extra.append({"call": state.calls, "num_tokens": len(completion.token_ids),
+                                "finished": completion.finished, "how": how, "primary": score.primary,
+                                "extracted": score.extracted, "unparsed": score.unparsed})
+            if score.success and state.solved_at is None:
+                state.solved_at = state.calls
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Checkpoints, samples, metrics
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _load(self, folder: Path, phase: str, problem: Problem) -> ProblemState:
+        """This run's checkpoint of the problem, else the resumed run's, else a fresh state."""
+        name = _file_name(problem.id)
+        for path in (folder / name, *([self.resume / "evolve" / phase / name] if self.resume else [])):
+            if path.is_file():
+                try:
+                    state = ProblemState.from_state(json.loads(path.read_text()))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise ValueError(f"evolve: cannot resume from {path}: {exc}") from None
+                if state.problem_id != problem.id:
+                    raise ValueError(f"evolve: {path} holds problem {state.problem_id!r}, not {problem.id!r}")
+                return state
+        return ProblemState(problem.id)
+
+    def _records(self, problem: Problem, state: ProblemState, phase: str) -> list[dict[str, Any]]:
+        records = []
+        for cand, extra in zip(state.db.candidates if state.db else [], state.extra, strict=True):
+            record = {"problem_id": problem.id, "phase": phase, "sample_index": cand.id, "text": cand.text,
+                      "rewards": cand.rewards, "success": cand.success, "scalar": cand.fitness,
+                      "island": cand.island, "parent": cand.parent, "generation": cand.generation, **extra}
+            if self.behaviours:
+                record["behaviours"] = {n: _safe(s, cand.text, problem) for n, s in self.behaviours.items()}
+            records.append(record)
+        return records
+
+    def _metrics(self, states: list[ProblemState]) -> dict[str, float]:
+        n = len(states)
+        metrics: dict[str, float] = {f"solved@{c}": sum(s.solved_at is not None and s.solved_at <= c
+                                                         for s in states) / n for c in self.ks}
+        metrics["success_rate"] = sum(s.solved_at is not None for s in states) / n
+        bests = [s.db.best() for s in states if s.db and s.db.best()]
+        for name in bests[0].rewards if bests else ():
+            metrics[f"best/{name}"] = math.fsum(b.rewards.get(name, 0.0) for b in bests) / len(bests)
+        if bests:
+            metrics["best_fitness"] = math.fsum(b.fitness for b in bests) / len(bests)
+        every = [c for s in states if s.db for c in s.db.candidates]
+        for name in every[0].rewards if every else ():
+            metrics[f"mean_reward/{name}"] = math.fsum(c.rewards.get(name, 0.0) for c in every) / len(every)
+        metrics["budget/calls"] = sum(s.calls for s in states)
+        metrics["budget/candidates"] = sum(s.candidates for s in states)
+        metrics["budget/tokens"] = sum(s.tokens for s in states)
+        metrics["num_candidates"] = metrics["budget/candidates"]
+        metrics["num_skipped"] = sum(s.skipped for s in states)
+        metrics["generations"] = sum(s.generation for s in states) / n
+        for how, count in sorted(sum((s.how for s in states), Counter()).items()):
+            metrics[f"children/{how}"] = count
+        return metrics
+
+    def _curve(self, states: list[ProblemState]) -> dict[str, Any]:
+        top = max([s.calls for s in states] + [1])
+        return {"x": "model calls per problem", "y": "fraction of problems solved", "problems": len(states),
+                "calls": list(range(1, top + 1)),
+                "solved": [sum(s.solved_at is not None and s.solved_at <= c for s in states) / len(states)
+                           for c in range(1, top + 1)],
+                "solved_at": {s.problem_id: s.solved_at for s in states}}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _check(task: Task, problem: Problem, text: str) -> tuple[Any, str]:
+    """(Score or None, feedback). ``task.check`` (code) gives per-test feedback; other tasks get the
+    extracted answer as feedback. A scorer that raises costs one candidate, not the search."""
+    try:
+        if hasattr(task, "check"):
+            checked = task.check(problem, text)
+            return checked.score, "\n".join(checked.feedback)
+        score = task.score(problem, text)
+    except Exception:
+        return None, ""
+    return score, "no final answer found" if score.unparsed else f"final answer: {score.extracted}"
+
+
+def _derive_seed(*parts: Any) -> int:
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**31 - 1)
+
+
+def _file_name(problem_id: str) -> str:
+    """A file name per problem id: readable, safe on any filesystem, unique (a short hash of the exact id)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", problem_id)[:80]
+    return f"{safe}-{hashlib.blake2b(problem_id.encode(), digest_size=4).hexdigest()}.json"
+
+
+def _curve_points(k: Sequence[int] | str | int, budget: int) -> list[int]:
+    """The call counts reported as solved@c: given, or 1, 2, 4, ... up to and including the budget."""
+    if isinstance(k, int):
+        items: list[Any] = [k]
+    elif isinstance(k, str):
+        items = [part for part in k.split(",") if part.strip()]
+    else:
+        items = list(k)
+    points = sorted({int(x) for x in items})
+    if not points:
+        points = sorted({2**i for i in range(int(math.log2(max(1, budget))) + 1)} | {max(1, budget)})
+    if points[0] < 1:
+        raise ValueError(f"evolve: every k must be >= 1, got {points}")
+    return points
+
+
+def _behaviour_scorers(behaviours: str | Sequence[str], plugins: Any) -> dict[str, Any]:
+    names = behaviours.split(",") if isinstance(behaviours, str) else list(behaviours)
+    out: dict[str, Any] = {}
+    for name in (str(n).strip() for n in names):
+        if not name or name in out:
+            continue
+        if plugins is None or name not in plugins["behaviour"]:
+            available = ", ".join(plugins["behaviour"].names()) if plugins is not None else "(no registries given)"
+            raise ValueError(f"evolve: unknown behaviour {name!r}; available: {available}")
+        out[name] = plugins["behaviour"].get(name).load()
+    return out
+
+
+def _safe(scorer: Any, text: str, problem: Any) -> float | None:
+    try:
+        return float(scorer(text, problem))
+    except Exception:
+        return None
