@@ -78,7 +78,8 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     ``vector_path``, ``layer``, ``layer_scores`` (Cohen's d, all layers), ``layer_preferences`` (all layers, or
     None with criterion cohen_d or a given layer), ``top_layers`` ([(layer, score)] best 3 by the criterion),
     ``norms``, ``teacher``, ``teacher_calls``, ``teacher_tokens``, ``policy_tokens``, ``pairs``, ``dropped_pairs``;
-    with ``measure``: ``measurement`` (a list of rows: beta, beta_abs, mean_tokens, mean_score, finished_rate, n)
+    with ``measure``: ``measurement`` (a list of rows: beta, beta_abs, mean_tokens, mean_score, accuracy (the
+    task's success rate), finished_rate, n)
     and ``measurement_path``.
 
     ``policy`` / ``teacher_engine`` may be passed in (tests, notebooks) instead of being loaded from ``model`` /
@@ -186,9 +187,11 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         steering = Steering(vector, [beta_abs]) if beta_abs != 0 else None
         completions = engine.generate(messages, params, desc=f"measure beta={beta:g}", steering=steering)
         values = [float(scorer(c.text, evals[c.prompt_index])) for c in completions]
+        # The task's own success too: a behaviour bought by breaking the answers is not control.
+        solved = [task_obj.score(evals[c.prompt_index], c.text).success for c in completions]
         rows.append({"beta": beta, "beta_abs": beta_abs, "n": len(completions),
                      "mean_tokens": sum(len(c.token_ids) for c in completions) / len(completions),
-                     "mean_score": sum(values) / len(values),
+                     "mean_score": sum(values) / len(values), "accuracy": sum(solved) / len(solved),
                      "finished_rate": sum(c.finished for c in completions) / len(completions)})
     report = {"vector": str(out), "behaviour": behaviour, "model": policy.spec, "task": task, "layer": vector.layer,
               "norms": dict(vector.norms), "beta_unit": beta_unit, "eval_prompts": len(evals),
@@ -202,9 +205,9 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
 
 
 def measurement_table(rows: list[dict[str, Any]], behaviour: str) -> str:
-    header = ["beta", "beta_abs", "mean_tokens", f"mean_{behaviour}", "finished"]
+    header = ["beta", "beta_abs", "mean_tokens", f"mean_{behaviour}", "accuracy", "finished"]
     body = [[f"{r['beta']:g}", f"{r['beta_abs']:.3f}", f"{r['mean_tokens']:.1f}", f"{r['mean_score']:.3f}",
-             f"{r['finished_rate']:.2f}"] for r in rows]
+             f"{r['accuracy']:.3f}", f"{r['finished_rate']:.2f}"] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True))
                      for line in [header, *body])

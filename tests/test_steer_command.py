@@ -58,6 +58,7 @@ def test_build_and_measure_on_the_tiny_model(tiny_policy, plugins, tmp_path):
     assert rows[1]["mean_tokens"] == pytest.approx(sum(len(c.token_ids) for c in plain) / 2)
     scorer = plugins["behaviour"].get("conciseness").load()
     assert rows[1]["mean_score"] == pytest.approx(sum(scorer(c.text, p) for c, p in zip(plain, evals, strict=True)) / 2)
+    assert rows[1]["accuracy"] == sum(task.score(p, c.text).success for c, p in zip(plain, evals, strict=True)) / 2
 
     saved = json.loads(measurement_path(out).read_text())
     assert measurement_path(out) == out.with_name("conciseness.measure.json")

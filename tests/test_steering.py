@@ -109,7 +109,7 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     preferences = vec.provenance["layer_preferences"]
     assert [i for i, _ in seen] == [0, 1] and [p for _, p in seen] == preferences
     assert vec.layer == max(range(2), key=preferences.__getitem__) and vec.provenance["layer_chosen_by"] == "preference"
-    assert vec.provenance["probe"] == {"beta": 0.5, "beta_unit": "activation_norm", "pairs": 4}
+    assert vec.provenance["probe"] == {"beta": 0.5, "beta_unit": "activation_norm", "pairs": 4, "every": 1}
     # Each layer's figure is steering_preference of that layer's unit direction at 0.5 activation norms, on the
     # first 4 pairs, recomputed here from the building blocks.
     pos, neg = residual_activations(tiny_policy, shouting), residual_activations(tiny_policy, quiet)
@@ -120,6 +120,9 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
         expected = steering_preference(tiny_policy, shouting[:4], quiet[:4], probe, 0.5 * norm)
         assert preferences[layer] == pytest.approx(expected, abs=1e-5)
     assert any(abs(p) > 1e-4 for p in preferences)  # the probe moves the likelihoods at all
+    every_other = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5,
+                               probe_every=2, progress=False)
+    assert every_other.layer == 0 and every_other.provenance["layer_preferences"] == [preferences[0], None]
     with pytest.raises(ValueError, match="criterion must be one of"):
         build_vector(tiny_policy, shouting, quiet, behaviour="shouting", criterion="vibes")
 

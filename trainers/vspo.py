@@ -65,6 +65,8 @@ REWARDS = ("strength", "behaviour")
 class VSPOConfig(GRPOConfig):
     vector: str = ""  # path to a saved SteeringVector; "" = build one for `behaviour` before training
     vector_prompts: int = 16  # training problems whose answers are rewritten into pairs when the vector is built
+    probe_pairs: int = 8  # pairs the layer criterion steers with (harness.steering.build_vector)
+    probe_every: int = 2  # probe every k-th layer: the preference is smooth across neighbouring layers
     betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
     beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.BETA_UNITS)
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
@@ -149,6 +151,7 @@ class VSPOTrainer(GRPOTrainer):
             raise ValueError(f"vspo: only {len(pairs.positive)} usable contrastive pairs from {len(chosen)} problems; "
                              f"raise vector_prompts or pass vector=PATH")
         vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=cfg.behaviour, teacher="policy",
+                              probe_pairs=int(cfg.probe_pairs), probe_every=int(cfg.probe_every),
                               provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)})
         path = store.dir / "steering_vector.safetensors"
         vector.save(path)
