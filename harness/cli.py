@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (PluginError, ValueError, FileNotFoundError) as exc:
+    except (PluginError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -36,19 +36,28 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Evaluate the model with the searcher, train it with the trainer, evaluate "
                                        "again, and write manifest.json, metrics.json, samples.jsonl and "
                                        "steps.jsonl to a new folder under --out.")
-    run_p.add_argument("--task", default="math", help="task name (see `harness list`; default: math)")
-    run_p.add_argument("--trainer", default="grpo", help="trainer name, or 'none' to evaluate only (default: grpo)")
-    run_p.add_argument("--searcher", default="best-of-k", help="searcher name (default: best-of-k)")
-    run_p.add_argument("--model", default="smollm2-135m",
+    run_p.add_argument("--task", help="task name, or a comma-separated list for a grid (see `harness list`; "
+                                      "default: math)")
+    run_p.add_argument("--trainer", help="trainer name, 'none' to evaluate only, or a list: grpo,vpo,vspo "
+                                         "(default: grpo)")
+    run_p.add_argument("--searcher", help="searcher name or a list: best-of-k,evolve (default: best-of-k)")
+    run_p.add_argument("--model",
                        help="model alias (smollm2-135m, tiny-random), local folder or hub id (default: smollm2-135m)")
-    run_p.add_argument("--preset", default="quick", help="option bundle: quick (CPU, minutes) or full (GPU)")
+    run_p.add_argument("--preset", help="option bundle: quick (CPU, minutes) or full (GPU) (default: quick)")
     run_p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     run_p.add_argument("--limit", type=int, help="number of evaluation problems (default: the preset's)")
     run_p.add_argument("--train-limit", type=int, help="number of training problems (default: the preset's)")
     run_p.add_argument("--k", help="comma-separated k for pass@k / best@k, e.g. 1,4,16 (each needs n >= k)")
-    run_p.add_argument("--seed", type=int, default=0, help="seed for data order, sampling and training (default: 0)")
-    run_p.add_argument("--out", default="runs", help="folder for run folders (default: runs/)")
+    run_p.add_argument("--seed", help="seed for data order, sampling and training, or a list 0,1,2 (default: 0)")
+    run_p.add_argument("--out", help="folder for run folders (default: runs/)")
+    run_p.add_argument("--config", metavar="FILE",
+                       help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
+                            "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
+                            "configuration, and rerunning the grid skips the cells already complete")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
+                       help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
+                            "wandb (each needs its package: pip install 'vector-harness[loggers]')")
     run_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
                        help="plugin option, e.g. --set trainer.lr=1e-5 --set task.source=champ "
                             "--set searcher.n=16 (repeatable)")
@@ -93,6 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="task option, e.g. --set task.source=champ (repeatable)")
     steer_p.set_defaults(func=cmd_steer)
 
+    report_p = sub.add_parser(
+        "report", help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
+        description="Index the run folders (named, or found one level below the folders named) into "
+                    "OUT/results.sqlite and write OUT/index.html (open it in a browser; no server needed), "
+                    "OUT/report.md, OUT/leaderboard.csv and OUT/leaderboard.json.",
+        epilog="Example: harness report runs/ --out report/")
+    report_p.add_argument("runs", nargs="+", help="run folders, or folders holding run folders")
+    report_p.add_argument("--out", required=True, help="folder to write the report to")
+    report_p.set_defaults(func=cmd_report)
+
+    index_p = sub.add_parser("index", help="rebuild the results store (results.sqlite) of a folder of runs",
+                             description="Delete FOLDER/results.sqlite and index every run folder under FOLDER again: "
+                                         "the run folders are the record, the store only indexes them.")
+    index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
+    index_p.set_defaults(func=cmd_index)
+
     list_p = sub.add_parser("list", help="list tasks, trainers, searchers, estimators and models with their plugin")
     list_p.set_defaults(func=cmd_list)
     return parser
@@ -110,12 +135,27 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from harness.grid import LIST_FIELDS, expand, load_experiment, run_grid, split_names
     from harness.run import RunConfig, run
 
-    cfg = RunConfig(task=args.task, trainer=args.trainer, searcher=args.searcher, model=args.model,
-                    preset=args.preset, steps=args.steps, limit=args.limit, train_limit=args.train_limit, k=args.k,
-                    seed=args.seed, out=args.out, threads=args.threads, options=parse_overrides(args.overrides))
-    run(cfg)
+    settings = load_experiment(args.config) if args.config else {"options": {}}
+    options = {kind: {**settings["options"].get(kind, {}), **given}
+               for kind, given in parse_overrides(args.overrides).items()}
+    for key in ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k",
+                "out", "threads", "loggers"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+    axes = {axis: split_names(settings.pop(axis)) for axis in LIST_FIELDS if axis in settings}
+    settings.pop("options")
+    base = RunConfig(**settings, options=options)
+    cells = expand(base, axes)
+    if args.config or len(cells) > 1:
+        print(f"grid: {len(cells)} cells under {base.out}/")
+        run_grid(cells)
+    else:
+        run(replace(cells[0], name=None))
     return 0
 
 
@@ -133,12 +173,30 @@ def cmd_steer(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import build_report
+
+    build_report(args.runs, args.out)
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.results_db import RESULTS_DB, find_runs, rebuild
+
+    folder = Path(args.folder)
+    count = rebuild(folder / RESULTS_DB, find_runs([folder]))
+    print(f"indexed {count} runs into {folder / RESULTS_DB}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from harness.plugins import get_plugin_manager
 
     plugins = get_plugin_manager()
     titles = {"task": "tasks", "trainer": "trainers", "searcher": "searchers", "advantage": "advantage estimators",
-              "behaviour": "behaviour scorers", "model": "model aliases"}
+              "behaviour": "behaviour scorers", "model": "model aliases", "logger": "metric loggers"}
     for kind, title in titles.items():
         entries = list(plugins[kind])
         print(f"{title}:")

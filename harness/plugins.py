@@ -26,6 +26,7 @@ BUILTIN_PLUGINS = (
     "tasks",
     "trainers",
     "searchers",
+    "harness.loggers",
 )
 
 KINDS = {  # registry kind -> registration hook
@@ -35,6 +36,7 @@ KINDS = {  # registry kind -> registration hook
     "advantage": "harness_register_advantage_estimators",
     "model": "harness_register_models",
     "behaviour": "harness_register_behaviours",
+    "logger": "harness_register_loggers",
 }
 
 

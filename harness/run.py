@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.loggers import check_loggers, open_loggers
 from harness.plugins import Plugins, get_plugin_manager
 from harness.presets import get_preset, preset_options
+from harness.results_db import RESULTS_DB, index_run
 from harness.store import RunStore
 
 VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
@@ -39,6 +41,8 @@ class RunConfig:
     out: str = "runs"
     threads: int | None = None  # torch CPU threads (None: torch's default)
     options: dict[str, dict[str, Any]] = field(default_factory=lambda: {"task": {}, "trainer": {}, "searcher": {}})
+    loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
+    name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
 
 
 def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]) -> Any:
@@ -119,6 +123,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     if not eval_problems:
         raise ValueError(f"task {cfg.task!r} gave no eval problems")
+    logger_names = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
 
     if cfg.threads:
         import torch
@@ -131,7 +136,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     policy = load_policy(cfg.model, plugins["model"])
     engine = TransformersEngine(policy)
     label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}".replace(":", "_").replace("/", "_")
-    store = RunStore.create(cfg.out, label)
+    store = RunStore(cfg.out, cfg.name) if cfg.name else RunStore.create(cfg.out, label)
     manifest = {
         "status": "running",
         "harness_version": __version__,
@@ -153,6 +158,8 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
     }
     store.write_manifest(manifest)
+    store.attach_loggers(open_loggers(logger_names, plugins["logger"], store.dir,
+                                      {"config": asdict(cfg), "options": manifest["resolved_options"]}))
     echo(f"run folder: {store.dir}")
 
     phase_seconds: dict[str, float] = {}
@@ -167,20 +174,33 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
         metrics = searcher.search(engine, task, eval_problems, phase=phase, store=store)
         store.update_metrics({f"{phase}/{key}": value for key, value in metrics.items()})
 
-    if trainer is None:
-        timed("eval", lambda: evaluate("eval"))
-    else:
-        timed("before", lambda: evaluate("before"))
-        echo(f"training: {cfg.trainer} on {len(train_problems)} problems")
-        timed("train", lambda: trainer.train(policy, engine, task, train_problems, store=store))
-        timed("after", lambda: evaluate("after"))
+    try:
+        if trainer is None:
+            timed("eval", lambda: evaluate("eval"))
+        else:
+            timed("before", lambda: evaluate("before"))
+            echo(f"training: {cfg.trainer} on {len(train_problems)} problems")
+            timed("train", lambda: trainer.train(policy, engine, task, train_problems, store=store))
+            timed("after", lambda: evaluate("after"))
+    finally:
+        store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
 
     manifest.update(status="complete", seconds=round(time.time() - started, 1), phase_seconds=phase_seconds)
     store.write_manifest(manifest)
+    index_into(Path(cfg.out) / RESULTS_DB, store.dir, echo)
     echo(summary_table(store.metrics))
     echo(example_samples(store.dir / "samples.jsonl", "after" if trainer else "eval"))
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
     return store.dir
+
+
+def index_into(db: Path, run_dir: Path, echo=print) -> None:
+    """Add the finished run to the results store beside it. The run folder is the record; the index is rebuilt from
+    folders if lost, so failing to write it (a locked or read-only disk) is a warning, not a lost run."""
+    try:
+        index_run(db, run_dir)
+    except Exception as exc:
+        echo(f"warning: could not index {run_dir.name} into {db}: {exc} (rebuild with `harness index {db.parent}`)")
 
 
 def package_versions() -> dict[str, str | None]:

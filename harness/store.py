@@ -2,12 +2,17 @@
 
 JSON files are written atomically (temp file + rename) so a killed run never leaves a half-written file; JSONL
 files are appended and flushed line by line, so everything computed before a crash is kept.
+
+The store also forwards every metric it records to the run's loggers (harness/loggers.py): all of them receive the
+same stream, and the files above stay authoritative.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -31,12 +36,18 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 class RunStore:
-    """Writes one run's folder. ``metrics`` is one flat object, rewritten after every update."""
+    """Writes one run's folder. ``metrics`` is one flat object, rewritten after every update.
+
+    Loggers (``attach_loggers``) receive each metric as ``log(metrics, step, stage)`` where ``f"{stage}/{key}"`` is
+    the value's key in metrics.json: a step logs ``(metrics, step, stage)``; one-off values are split at their first
+    "/" and logged with step None (``"before/pass@1"`` -> ``log({"pass@1": ..}, None, "before")``). So metrics.json
+    can be rebuilt from any logger's stream: stepped values append to a list, one-off values set a key."""
 
     def __init__(self, root: Path | str, name: str) -> None:
         self.dir = Path(root) / name
         self.dir.mkdir(parents=True, exist_ok=False)
         self.metrics: dict[str, Any] = {}  # flat: "before/pass@1": 0.2, "train/reward_mean": [..]
+        self.loggers: list[Any] = []
 
     @classmethod
     def create(cls, root: Path | str, label: str) -> RunStore:
@@ -53,9 +64,21 @@ class RunStore:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.dir / "manifest.json", manifest)
 
+    def attach_loggers(self, loggers: Iterable[Any]) -> None:
+        """Forward every metric recorded from now on to ``loggers`` too (``harness.loggers.open_loggers``)."""
+        self.loggers.extend(loggers)
+
     def update_metrics(self, metrics: dict[str, float]) -> None:
+        """One-off values ("before/pass@1", a trainer's "sft/..." summary): set in metrics.json. Loggers receive one
+        event per prefix, with step None; a key without "/" comes with stage ""."""
         self.metrics.update(metrics)
         write_json_atomic(self.dir / "metrics.json", self.metrics)
+        by_stage: dict[str, dict[str, Any]] = {}
+        for key, value in metrics.items():
+            stage, name = key.split("/", 1) if "/" in key else ("", key)
+            by_stage.setdefault(stage, {})[name] = value
+        for stage, values in by_stage.items():
+            self._forward(values, None, stage)
 
     def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
         """Append candidate records (problem_id, phase, text, extracted, unparsed, rewards, ...) to samples.jsonl."""
@@ -68,6 +91,28 @@ class RunStore:
         for key, value in metrics.items():
             self.metrics.setdefault(f"{stage}/{key}", []).append(value)
         write_json_atomic(self.dir / "metrics.json", self.metrics)
+        self._forward(metrics, step, stage)
+
+    def close(self) -> None:
+        """Close the loggers (a failing close is warned about, not raised: the run's own files are complete)."""
+        loggers, self.loggers = self.loggers, []
+        for logger in loggers:
+            try:
+                logger.close()
+            except Exception as exc:
+                _warn(logger, f"close() raised {type(exc).__name__}: {exc}")
+
+    def _forward(self, metrics: dict[str, Any], step: int | None, stage: str) -> None:
+        # A logger is a convenience, not the record: one that fails must not end a run that may have trained for
+        # hours, so it is dropped after one warning and the store's own files carry on.
+        for logger in list(self.loggers):
+            try:
+                logger.log(dict(metrics), step, stage)  # a copy each, so no logger sees another's changes
+            except Exception as exc:
+                self.loggers.remove(logger)
+                _warn(logger, f"log() raised {type(exc).__name__}: {exc}; dropped for the rest of the run")
+                with contextlib.suppress(Exception):  # release its files or processes if it still can
+                    logger.close()
 
     def _append(self, filename: str, records: Iterable[dict[str, Any]]) -> None:
         with open(self.dir / filename, "a") as f:
@@ -75,3 +120,8 @@ class RunStore:
                 f.write(json.dumps(record, default=str) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+def _warn(logger: Any, message: str) -> None:
+    name = getattr(logger, "name", type(logger).__name__)
+    print(f"warning: logger {name!r}: {message}", file=sys.stderr)

@@ -1,0 +1,126 @@
+"""`harness report RUNS... --out DIR`: index the runs into DIR/results.sqlite, then write from that store a static
+HTML page (index.html, plots under plots/), a Markdown page for a README (report.md), and the table as CSV and JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from harness import report_data as data
+from harness import report_plots as plots
+from harness.results_db import RESULTS_DB, connect, find_runs, rebuild
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
+    """Write the report for every run folder under ``paths``; returns the HTML file."""
+    out = Path(out)
+    run_dirs = find_runs(paths)
+    if not run_dirs:
+        raise ValueError(f"no run folders (with a manifest.json) under {', '.join(map(str, paths))}")
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / RESULTS_DB
+    rebuild(db, run_dirs)
+    conn = connect(db)
+    try:
+        rows = data.leaderboard(conn)
+        if not rows:
+            raise ValueError(f"none of the {len(run_dirs)} run folders is complete with evaluation metrics")
+        context = _context(conn, rows, out / "plots")
+    finally:
+        conn.close()
+    write_exports(rows, context["columns"], out)
+    (out / "report.md").write_text(markdown(context))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    html = out / "index.html"
+    html.write_text(env.get_template("report.html.j2").render(**context))
+    echo(f"report of {len(run_dirs)} runs ({len(rows)} rows): {html}, {out / 'report.md'}, "
+         f"{out / 'leaderboard.csv'}, {out / 'leaderboard.json'}")
+    return html
+
+
+def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
+    tasks = sorted({r.task for r in rows})
+    at_k = [(task, kind, f) for task in tasks for kind in ("pass", "best", "solved")
+            if (f := plots.at_k_curves(rows, task, kind, plot_dir))]
+    runs = []
+    for run_dir in dict.fromkeys(r.run_dir for r in rows):
+        mine = [r for r in rows if r.run_dir == run_dir]
+        manifest = data.manifest(conn, run_dir)
+        runs.append({
+            "name": mine[0].run, "rows": mine, "manifest": manifest,
+            "config": json.dumps(manifest.get("resolved_options", {}), indent=1, default=str),
+            "model": manifest.get("model", {}), "data_source": manifest.get("task", {}).get("data_source"),
+            "packages": manifest.get("packages", {}), "seconds": manifest.get("seconds"),
+            "curve": plots.training_curves(mine[0].run, data.curves(conn, run_dir), plot_dir),
+            "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
+        })
+    diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
+    behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
+    return {"rows": rows, "columns": data.headline_columns(rows), "runs": runs, "at_k": at_k,
+            "behaviour_plots": plots.behaviour_vs_accuracy(rows, plot_dir), "diversity": diversity,
+            "behaviour": behaviour, "fmt": fmt, "fmt_ci": fmt_ci}
+
+
+def fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def fmt_ci(estimate: data.Estimate | None) -> str:
+    if estimate is None:
+        return "-"
+    if estimate.low is None:
+        return fmt(estimate.value)
+    return f"{estimate.value:.3f} [{estimate.low:.2f}, {estimate.high:.2f}]"
+
+
+def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, Any]]:
+    """The leaderboard as flat records: identity columns, then value / low / high of every headline metric."""
+    records = []
+    for row in rows:
+        record: dict[str, Any] = {k: getattr(row, k) for k in ("task", "trainer", "searcher", "model", "seed",
+                                                               "phase", "problems", "run")}
+        for name in columns:
+            estimate = row.headline.get(name)
+            record[name] = estimate.value if estimate else None
+            record[f"{name}_low"] = estimate.low if estimate else None
+            record[f"{name}_high"] = estimate.high if estimate else None
+        records.append(record)
+    return records
+
+
+def write_exports(rows: list[data.Row], columns: list[str], out: Path) -> None:
+    records = table_records(rows, columns)
+    with open(out / "leaderboard.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    full = [{**{k: v for k, v in asdict(r).items() if k != "headline"},
+             "headline": {n: e.as_dict() for n, e in r.headline.items()}} for r in rows]
+    (out / "leaderboard.json").write_text(json.dumps({"table": records, "rows": full}, indent=1, default=str) + "\n")
+
+
+def markdown(context: dict[str, Any]) -> str:
+    """The leaderboard and the figures as Markdown a README can include (figure paths relative to the report)."""
+    columns = context["columns"]
+    lines = ["# Leaderboard", "",
+             "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k, Wilson for solved@c].", "",
+             "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
+             "|" + "---|" * (6 + len(columns))]
+    for row in context["rows"]:
+        cells = [row.task, row.trainer, row.searcher, row.model, str(row.seed), row.phase,
+                 *(fmt_ci(row.headline.get(c)) for c in columns)]
+        lines.append("| " + " | ".join(cells) + " |")
+    for task, kind, name in context["at_k"]:
+        lines += ["", f"![{task} {kind}@k](plots/{name})"]
+    for behaviour, name in context["behaviour_plots"]:
+        lines += ["", f"![{behaviour} vs accuracy](plots/{name})"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,101 @@
+"""The report's figures (matplotlib, Agg backend: no screen needed). Each function writes one PNG and returns its
+file name, or None when the runs hold nothing to draw."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+import matplotlib.ticker
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
+
+from harness.report_data import HEADLINE, Row
+
+
+def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | None:
+    """pass@k (or best@k) against k on a log scale, one line per run and phase, with its 95% band."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    drawn = False
+    for row in (r for r in rows if r.task == task):
+        points = sorted((int(HEADLINE.match(n)[2]), e) for n, e in row.headline.items()
+                        if HEADLINE.match(n)[1] == kind)
+        if not points:
+            continue
+        ks = [k for k, _ in points]
+        (line,) = ax.plot(ks, [e.value for _, e in points], marker="o", label=f"{row.label} s{row.seed}")
+        if all(e.low is not None for _, e in points):
+            ax.fill_between(ks, [e.low for _, e in points], [e.high for _, e in points], color=line.get_color(),
+                            alpha=0.15)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples per problem)")
+    ax.set_ylabel(f"{kind}@k")
+    ax.set_title(f"{task}: {kind}@k (bands: 95% bootstrap over problems)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, folder, f"{task}-{kind}-at-k.png")
+
+
+def training_curves(run: str, curves: dict[str, list[tuple[int, float]]], folder: Path) -> str | None:
+    """Each reward component (and the mean reward) over training steps."""
+    keys = [k for k in curves if k.startswith(("train/reward/", "train/reward_mean"))]
+    if not keys:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for key in sorted(keys):
+        steps, values = zip(*curves[key], strict=True)
+        ax.plot(steps, values, marker=".", label=key.removeprefix("train/"))
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("mean reward of the step's rollouts")
+    ax.set_title(f"training: {run}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, folder, f"train-{run}.png")
+
+
+def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]]:
+    """For each behaviour measured before and after training (VSPO, RLAIF, reward-shaped GRPO runs): pass@1
+    against the behaviour score, an arrow from before to after per run. Returns (behaviour, file) pairs."""
+    by_run: dict[str, dict[str, Row]] = defaultdict(dict)
+    for row in rows:
+        by_run[row.run_dir][row.phase] = row
+    names = sorted({n.split("/", 1)[1] for r in rows for n in r.other if n.startswith("behaviour/")})
+    out = []
+    for name in names:
+        fig, ax = plt.subplots(figsize=(5.6, 4))
+        drawn = False
+        for phases in by_run.values():
+            before, after = phases.get("before"), phases.get("after")
+            points = [(r.other.get(f"behaviour/{name}"), r.headline.get("pass@1")) for r in (before, after) if r]
+            points = [(x, y.value) for x, y in points if x is not None and y is not None]
+            if len(points) == 2:
+                (x0, y0), (x1, y1) = points
+                ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "color": "0.5"})
+                ax.scatter([x0], [y0], color="0.6", s=18)
+                ax.scatter([x1], [y1], s=30, label=f"{after.trainer} s{after.seed}")
+                drawn = True
+        if drawn:
+            ax.set_xlabel(f"behaviour/{name} (mean over answers)")
+            ax.set_ylabel("pass@1")
+            ax.set_title(f"{name} vs accuracy (grey: before training)", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+            out.append((name, _save(fig, folder, f"behaviour-{name}.png")))
+        else:
+            plt.close(fig)
+    return out
+
+
+def _save(fig, folder: Path, name: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(folder / name, dpi=110)
+    plt.close(fig)
+    return name

@@ -1,0 +1,143 @@
+"""The results store: an SQLite index of run folders that a leaderboard queries.
+
+The run folders stay the record (manifest.json, metrics.json, samples.jsonl); this file only indexes them, so it
+can be deleted and rebuilt from the folders at any time (`rebuild`). Several runs may finish at once and index into
+the same file: WAL mode lets readers go on while one writer holds the lock, and each run is written in one
+``BEGIN IMMEDIATE`` transaction with a long busy timeout, so concurrent writers wait their turn instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+RESULTS_DB = "results.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_dir TEXT PRIMARY KEY, name TEXT, status TEXT, task TEXT, trainer TEXT, searcher TEXT, model TEXT,
+    seed INTEGER, preset TEXT, started TEXT, seconds REAL, manifest TEXT);
+CREATE TABLE IF NOT EXISTS metrics (run_dir TEXT, key TEXT, value REAL, PRIMARY KEY (run_dir, key));
+CREATE TABLE IF NOT EXISTS curves (run_dir TEXT, key TEXT, step INTEGER, value REAL, PRIMARY KEY (run_dir, key, step));
+CREATE TABLE IF NOT EXISTS problems (run_dir TEXT, phase TEXT, problem_id TEXT, n INTEGER, successes INTEGER,
+    scalars TEXT, PRIMARY KEY (run_dir, phase, problem_id));
+CREATE TABLE IF NOT EXISTS examples (run_dir TEXT, phase TEXT, which TEXT, problem_id TEXT, text TEXT,
+    extracted TEXT, scalar REAL, rewards TEXT, PRIMARY KEY (run_dir, phase, which));
+"""
+TABLES = ("runs", "metrics", "curves", "problems", "examples")
+
+
+def connect(db: Path | str) -> sqlite3.Connection:
+    Path(db).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(db), timeout=120)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+def index_run(db: Path | str, run_dir: Path | str) -> None:
+    """(Re)index one run folder: its rows are replaced in one transaction, so a reader never sees half a run."""
+    run_dir = Path(run_dir).resolve()
+    rows = read_run(run_dir)
+    conn = connect(db)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        key = str(run_dir)
+        for table in TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE run_dir = ?", (key,))
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (key, *rows["run"]))
+        conn.executemany("INSERT INTO metrics VALUES (?,?,?)", [(key, *m) for m in rows["metrics"]])
+        conn.executemany("INSERT INTO curves VALUES (?,?,?,?)", [(key, *c) for c in rows["curves"]])
+        conn.executemany("INSERT INTO problems VALUES (?,?,?,?,?,?)", [(key, *p) for p in rows["problems"]])
+        conn.executemany("INSERT INTO examples VALUES (?,?,?,?,?,?,?,?)", [(key, *e) for e in rows["examples"]])
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        conn.close()
+
+
+def rebuild(db: Path | str, run_dirs: Iterable[Path]) -> int:
+    """Index every given run folder into a fresh file; returns how many were indexed."""
+    db = Path(db)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    count = 0
+    for run_dir in run_dirs:
+        index_run(db, run_dir)
+        count += 1
+    connect(db).close()  # an empty store is still a valid store
+    return count
+
+
+def find_runs(paths: Iterable[Path | str]) -> list[Path]:
+    """Run folders named directly or found one level below (a grid's or `--out`'s folder); sorted, deduplicated.
+    Folders moved aside by a grid (``*.incomplete-*``) are not runs of the leaderboard."""
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        candidates = [path] if (path / "manifest.json").is_file() else sorted(path.iterdir())
+        found.update(p.resolve() for p in candidates
+                     if (p / "manifest.json").is_file() and ".incomplete-" not in p.name)
+    return sorted(found)
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """Everything the index holds about one run, read from its folder."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{run_dir}: unreadable manifest.json ({exc})") from None
+    metrics_path = run_dir / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
+    cfg = manifest.get("config", {})
+    run = (run_dir.name, manifest.get("status"), cfg.get("task"), cfg.get("trainer"), cfg.get("searcher"),
+           cfg.get("model"), manifest.get("seed", cfg.get("seed")), cfg.get("preset"), manifest.get("started"),
+           manifest.get("seconds"), json.dumps(manifest, default=str))
+    scalars = [(k, float(v)) for k, v in metrics.items() if _number(v)]
+    curves = [(k, step, float(v)) for k, values in metrics.items() if isinstance(values, list)
+              for step, v in enumerate(values) if _number(v)]
+    problems, examples = _per_problem(run_dir / "samples.jsonl")
+    return {"run": run, "metrics": scalars, "curves": curves, "problems": problems, "examples": examples}
+
+
+def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
+    """(phase, problem, n, successes, scalars) per problem and the best and worst candidate per phase. A scorer
+    error (scalar None) is a failure for pass@k and takes the problem's lowest known value for best@k, as in
+    best-of-k, so the numbers recomputed from here equal the ones the run printed."""
+    by_problem: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    if samples.exists():
+        for line in samples.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:  # a line cut by a crash mid-write: everything before it is kept
+                continue
+            by_problem[(str(record.get("phase")), str(record.get("problem_id")))].append(record)
+    problems, by_phase = [], defaultdict(list)
+    for (phase, problem_id), records in by_problem.items():
+        known = [r["scalar"] for r in records if _number(r.get("scalar"))]
+        floor = min(known, default=0.0)
+        values = [float(r["scalar"]) if _number(r.get("scalar")) else floor for r in records]
+        problems.append((phase, problem_id, len(records), sum(bool(r.get("success")) for r in records),
+                         json.dumps(values)))
+        by_phase[phase].extend(r for r in records if _number(r.get("scalar")))
+    examples = []
+    for phase, records in by_phase.items():
+        for which, record in (("best", max(records, key=lambda r: r["scalar"])),
+                              ("worst", min(records, key=lambda r: r["scalar"]))):
+            examples.append((phase, which, str(record.get("problem_id")), record.get("text", ""),
+                             json.dumps(record.get("extracted"), default=str), float(record["scalar"]),
+                             json.dumps(record.get("rewards", {}))))
+    return problems, examples
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,176 @@
+"""The results store and the leaderboard report, built from real (tiny) runs and from hand-made run folders."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import multiprocessing
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.metrics.unbiased import pass_at_k
+from harness.report import build_report
+from harness.report_data import bootstrap, leaderboard, wilson
+from harness.results_db import connect, find_runs, index_run, rebuild
+from harness.run import RunConfig, run
+
+TINY = {"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
+        "searcher": {"n": 4, "max_new_tokens": 4}}
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, plugins, tiny_policy_spec):
+    """An evaluation-only run and a GRPO run of the tiny model, on the same 3 problems."""
+    out = tmp_path_factory.mktemp("runs")
+    folders = [run(RunConfig(trainer=trainer, model="tiny-random", steps=2, limit=3, train_limit=2, k="1,2,4",
+                             out=str(out), options=json.loads(json.dumps(TINY))), plugins=plugins,
+                   echo=lambda _: None)
+               for trainer in ("none", "grpo")]
+    return out, folders
+
+
+def test_report_table_matches_the_runs_metrics(two_runs, tmp_path):
+    out, folders = two_runs
+    html = build_report([out], tmp_path / "report", echo=lambda _: None)
+    assert html.exists() and (tmp_path / "report" / "report.md").exists()
+    table = list(csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines()))
+    assert len(table) == 3  # none: eval; grpo: before, after
+    for folder in folders:
+        metrics = json.loads((folder / "metrics.json").read_text())
+        mine = [r for r in table if r["run"] == folder.name]
+        assert {r["phase"] for r in mine} == ({"eval"} if "none" in folder.name else {"before", "after"})
+        for row in mine:
+            for name in ("pass@1", "pass@2", "pass@4", "best@1", "best@4"):
+                assert float(row[name]) == pytest.approx(metrics[f"{row['phase']}/{name}"], abs=1e-12)
+                low, high = float(row[f"{name}_low"]), float(row[f"{name}_high"])
+                assert low <= float(row[name]) + 1e-12 and float(row[name]) <= high + 1e-12
+    page = html.read_text()
+    assert "pass@4" in page and all(f.name in page for f in folders)
+    plots = {p.name for p in (tmp_path / "report" / "plots").iterdir()}
+    assert {"math-pass-at-k.png", "math-best-at-k.png"} <= plots
+    assert any(p.startswith("train-") for p in plots)  # the GRPO run's reward curves
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert md.count("\n| math |") == 3 and "![math pass@k](plots/math-pass-at-k.png)" in md
+    data = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
+    assert len(data["table"]) == 3 and data["rows"][0]["headline"]["pass@1"]["value"] is not None
+
+
+def test_report_command_line(two_runs, tmp_path, capsys):
+    out, _ = two_runs
+    assert main(["report", str(out), "--out", str(tmp_path / "r")]) == 0
+    assert "index.html" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "r2")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def _fake_run(root: Path, name: str, problems: list[tuple[int, list[bool]]], status: str = "complete") -> Path:
+    """A hand-made run folder: per problem, the success of each candidate (scalar 1.0 / 0.0)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    counts = [(len(s), sum(s)) for _, s in problems]
+    metrics = {"eval/pass@1": sum(pass_at_k(n, c, 1) for n, c in counts) / len(counts),
+               "eval/pass@2": sum(pass_at_k(n, c, 2) for n, c in counts) / len(counts),
+               "eval/solved@4": 0.5}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "manifest.json").write_text(json.dumps({
+        "status": status, "seed": 0, "task": {"eval_problems": len(problems)},
+        "config": {"task": "math", "trainer": "none", "searcher": "best-of-k", "model": "m", "preset": "quick"}}))
+    with open(folder / "samples.jsonl", "w") as f:
+        for pid, successes in problems:
+            for i, ok in enumerate(successes):
+                f.write(json.dumps({"problem_id": f"p{pid}", "phase": "eval", "sample_index": i, "text": f"t{i}",
+                                    "success": ok, "scalar": float(ok), "rewards": {"correct": float(ok)}}) + "\n")
+    return folder
+
+
+def test_intervals_against_hand_computed_values(tmp_path):
+    # Two problems, n=2: successes (2, 0) -> per-problem pass@1 = (1, 0): mean 0.5.
+    _fake_run(tmp_path, "a", [(0, [True, True]), (1, [False, False])])
+    db = tmp_path / "results.sqlite"
+    rebuild(db, find_runs([tmp_path]))
+    (row,) = leaderboard(connect(db))
+    e = row.headline["pass@1"]
+    assert e.value == 0.5
+    # Resampling two problems with values {1, 0}: the mean is 0, 0.5 or 1 (p = 1/4, 1/2, 1/4): the 95% percentile
+    # interval is [0, 1].
+    assert (e.low, e.high) == (0.0, 1.0)
+    # Wilson for 0.5 of 2 problems, by hand: centre 0.5, half-width 1.96*sqrt(0.125 + 0.9604/16)/1.9604 = 0.4390...
+    low, high = row.headline["solved@4"].low, row.headline["solved@4"].high
+    half = 1.96 * math.sqrt(0.25 / 2 + 1.96**2 / 16) / (1 + 1.96**2 / 2)
+    assert low == pytest.approx(0.5 - half) and high == pytest.approx(0.5 + half)
+    assert wilson(0.0, 0) == (None, None)
+    assert bootstrap([0.25] * 7) == (0.25, 0.25)
+
+
+def test_store_is_rebuilt_from_folders_and_skips_unfinished_runs(tmp_path):
+    _fake_run(tmp_path, "done", [(0, [True, False])])
+    _fake_run(tmp_path, "killed", [(0, [True, False])], status="running")
+    shutil.copytree(tmp_path / "done", tmp_path / "done.incomplete-20260101-000000")
+    db = tmp_path / "results.sqlite"
+    assert rebuild(db, find_runs([tmp_path])) == 2  # the moved-aside copy is not a run
+    assert len(leaderboard(connect(db))) == 1  # the killed run is indexed but not on the leaderboard
+    db.unlink()
+    assert main(["index", str(tmp_path)]) == 0
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+def _index_many(args):
+    db, folders = args
+    for folder in folders:
+        index_run(db, folder)
+
+
+def test_two_processes_index_into_one_store_at_once(tmp_path):
+    folders = [_fake_run(tmp_path / "runs", f"r{i}", [(0, [True, True]), (1, [False, True])]) for i in range(40)]
+    db = tmp_path / "results.sqlite"
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.map(_index_many, [(db, folders[:20]), (db, folders[20:])])
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 40
+    assert conn.execute("SELECT COUNT(*) FROM problems").fetchone()[0] == 80
+
+
+def test_a_line_cut_by_a_crash_is_skipped_not_fatal(tmp_path):
+    folder = _fake_run(tmp_path, "a", [(0, [True, False])])
+    with open(folder / "samples.jsonl", "a") as f:
+        f.write('{"problem_id": "p9", "pha')
+    db = tmp_path / "results.sqlite"
+    index_run(db, folder)
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM problems").fetchone()[0] == 1
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test-setup installs it)")
+def test_html_report_renders_in_headless_chromium(two_runs, tmp_path):
+    """Open the page in headless Chromium: every image loads, no console error; the screenshot is kept in
+    tests/artifacts/ for a person to look at."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    out, _ = two_runs
+    html = build_report([out], tmp_path / "report", echo=lambda _: None)
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                   "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
+        page.goto(html.as_uri())
+        page.wait_for_load_state("load")
+        images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth])")
+        page.click("#leaderboard th:nth-child(8)")  # sort by the first metric: the script runs without error
+        artifacts = Path(__file__).parent / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        page.screenshot(path=str(artifacts / "report.png"), full_page=False)
+        browser.close()
+    assert errors == []
+    assert images and all(width > 0 for _, width in images), images
+    assert (Path(__file__).parent / "artifacts" / "report.png").stat().st_size > 10_000
+
