@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: harness report runs/ --out report/")
     report_p.add_argument("runs", nargs="+", help="run folders, or folders holding run folders")
     report_p.add_argument("--out", required=True, help="folder to write the report to")
+    report_p.add_argument("--screenshot", metavar="PNG",
+                          help="also render the page in headless Chromium and save a screenshot (needs chromium "
+                               "and the playwright package); any console error or missing image is an error")
     report_p.set_defaults(func=cmd_report)
 
     index_p = sub.add_parser("index", help="rebuild the results store (results.sqlite) of a folder of runs",
@@ -176,7 +179,14 @@ def cmd_steer(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report
 
-    build_report(args.runs, args.out)
+    html = build_report(args.runs, args.out)
+    if args.screenshot:
+        from harness.report_screenshot import screenshot
+
+        problems = screenshot(html, args.screenshot)
+        if problems:
+            raise ValueError(f"the page rendered with {len(problems)} problem(s): {'; '.join(problems)}")
+        print(f"screenshot: {args.screenshot}")
     return 0
 
 
