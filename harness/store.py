@@ -19,6 +19,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.faults import fault_point
+
+# Files that grow by appending; JSON files are replaced whole. metrics.jsonl is the JSONL logger's stream.
+APPENDED_FILES = ("samples.jsonl", "steps.jsonl", "metrics.jsonl")
+
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,6 +34,7 @@ def write_json_atomic(path: Path, obj: Any) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        fault_point("json_write")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -117,9 +123,49 @@ class RunStore:
     def _append(self, filename: str, records: Iterable[dict[str, Any]]) -> None:
         with open(self.dir / filename, "a") as f:
             for record in records:
-                f.write(json.dumps(record, default=str) + "\n")
+                line = json.dumps(record, default=str) + "\n"
+                f.write(line[: len(line) // 2])
+                f.flush()
+                fault_point("jsonl_write")  # a kill here leaves half a line: what a resume must cut away
+                f.write(line[len(line) // 2 :])
             f.flush()
             os.fsync(f.fileno())
+
+    # -- resuming ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, run_dir: Path | str) -> RunStore:
+        """An existing run folder, to resume into; its metrics are those of metrics.json until ``rollback``."""
+        run_dir = Path(run_dir)
+        store = cls.__new__(cls)
+        store.dir = run_dir
+        store.loggers = []
+        try:
+            store.metrics = json.loads((run_dir / "metrics.json").read_text())
+        except FileNotFoundError:
+            store.metrics = {}
+        return store
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the folder holds now: each appended file's size and the metrics. Saved with each checkpoint and at
+        the end of each phase, so a resume can cut the files back to a moment whose work it will not redo."""
+        return {"files": {name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0
+                          for name in APPENDED_FILES},
+                "metrics": json.loads(json.dumps(self.metrics, default=str))}
+
+    def rollback(self, snapshot: dict[str, Any] | None) -> None:
+        """Cut every appended file back to its size in ``snapshot`` (None: empty) and restore its metrics: lines
+        written after it (by work the resume redoes) would otherwise be duplicated, and a half line kept."""
+        files = (snapshot or {}).get("files", {})
+        for name in APPENDED_FILES:
+            path = self.dir / name
+            if path.exists():
+                with open(path, "r+b") as f:
+                    f.truncate(min(files.get(name, 0), path.stat().st_size))
+                    f.flush()
+                    os.fsync(f.fileno())
+        self.metrics = json.loads(json.dumps((snapshot or {}).get("metrics", {})))
+        write_json_atomic(self.dir / "metrics.json", self.metrics)
 
 
 def _warn(logger: Any, message: str) -> None:

@@ -72,6 +72,99 @@ def test_top_k_one_is_greedy(tiny_policy):
     assert all(c.token_ids == greedy.token_ids for c in top1)
 
 
+def test_inverse_cdf_sampling_draws_from_the_distribution():
+    """_sample's one-uniform-per-row inverse CDF: frequencies match softmax(logits / T) after the top-k cut
+    (chi-square), cut tokens are never drawn, log-probs are the untruncated ones, and a row's draw depends only on
+    its own generator."""
+    from harness.engine import _sample
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0], [0.5, 0.0, -0.5, 3.0, 1.0]])
+    cut = torch.tensor([[False, False, False, False, True], [False, False, True, False, False]])  # top-4
+    params = SamplingParams(temperature=0.7, top_k=4)
+    copies, rounds = 2000, 5  # 10,000 draws per distinction, each row its own generator
+    batch = logits.repeat(copies, 1)
+    generators = [torch.Generator().manual_seed(i) for i in range(len(batch))]
+    probs = torch.softmax(logits / 0.7, dim=-1)
+    counts = torch.zeros_like(logits)
+    for _ in range(rounds):
+        chosen, logp = _sample(batch, params, generators)
+        counts.index_put_((torch.arange(len(batch)) % 2, chosen), torch.ones(len(batch)), accumulate=True)
+        assert torch.allclose(logp, probs.log().repeat(copies, 1).gather(-1, chosen[:, None]).squeeze(-1),
+                              atol=1e-6)
+    assert counts[cut].sum() == 0
+    for row in range(2):
+        kept = probs[row][~cut[row]] / probs[row][~cut[row]].sum()
+        expected = kept * copies * rounds
+        chi2 = float(((counts[row][~cut[row]] - expected) ** 2 / expected).sum())
+        assert chi2 < 20.0, (row, chi2)  # 3 degrees of freedom: P(chi2 > 20) < 2e-4
+    alone = _sample(logits[1:], params, [torch.Generator().manual_seed(7)])[0]
+    among = _sample(logits, params, [torch.Generator().manual_seed(3), torch.Generator().manual_seed(7)])[0]
+    assert int(alone[0]) == int(among[1])
+
+
+def _with_early_stops(policy, prompts, params):
+    """Make a few sampled tokens stop tokens, so rows finish at different steps and waiting prompts can join."""
+    full = TransformersEngine(policy, max_batch_rows=64, progress=False).generate(prompts, params)
+    stops = {full[1].token_ids[1], full[2].token_ids[0], full[5].token_ids[2]}
+    policy.model.generation_config.eos_token_id = [policy.tokenizer.eos_token_id, *sorted(stops)]
+
+
+def _counting(monkeypatch, cls, name):
+    calls = []
+    original = getattr(cls, name)
+
+    def wrapper(self, *args, **kwargs):
+        calls.append(name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, name, wrapper)
+    return calls
+
+
+def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
+    """With room for 2 prompts' rows, the third and fourth join as rows finish: their caches are merged into the
+    running batch (narrower one left-padded) and padding every row has is cut. Completions equal those of one batch
+    of everything, and their log-probs equal a plain forward pass."""
+    import harness.engine as engine_module
+
+    other = [{"role": "user", "content": "What is 2 + 2?"}]
+    prompts = [LONG, SHORT, other, LONG]
+    params = SamplingParams(n=2, max_new_tokens=10, temperature=1.0, seed=6)
+    _with_early_stops(tiny_policy, prompts, params)
+    merges = _counting(monkeypatch, engine_module._Batch, "merge")
+    trims = _counting(monkeypatch, engine_module._RoomyLayer, "drop_leading")
+    joined = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params)
+    assert merges and trims
+    assert any(c.finished for c in joined) and not all(c.finished for c in joined)
+    together = TransformersEngine(tiny_policy, max_batch_rows=64, progress=False).generate(prompts, params)
+    assert [c.token_ids for c in joined] == [c.token_ids for c in together]
+    for a, b in zip(joined, together, strict=True):
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    batch = pad_completions(joined, tiny_policy.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp = sequence_logprobs(tiny_policy.model, batch["input_ids"], batch["attention_mask"],
+                                 int(batch["prompt_width"]))
+    mask = batch["completion_mask"].bool()
+    assert torch.allclose(logp[mask], batch["old_logp"][mask], atol=2e-4)
+
+
+def test_a_cache_that_cannot_merge_decodes_in_chunks(tiny_policy, monkeypatch):
+    """Another transformers' cache layout (no DynamicLayer): prompts wait until the batch is empty, and the
+    completions are the same."""
+    import harness.engine as engine_module
+
+    prompts = [LONG, SHORT, LONG]
+    params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=2)
+    _with_early_stops(tiny_policy, prompts, params)
+    expected = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params)
+    monkeypatch.setattr(engine_module, "_preallocate", lambda *args: False)
+    merges = _counting(monkeypatch, engine_module._Batch, "merge")
+    chunked = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params)
+    assert not merges
+    assert [c.token_ids for c in chunked] == [c.token_ids for c in expected]
+    assert [c.finished for c in chunked] == [c.finished for c in expected]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Per-row steering
 # ----------------------------------------------------------------------------------------------------------------

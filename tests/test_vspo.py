@@ -71,11 +71,29 @@ def test_steering_changes_sampling_but_only_the_policy_trains(tiny_policy, plugi
     assert len(steps) == 2
     for s in steps:
         assert abs(s["ratio_mean"] - 1.0) < 1e-3 and s["grad_norm"] > 0
-        assert s["steer_logratio"] > 0  # tokens sampled under steering are likelier steered than unsteered
+        # logged; its sign over one small batch is chance (see the next test for the expectation)
+        assert s["steer_logratio"] != 0.0
         assert s["reward/steering/beta"] == pytest.approx(2.0)  # the mean of the schedule
     samples = _lines(store.dir / "samples.jsonl")
     assert len(samples) == 2 * 2 * 4
     assert all(s["rewards"]["steering/beta"] == [-4.0, 0.0, 4.0, 8.0][s["sample_index"]] for s in samples)
+
+
+def test_tokens_sampled_under_steering_are_likelier_steered_than_unsteered(tiny_policy, plugins, vector_path):
+    """The mean of log pi_steered - log pi_unsteered over tokens sampled steered estimates KL(steered || unsteered)
+    >= 0. A training step's few dozen tokens give a negative mean for about one seed in five on this model, so the
+    sign is checked here on 2 prompts x 64 samples x 16 tokens (3.3 to 5.8 standard errors above 0 over seeds 0-7)."""
+    engine = TransformersEngine(tiny_policy, progress=False)
+    task = UppercaseTask()
+    trainer = _vspo(plugins, vector_path)
+    vector = SteeringVector.load(vector_path, tiny_policy)
+    completions = engine.generate([task.messages(p) for p in task.problems("train")[:2]],
+                                  SamplingParams(n=64, max_new_tokens=16, seed=0),
+                                  steering=Steering(vector, [-4.0, 0.0, 4.0, 8.0] * 16))
+    unsteered = trainer.unsteered_logprobs(tiny_policy.model, tiny_policy.tokenizer, completions)
+    gaps = torch.tensor([s - u for c, lp in zip(completions, unsteered, strict=True)
+                         for s, u in zip(c.logprobs, lp, strict=True)])
+    assert gaps.mean() > 2 * gaps.std() / len(gaps) ** 0.5
 
 
 def test_the_update_uses_the_unsteered_policy_s_logprobs(tiny_policy, plugins, vector_path, monkeypatch):

@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.config import make_config
+from harness.faults import fault_point
 from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
 from trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
@@ -88,13 +89,29 @@ class GRPOTrainer:
         estimator = self.estimator
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         reference = _frozen_copy(model) if cfg.beta > 0 else None
+        # A run resumed with `harness run --resume` continues after its last checkpoint: weights, optimizer, RNG and
+        # this trainer's counters restored; rollout seeds and problem order depend only on the step, so the steps
+        # that follow are the ones an uninterrupted run would have taken.
+        checkpointer = getattr(store, "checkpointer", None)
+        resumed = checkpointer.restore(model, optimizer, reference) if checkpointer else None
+        start = 0
+        if resumed:
+            start = resumed["step"] + 1
+            self.load_state_dict(resumed["trainer"])
         task_components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
         shaping = self.shaping()  # extra components (name -> weight) appended after the task's
         components = task_components + list(shaping)
         weights = torch.tensor([task.reward_weights.get(c, 0.0) for c in task_components] + list(shaping.values()))
         order = cycle_problems(problems, cfg.seed)
+        for _ in range(start * cfg.prompts_per_step):  # the problems of the steps already taken
+            next(order)
+        # An engine that holds its own copy of the weights (vLLM) takes the policy's before the first rollout (a
+        # warm-up may have changed them) and after every optimizer step.
+        sync_weights = getattr(engine, "sync_weights", None)
+        if sync_weights is not None:
+            sync_weights(model)
 
-        for step in tqdm(range(cfg.steps), desc=self.name, unit="step"):
+        for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps):
             started = time.perf_counter()
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             model.eval()
@@ -113,6 +130,8 @@ class GRPOTrainer:
                                    k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
             stats = self.update(model, tok, optimizer, reference, completions, advantages)
+            if sync_weights is not None:
+                sync_weights(model)
 
             scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
             answers = [x for row in scalars for x in row]
@@ -145,6 +164,23 @@ class GRPOTrainer:
                 for j, (s, x, answer_text) in enumerate(
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
+            if checkpointer and checkpointer.due(step, cfg.steps):
+                checkpointer.save(step, model, optimizer, self.state_dict(), store, reference)
+
+    def state_dict(self) -> dict:
+        """A subclass's own progress that a checkpoint must carry (RLAIF: the teacher's cost so far)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what ``state_dict`` returned, when a run resumes from a checkpoint."""
+
+    @staticmethod
+    def checkpoint_state(store) -> dict | None:
+        """The trainer state of the run's latest checkpoint, before training starts (VSPO needs its vector's path
+        and VPO whether its warm-up already ran); None on a fresh start."""
+        checkpointer = getattr(store, "checkpointer", None)
+        state = checkpointer.state() if checkpointer else None
+        return state["trainer"] if state else None
 
     def step_metrics(self) -> dict[str, float]:
         """Extra per-step metrics a subclass reports (RLAIF: the teacher's cumulative cost)."""
@@ -218,6 +254,7 @@ class GRPOTrainer:
             totals["ratio_mean"] += float((torch.exp(logp.detach() - batch["old_logp"]) * mask).sum()) / max(
                 batch_tokens, 1)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        fault_point("optimizer_step")
         optimizer.step()
         model.eval()
         return {**totals, "grad_norm": float(grad_norm), "lr": cfg.lr}

@@ -75,6 +75,14 @@ class RLAIFTrainer(GRPOTrainer):
         return {"teacher_calls": judge.calls if judge else 0, "teacher_prompt_tokens": judge.prompt_tokens if judge
                 else 0, "teacher_seconds": self.judge_seconds}
 
+    def state_dict(self) -> dict:
+        judge = self.judge
+        return {"calls": judge.calls, "prompt_tokens": judge.prompt_tokens, "seconds": self.judge_seconds}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.judge.calls, self.judge.prompt_tokens = state["calls"], state["prompt_tokens"]
+        self.judge_seconds = state["seconds"]
+
     def shaping(self) -> dict[str, float]:
         return {self.component: self.config.alpha, **super().shaping()}  # + behaviour/<name>, logged
 

@@ -34,7 +34,7 @@ class VPOTrainer(GRPOTrainer):
 
     def train(self, policy, engine, task, problems, *, store) -> None:
         cfg = self.config
-        if cfg.warmup_steps > 0:
+        if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
             from trainers.sft import SFTTrainer
 
             warmup = SFTTrainer(plugins=self.plugins, steps=cfg.warmup_steps, targets="self",

@@ -108,6 +108,7 @@ def parse_betas(text: str) -> list[float]:
 class VSPOTrainer(GRPOTrainer):
     name = "vspo"
     config_class = VSPOConfig
+    needs_steering = True  # harness.run refuses an engine that cannot steer (vLLM) before the model loads
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)
@@ -124,6 +125,10 @@ class VSPOTrainer(GRPOTrainer):
     def train(self, policy, engine, task, problems, *, store) -> None:
         if "steering" not in inspect.signature(engine.generate).parameters:
             raise ValueError(f"vspo: the engine {type(engine).__name__} cannot steer (use TransformersEngine)")
+        saved = self.checkpoint_state(store)
+        if saved:  # resuming: the vector this run built (or was given) before its last checkpoint
+            built = store.dir / "steering_vector.safetensors"  # found there even if the folder was moved
+            self.config.vector = saved["vector"] if Path(saved["vector"]).is_file() else str(built)
         if not self.config.vector:
             self.config.vector = str(self.build_vector(policy, engine, task, problems, store))
         vector = self.load_vector(policy)
@@ -134,6 +139,9 @@ class VSPOTrainer(GRPOTrainer):
         # One beta per sample index, for every prompt; the shaping term keeps the schedule's own values.
         steering = Steering(vector, [b * unit for b in self.betas])
         super().train(policy, _SteeredEngine(engine, steering), task, problems, store=store)
+
+    def state_dict(self) -> dict:
+        return {"vector": self.config.vector}
 
     def build_vector(self, policy, engine, task, problems, store) -> Path:
         """Stage 1 in the run: pairs from the policy's answers rewritten by itself, the vector saved in the run."""

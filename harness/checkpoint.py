@@ -1,0 +1,87 @@
+"""Training checkpoints: everything a killed run needs to continue as if it had never stopped.
+
+One folder, ``<run>/checkpoint/``: model.pt (the trained weights), optimizer.pt (AdamW's moments and step counts),
+reference.pt (the frozen KL reference, when there is one: it is the policy *before* training, which a resumed process
+no longer has), state.json (the step just finished, torch's RNG state, the trainer's own counters, and a snapshot of
+the run folder: each appended file's size and the metrics at that moment).
+
+Written to ``.checkpoint.tmp/`` and published by renames, so there is always one complete checkpoint: a crash before
+the swap leaves the previous one, a crash between the two renames leaves it as ``.checkpoint.old/``, which ``load``
+falls back to. Only the latest checkpoint is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.faults import fault_point
+from harness.store import write_json_atomic
+
+NAME = "checkpoint"
+
+
+class Checkpointer:
+    def __init__(self, run_dir: Path | str, every: int = 1) -> None:
+        if int(every) < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {every!r}")
+        self.run_dir = Path(run_dir)
+        self.every = int(every)
+
+    @property
+    def folder(self) -> Path | None:
+        """The complete checkpoint to resume from, if any."""
+        for name in (NAME, f".{NAME}.old"):
+            path = self.run_dir / name
+            if (path / "state.json").is_file():
+                return path
+        return None
+
+    def due(self, step: int, steps: int) -> bool:
+        """After every ``every``-th step, and after the last (so a kill during the final evaluation redoes no
+        training)."""
+        return (step + 1) % self.every == 0 or step + 1 == steps
+
+    def state(self) -> dict[str, Any] | None:
+        folder = self.folder
+        return json.loads((folder / "state.json").read_text()) if folder else None
+
+    def save(self, step: int, model, optimizer, trainer_state: dict[str, Any], store, reference=None) -> None:
+        tmp = self.run_dir / f".{NAME}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        torch.save(model.state_dict(), tmp / "model.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        if reference is not None:
+            torch.save(reference.state_dict(), tmp / "reference.pt")
+        write_json_atomic(tmp / "state.json", {"step": step, "torch_rng": torch.get_rng_state().tolist(),
+                                               "trainer": trainer_state, "store": store.snapshot()})
+        fault_point("checkpoint")
+        final, old = self.run_dir / NAME, self.run_dir / f".{NAME}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def restore_model(self, model) -> None:
+        """Only the weights: a run killed after training, during its final evaluation."""
+        model.load_state_dict(torch.load(self.folder / "model.pt", map_location="cpu", weights_only=True))
+
+    def restore(self, model, optimizer, reference=None) -> dict[str, Any] | None:
+        """Load the latest checkpoint into ``model``, ``optimizer`` (and ``reference``); returns its state, or None
+        when there is none (a fresh start)."""
+        folder = self.folder
+        if folder is None:
+            return None
+        state = json.loads((folder / "state.json").read_text())
+        model.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
+        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True))
+        if reference is not None and (folder / "reference.pt").exists():
+            reference.load_state_dict(torch.load(folder / "reference.pt", map_location="cpu", weights_only=True))
+        torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
+        return state

