@@ -7,7 +7,7 @@ the run folder: each appended file's size and the metrics at that moment).
 
 Written to ``.checkpoint.tmp/`` and published by renames, so there is always one complete checkpoint: a crash before
 the swap leaves the previous one, a crash between the two renames leaves it as ``.checkpoint.old/``, which ``load``
-falls back to. Only the latest checkpoint is kept.
+falls back to. Only the latest checkpoint is kept, and none once the run is complete.
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ class Checkpointer:
             final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
+
+    def remove(self) -> None:
+        for name in (NAME, f".{NAME}.old", f".{NAME}.tmp"):
+            shutil.rmtree(self.run_dir / name, ignore_errors=True)
 
     def restore_model(self, model) -> None:
         """Only the weights: a run killed after training, during its final evaluation."""

@@ -248,6 +248,8 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
 
     manifest.update(status="complete", seconds=round(time.time() - started, 1), phase_seconds=phase_seconds)
     store.write_manifest(manifest)
+    if store.checkpointer:  # only a killed run needs it, and for the default model it is ~1.6 GB
+        store.checkpointer.remove()
     index_into(Path(cfg.out) / RESULTS_DB, store.dir, echo)
     echo(summary_table(store.metrics))
     echo(example_samples(store.dir / "samples.jsonl", "after" if trainer else "eval"))

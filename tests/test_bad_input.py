@@ -48,7 +48,8 @@ CASES = [
     ("unknown config key", ["run", "--config", "{tmp}/unknown.toml"], "unknown setting(s) optimiser"),
     ("model path that does not exist", ["run", "--model", "./no-such-model"], "model './no-such-model' not found"),
     ("resume a finished run", ["run", "--resume", "{tmp}/done"], "already complete"),
-    ("report of no finished run", ["report", "{tmp}", "--out", "{tmp}/report"], "none of the 1 run folders is complete"),
+    ("report of no finished run", ["report", "{tmp}", "--out", "{tmp}/report"],
+     "none of the 1 run folders is complete"),
     ("report of a missing folder", ["report", "{tmp}/nope", "--out", "{tmp}/report"], "does not exist"),
 ]
 

@@ -147,6 +147,15 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
     mask = batch["completion_mask"].bool()
     assert torch.allclose(logp[mask], batch["old_logp"][mask], atol=2e-4)
 
+    from harness.steering import Steering  # steered: the betas follow the rows as prompts join and rows leave
+
+    steering = Steering(_vector(tiny_policy, layer=0), [0.0, 3.0, -3.0, 1.0, 2.0, 0.0, -1.0, 4.0])
+    joined = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params,
+                                                                                       steering=steering)
+    together = TransformersEngine(tiny_policy, max_batch_rows=64, progress=False).generate(prompts, params,
+                                                                                          steering=steering)
+    assert [c.token_ids for c in joined] == [c.token_ids for c in together]
+
 
 def test_a_cache_that_cannot_merge_decodes_in_chunks(tiny_policy, monkeypatch):
     """Another transformers' cache layout (no DynamicLayer): prompts wait until the batch is empty, and the

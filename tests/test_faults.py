@@ -5,6 +5,7 @@ logs of a run that was never interrupted: nothing lost, nothing duplicated."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -61,7 +62,7 @@ def _kill_points(counts: Counter) -> list[tuple[str, int]]:
         first = 3 if point == "json_write" else 1
         assert counts[point] >= first + kills - 1, f"the run reaches {point} only {counts[point]} times"
         edges = [first + round(i * (counts[point] - first + 1) / kills) for i in range(kills + 1)]
-        points += [(point, rng.randrange(lo, hi)) for lo, hi in zip(edges, edges[1:])]
+        points += [(point, rng.randrange(lo, hi)) for lo, hi in itertools.pairwise(edges)]
     return points
 
 
