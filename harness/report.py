@@ -49,7 +49,7 @@ def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
 
 def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     tasks = sorted({r.task for r in rows})
-    at_k = [(task, kind, f) for task in tasks for kind in ("pass", "best", "solved")
+    at_k = [(task, kind, f) for task in tasks for kind in ("pass", "best")
             if (f := plots.at_k_curves(rows, task, kind, plot_dir))]
     runs = []
     for run_dir in dict.fromkeys(r.run_dir for r in rows):

@@ -16,27 +16,33 @@ from harness.report_data import HEADLINE, Row
 
 
 def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | None:
-    """pass@k (or best@k) against k on a log scale, one line per run and phase, with its 95% band."""
+    """pass@k (or best@k) against k on a log scale, one line per run and phase, with its 95% band. The pass@k
+    figure also draws evolve's solved@c (dashed, c = model calls per problem): the same question at the same budget
+    when every call yields one candidate."""
+    kinds = ("pass", "solved") if kind == "pass" else (kind,)
     fig, ax = plt.subplots(figsize=(6.4, 4))
     drawn = False
     for row in (r for r in rows if r.task == task):
-        points = sorted((int(HEADLINE.match(n)[2]), e) for n, e in row.headline.items()
-                        if HEADLINE.match(n)[1] == kind)
-        if not points:
-            continue
-        ks = [k for k, _ in points]
-        (line,) = ax.plot(ks, [e.value for _, e in points], marker="o", label=f"{row.label} s{row.seed}")
-        if all(e.low is not None for _, e in points):
-            ax.fill_between(ks, [e.low for _, e in points], [e.high for _, e in points], color=line.get_color(),
-                            alpha=0.15)
-        drawn = True
+        for each in kinds:
+            points = sorted((int(HEADLINE.match(n)[2]), e) for n, e in row.headline.items()
+                            if HEADLINE.match(n)[1] == each)
+            if not points:
+                continue
+            ks = [k for k, _ in points]
+            label = f"{row.label} s{row.seed}" + (" solved@calls" if each == "solved" else "")
+            (line,) = ax.plot(ks, [e.value for _, e in points], marker="o", label=label,
+                              linestyle="--" if each == "solved" else "-")
+            if all(e.low is not None for _, e in points):
+                ax.fill_between(ks, [e.low for _, e in points], [e.high for _, e in points], color=line.get_color(),
+                                alpha=0.15)
+            drawn = True
     if not drawn:
         plt.close(fig)
         return None
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("k (samples per problem)")
+    ax.set_xlabel("k (samples per problem; for solved@c, model calls)")
     ax.set_ylabel(f"{kind}@k")
-    ax.set_title(f"{task}: {kind}@k (bands: 95% bootstrap over problems)")
+    ax.set_title(f"{task}: {kind}@k (bands: 95% intervals over problems)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, folder, f"{task}-{kind}-at-k.png")
