@@ -89,7 +89,9 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModelForCausalLM
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 torch.manual_seed(0)
-AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src), dtype=torch.bfloat16).save_pretrained(dst)
+config = AutoConfig.from_pretrained(src)
+config.__dict__.pop("quantization_config", None)  # the converted folder still names its GGUF; vLLM refuses that
+AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(dst)
 for f in src.iterdir():
     if f.name != "config.json":
         shutil.copy(f, dst / f.name)

