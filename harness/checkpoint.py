@@ -17,8 +17,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from harness.faults import fault_point
 from harness.store import write_json_atomic
 
@@ -51,6 +49,8 @@ class Checkpointer:
         return json.loads((folder / "state.json").read_text()) if folder else None
 
     def save(self, step: int, model, optimizer, trainer_state: dict[str, Any], store, reference=None) -> None:
+        import torch  # here, not at the top: `harness run` refuses bad names before torch loads
+
         tmp = self.run_dir / f".{NAME}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -74,11 +74,15 @@ class Checkpointer:
 
     def restore_model(self, model) -> None:
         """Only the weights: a run killed after training, during its final evaluation."""
+        import torch  # here, not at the top: `harness run` refuses bad names before torch loads
+
         model.load_state_dict(torch.load(self.folder / "model.pt", map_location="cpu", weights_only=True))
 
     def restore(self, model, optimizer, reference=None) -> dict[str, Any] | None:
         """Load the latest checkpoint into ``model``, ``optimizer`` (and ``reference``); returns its state, or None
         when there is none (a fresh start)."""
+        import torch  # here, not at the top: `harness run` refuses bad names before torch loads
+
         folder = self.folder
         if folder is None:
             return None

@@ -296,8 +296,11 @@ if DynamicLayer is not None:
             self._place(self.keys.repeat_interleave(repeats, dim=0), self.values.repeat_interleave(repeats, dim=0),
                         self._keys.shape[-2])
 
-        def crop(self, max_length: int) -> None:
-            self._view(max_length if max_length >= 0 else self.length + max_length)
+        def crop(self, max_length: int) -> None:  # DynamicLayer's meaning: a negative length removes that many
+            self._view(min(max_length, self.length) if max_length >= 0 else max(self.length + max_length, 0))
+
+        def reset(self) -> None:
+            self._view(0)
 
         def move_rows(self, holes: list[int], movers: list[int], size: int) -> None:
             """Copy rows ``movers`` into rows ``holes``, then keep the first ``size`` rows (a view)."""

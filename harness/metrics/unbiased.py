@@ -49,7 +49,16 @@ def _mean(values: Iterable[float]) -> float:
 
 def mean_pass_at_k(per_problem: Sequence[tuple[int, int]], k: int) -> float:
     """Mean pass@k over problems given as (n samples, c correct) pairs."""
-    return _mean(pass_at_k(n, c, k) for n, c in per_problem)
+    # Problems share (n, c) pairs (c takes at most n + 1 values), so each distinct pair is computed once: the big
+    # binomials dominate (bench/pass_at_k.py). The same values, in the same order, go to the sum.
+    values: dict[tuple[int, int], float] = {}
+
+    def value(n: int, c: int) -> float:
+        if (n, c) not in values:
+            values[n, c] = pass_at_k(n, c, k)
+        return values[n, c]
+
+    return _mean(value(n, c) for n, c in per_problem)
 
 
 def mean_best_at_k(per_problem_scores: Sequence[Sequence[float]], k: int) -> float:
