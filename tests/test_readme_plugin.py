@@ -42,7 +42,7 @@ def test_readme_plugin_installs_lists_and_runs(tmp_path):
          "--set", "searcher.max_new_tokens=4", "--set", "trainer.max_new_tokens=4", "--set", "trainer.group_size=2"],
         env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    (folder,) = out.iterdir()
+    (folder,) = (p for p in out.iterdir() if p.is_dir())  # beside it: results.sqlite, the runs index
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["plugins"]["task"] == {"name": "echo", "plugin": "harness-echo:echo"}
     metrics = json.loads((folder / "metrics.json").read_text())
