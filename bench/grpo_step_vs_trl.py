@@ -337,7 +337,9 @@ def moved_policy(model, completions, pad_id: int, target_kl: float = 0.1, seed: 
     scale = 0.5
     moved = moved_copy(model, scale, seed)
     kl = mean_kl(moved)
-    if kl > 0 and not 0.5 < kl / target_kl < 2:
+    for _ in range(3):  # the KL grows about as the square of the noise, until the model falls apart
+        if kl <= 0 or 0.5 < kl / target_kl < 2 or scale >= 2.0:
+            break
         scale = min(2.0, scale * (target_kl / kl) ** 0.5)
         moved = moved_copy(model, scale, seed)
         kl = mean_kl(moved)
@@ -412,6 +414,53 @@ def loss_agreement(policy, plugins, problems, completions, group_size: int, max_
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def eos_ids(model, tokenizer) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids |= set(configured) if isinstance(configured, (list, tuple)) else {configured}
+    return sorted(i for i in ids if i is not None)
+
+
+class NoEos:
+    """While active, the LM head's output gives EOS a logit of -inf: every completion runs to the generation budget,
+    so both trainers generate exactly rows x max_new_tokens tokens (the same work, whatever they sample). Used around
+    generation only: TRL's training forward never calls the LM head module (its fused head reads the weight), ours
+    does, so the hook is removed before any loss is computed."""
+
+    def __init__(self, model, tokenizer, active: bool = True) -> None:
+        self.head = model.get_output_embeddings()
+        self.ids = torch.tensor(eos_ids(model, tokenizer))
+        self.active = active
+        self.handle = None
+
+    def __enter__(self):
+        if self.active:
+            self.handle = self.head.register_forward_hook(
+                lambda module, args, out: out.index_fill(-1, self.ids.to(out.device), float("-inf")))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+            self.handle = None
+
+
+class RecordingEngine:
+    """Our engine, recording the completions of each call (lengths for the table), optionally without EOS."""
+
+    def __init__(self, engine: TransformersEngine, no_eos: bool) -> None:
+        self.engine = engine
+        self.no_eos = no_eos
+        self.completions: list = []
+
+    def generate(self, prompts, params, **kw):
+        policy = self.engine.policy
+        with NoEos(policy.model, policy.tokenizer, self.no_eos):
+            out = self.engine.generate(prompts, params, **kw)
+        self.completions.extend(out)
+        return out
+
+
 class StepClock:
     """A TRL callback: the wall time from ``on_step_begin`` to ``on_step_end``."""
 
@@ -432,11 +481,11 @@ class StepClock:
         self.seconds: list[float] = []
 
 
-def our_step(policy, plugins, problems, group_size, max_new_tokens, options, lr, seed) -> dict:
+def our_step(policy, plugins, problems, group_size, max_new_tokens, options, lr, seed, no_eos=False) -> dict:
     model = fresh_model(policy.model)
     step_policy = copy.copy(policy)
     step_policy.model = model
-    engine = TransformersEngine(step_policy, progress=False)
+    engine = RecordingEngine(TransformersEngine(step_policy, progress=False), no_eos)
     trainer = our_trainer(plugins, len(problems) * group_size, group_size, max_new_tokens, options, steps=1, lr=lr,
                           seed=seed)
     store = NullStore()
@@ -444,27 +493,35 @@ def our_step(policy, plugins, problems, group_size, max_new_tokens, options, lr,
     trainer.train(step_policy, engine, HashRewardTask(problems), problems, store=store)
     wall = time.perf_counter() - started
     m = store.steps[0]
+    lengths = [len(c.token_ids) for c in engine.completions]
     return {"step_s": m["rollout_seconds"] + m["update_seconds"], "rollout_s": m["rollout_seconds"],
-            "update_s": m["update_seconds"], "train_call_s": wall, "tokens_mean": m["completion_tokens_mean"],
-            "loss": m["loss"], "reward_mean": m["reward_mean"]}
+            "update_s": m["update_seconds"], "train_call_s": wall, "tokens_mean": sum(lengths) / len(lengths),
+            "tokens_max": max(lengths), "loss": m["loss"], "reward_mean": m["reward_mean"]}
 
 
-def trl_step(policy, problems, group_size, max_new_tokens, options, lr, seed, out_dir) -> dict:
+def trl_step(policy, problems, group_size, max_new_tokens, options, lr, seed, out_dir, no_eos=False) -> dict:
     model = fresh_model(policy.model)
     clock = StepClock()
     trainer = trl_trainer(model, policy.tokenizer, problems, len(problems) * group_size, group_size, max_new_tokens,
                           options, out_dir, lr=lr, seed=seed, callbacks=[clock.callback])
     original = trainer._generate_and_score_completions
+    generate = trainer._generate_single_turn
     rollout: dict[str, float] = {}
 
     def timed(inputs):  # generation + scoring + advantages: what our step calls rollout_seconds
         t0 = time.perf_counter()
         out = original(inputs)
         rollout["seconds"] = time.perf_counter() - t0
-        rollout["tokens_mean"] = float(out["completion_mask"].sum(-1).float().mean())
+        lengths = out["completion_mask"].sum(-1).float()
+        rollout["tokens_mean"], rollout["tokens_max"] = float(lengths.mean()), int(lengths.max())
         return out
 
+    def generate_without_eos(*args, **kw):
+        with NoEos(model, policy.tokenizer, no_eos):
+            return generate(*args, **kw)
+
     trainer._generate_and_score_completions = timed
+    trainer._generate_single_turn = generate_without_eos
     started = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - started
@@ -472,8 +529,8 @@ def trl_step(policy, problems, group_size, max_new_tokens, options, lr, seed, ou
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     return {"step_s": step, "rollout_s": rollout["seconds"], "update_s": step - rollout["seconds"],
-            "train_call_s": wall, "tokens_mean": rollout["tokens_mean"], "loss": losses[0] if losses else None,
-            "reward_mean": rewards[0] if rewards else None}
+            "train_call_s": wall, "tokens_mean": rollout["tokens_mean"], "tokens_max": rollout["tokens_max"],
+            "loss": losses[0] if losses else None, "reward_mean": rewards[0] if rewards else None}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -545,6 +602,9 @@ def main() -> None:
     parser.add_argument("--loss", default="grpo", choices=["grpo", "dapo", "bnpo", "dr_grpo"],
                         help="the configuration the step and update timings use")
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient of the timed configuration")
+    parser.add_argument("--no-eos", action="store_true",
+                        help="suppress EOS while generating (both sides): every completion is max-new-tokens long, so "
+                             "both generate the same number of tokens whatever they sample")
     parser.add_argument("--skip", nargs="*", default=[], choices=["loss", "step", "update"])
     parser.add_argument("--out", default="bench/results/grpo_step_vs_trl.json")
     args = parser.parse_args()
@@ -571,7 +631,8 @@ def main() -> None:
           f"transformers {transformers.__version__}, trl {trl.__version__}; load {load_start[0]:.2f}")
     report: dict = {"model": args.model, "prompts": args.prompts, "group_size": args.group_size,
                     "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "warmup": args.warmup,
-                    "threads": args.threads, "lr": args.lr, "timed_loss": args.loss, "timed_beta": args.beta,
+                    "threads": args.threads, "lr": args.lr, "no_eos": args.no_eos, "timed_loss": args.loss,
+                    "timed_beta": args.beta,
                     "sampled_lengths": lengths, "cpus": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
 
@@ -600,25 +661,34 @@ def main() -> None:
             runs: dict[str, list[dict]] = {"ours": [], "trl": []}
             for i in range(args.warmup + args.repeats):  # interleaved, so both sides see the same load
                 torch.set_num_threads(args.threads)
-                o = our_step(policy, plugins, problems, args.group_size, args.max_new_tokens, ours_opts, args.lr, 0)
+                o = our_step(policy, plugins, problems, args.group_size, args.max_new_tokens, ours_opts, args.lr, 0,
+                             args.no_eos)
                 torch.set_num_threads(args.threads)
-                t = trl_step(policy, problems, args.group_size, args.max_new_tokens, trl_opts, args.lr, 0, out_dir)
+                t = trl_step(policy, problems, args.group_size, args.max_new_tokens, trl_opts, args.lr, 0, out_dir,
+                             args.no_eos)
                 if i >= args.warmup:
                     runs["ours"].append(o)
                     runs["trl"].append(t)
-            summary = {side: {k: median([r[k] for r in rs]) for k in ("step_s", "rollout_s", "update_s",
-                                                                       "train_call_s", "tokens_mean")}
+            keys = ("step_s", "rollout_s", "update_s")
+            summary = {side: {k: median([r[k] for r in rs]) for k in (*keys, "train_call_s", "tokens_mean")}
                        for side, rs in runs.items()}
-            ratios = {k: summary["ours"][k] / summary["trl"][k] for k in ("step_s", "rollout_s", "update_s")}
-            report["step"] = {"runs": runs, "median": summary, "ratio_ours_over_trl": ratios}
-            print(f"\none full step ({args.loss}, beta {args.beta}), median of {args.repeats}:")
-            print(f"{'':8s} {'step s':>8s} {'generate+score s':>17s} {'update s':>9s} {'tokens/row':>10s} "
-                  f"{'train() s':>9s}")
+            ratios = {k: summary["ours"][k] / summary["trl"][k] for k in keys}
+            # each repeat's ours/TRL, from back-to-back runs: steadier than a ratio of medians when the load moves
+            paired = {k: median([o[k] / t[k] for o, t in zip(runs["ours"], runs["trl"], strict=True)]) for k in keys}
+            report["step"] = {"no_eos": args.no_eos, "runs": runs, "median": summary, "ratio_ours_over_trl": ratios,
+                              "paired_ratio_median": paired}
+            print(f"\none full step ({args.loss}, beta {args.beta}{', EOS suppressed' if args.no_eos else ''}), "
+                  f"median of {args.repeats}:")
+            print(f"{'':16s} {'step s':>8s} {'generate+score s':>17s} {'update s':>9s} {'tokens/row':>10s} "
+                  f"{'longest':>7s} {'train() s':>9s}")
             for side in ("ours", "trl"):
                 s = summary[side]
-                print(f"{side:8s} {s['step_s']:8.3f} {s['rollout_s']:17.3f} {s['update_s']:9.3f} "
-                      f"{s['tokens_mean']:10.1f} {s['train_call_s']:9.3f}")
-            print(f"{'ours/TRL':8s} {ratios['step_s']:8.2f} {ratios['rollout_s']:17.2f} {ratios['update_s']:9.2f}")
+                longest = max(r["tokens_max"] for r in runs[side])
+                print(f"{side:16s} {s['step_s']:8.3f} {s['rollout_s']:17.3f} {s['update_s']:9.3f} "
+                      f"{s['tokens_mean']:10.1f} {longest:7d} {s['train_call_s']:9.3f}")
+            print(f"{'ours/TRL':16s} {ratios['step_s']:8.2f} {ratios['rollout_s']:17.2f} {ratios['update_s']:9.2f}")
+            print(f"{'ours/TRL paired':16s} {paired['step_s']:8.2f} {paired['rollout_s']:17.2f} "
+                  f"{paired['update_s']:9.2f}")
 
         if "update" not in args.skip:
             ours_t, trl_t = [], []
@@ -630,12 +700,13 @@ def main() -> None:
                 trl_t += trl_update(policy, problems, completions, args.group_size, args.max_new_tokens, trl_opts,
                                     args.lr, 1, args.warmup, out_dir)
             upd = {"ours_s": ours_t, "trl_s": trl_t, "ours_median_s": median(ours_t), "trl_median_s": median(trl_t),
-                   "ratio_ours_over_trl": median(ours_t) / median(trl_t)}
+                   "ratio_ours_over_trl": median(ours_t) / median(trl_t),
+                   "paired_ratio_median": median([o / t for o, t in zip(ours_t, trl_t, strict=True)])}
             report["update"] = upd
             print(f"\nloss + backward + clip + AdamW step on the identical batch ({len(completions)} rows, "
                   f"{sum(lengths)} completion tokens), median of {args.repeats}:")
             print(f"ours {upd['ours_median_s']:.3f} s   TRL {upd['trl_median_s']:.3f} s   "
-                  f"ours/TRL {upd['ratio_ours_over_trl']:.2f}")
+                  f"ours/TRL {upd['ratio_ours_over_trl']:.2f} (paired {upd['paired_ratio_median']:.2f})")
 
     report["loadavg_start"] = load_start
     report["loadavg_end"] = os.getloadavg()
