@@ -235,10 +235,6 @@ def test_the_server_is_replaced_when_it_dies() -> None:
 def test_a_run_ends_when_its_server_dies() -> None:
     server = sandbox._server(sandbox._interpreter()[0])
     run_tests("", ["pass"])  # the server is up
-    results: list[sandbox.SandboxResult] = []
-    worker = threading.Thread(target=lambda: results.append(run_tests("import time\ntime.sleep(600)", ["pass"],
-                                                                      timeout_s=300)), daemon=True)
-    worker.start()
     assert server.proc is not None
     server_pid = server.proc.pid
 
@@ -250,6 +246,15 @@ def test_a_run_ends_when_its_server_dies() -> None:
                 states.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
         return [state for state in states if state != "Z"]
 
+    # The first run's process must be gone before the second starts, or a loaded machine lets the server be killed
+    # while only that one is still exiting, and the second run goes to a fresh server and sleeps its 300 s.
+    deadline = time.monotonic() + 60
+    while running_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    results: list[sandbox.SandboxResult] = []
+    worker = threading.Thread(target=lambda: results.append(run_tests("import time\ntime.sleep(600)", ["pass"],
+                                                                      timeout_s=300)), daemon=True)
+    worker.start()
     deadline = time.monotonic() + 60
     while not running_children() and time.monotonic() < deadline:  # until the run has started
         time.sleep(0.05)
