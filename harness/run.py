@@ -102,9 +102,6 @@ def plugin_options(cfg: RunConfig, kind: str, name: str, task: Any = None,
     return options
 
 
-PHASES = {False: ("eval",), True: ("before", "train", "after")}  # with a trainer or not
-
-
 def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, threads: int | None = None) -> Path:
     """Continue a run that was killed: its own configuration, its finished phases skipped, training from its last
     checkpoint, everything written after that point cut away first (so nothing is lost or duplicated)."""
