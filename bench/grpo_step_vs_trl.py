@@ -42,9 +42,6 @@ Timings: ours and TRL's alternate, warm-up repeats are dropped, and each figure 
 disturbed run: other processes share these CPUs) and the median, with ours/TRL as a ratio of mins, of medians, and
 the median of the per-repeat ratios. Prints tables and writes the figures as JSON. Not a test
 (tests/test_trl_agreement.py checks the agreement): no assertions on time.
-
-The offline default model is a GGUF dequantised to float32 whose config still says gguf, so transformers marks it
-quantized and the HF Trainer refuses it; ``trainable`` saves a plain copy (same weights, checked) for both sides.
 """
 
 from __future__ import annotations
@@ -209,30 +206,6 @@ def pairings(beta: float = 0.04) -> list[Pairing]:
 # ---------------------------------------------------------------------------------------------------------------
 # Building either side.
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def trainable(policy, plugins, folder: str):
-    """The policy, or, when transformers marks it quantized, a plain copy saved to ``folder`` and loaded back.
-
-    The offline default model is a GGUF dequantised to float32 on load (harness/models.py), but its saved config
-    keeps ``quantization_config`` (gguf), so transformers flags the loaded model ``is_quantized`` and the HF
-    ``Trainer`` under TRL refuses to train it ("purely quantized models"). The weights are plain float32 tensors:
-    dropping the flag changes no number (the copy's weights are checked equal). TRL also reloads its reference model
-    from the folder the config names, hence a saved copy rather than just the flag cleared in memory."""
-    model = policy.model
-    if not getattr(model, "is_quantized", False):
-        return policy
-    model.hf_quantizer = None
-    model.is_quantized = False
-    del model.config.quantization_config
-    model.save_pretrained(folder)
-    policy.tokenizer.save_pretrained(folder)
-    plain = load_policy(folder, plugins["model"])
-    same = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.model.state_dict().values(),
-                                                 strict=True))
-    if not same:
-        raise RuntimeError("the plain copy's weights differ from the loaded model's")
-    return plain
 
 
 def fresh_model(model):
@@ -630,7 +603,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     plugins = get_plugin_manager(autoload=False)
     workdir = tempfile.TemporaryDirectory(prefix="grpo-vs-trl-")
-    policy = trainable(load_policy(args.model, plugins["model"]), plugins, str(Path(workdir.name) / "model"))
+    policy = load_policy(args.model, plugins["model"])
     problems = make_problems(args.prompts)
     task = HashRewardTask(problems)
     load_start = os.getloadavg()

@@ -31,8 +31,6 @@ What is different:
   plain ``model.load_weights`` would leave the packed copies stale. The prefix cache is reset after each sync.
 - the engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless set), so a sync passes tensors,
   not pickles; vLLM seeds the global RNGs when it starts, so their state is saved and restored around that.
-- the default model's converted folder still declares the GGUF quantisation it came from, which vLLM refuses; the
-  engine overrides it away (the weights it runs are the policy's, plain);
 - on CPU, vLLM binds the process's compute threads when it starts and from then on replaces
   ``torch.set_num_threads`` with a no-op that warns (``harness run --threads`` is applied before the engine starts);
 - on CPU, vLLM's attention supports head sizes 32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512; the 16-wide heads
@@ -42,7 +40,6 @@ What is different:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -118,8 +115,6 @@ class VLLMEngine:
         }
         if max_model_len is not None:
             options["max_model_len"] = max_model_len
-        if _gguf_quantized(options["model"]):  # the weights come from the policy, which transformers dequantised
-            options["hf_overrides"] = {"quantization_config": None}
         if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # the user's own setting wins on CPU
             options.pop("kv_cache_memory_bytes")
         options.update(llm_kwargs)
@@ -196,16 +191,6 @@ def _local_folder(source: str) -> str:
         return snapshot_download(source, local_files_only=True)
     except Exception:
         return source
-
-
-def _gguf_quantized(folder: str) -> bool:
-    """Whether the folder's config still names the GGUF it was converted from (harness.models' SmolLM2 conversion
-    keeps ``quantization_config: {quant_method: gguf}`` beside plain weights, and vLLM refuses that method)."""
-    try:
-        config = json.loads((Path(folder) / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return (config.get("quantization_config") or {}).get("quant_method") == "gguf"
 
 
 class _preserved_rng:

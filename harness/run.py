@@ -172,7 +172,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
         engine = TransformersEngine(policy)
     label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}".replace(":", "_").replace("/", "_")
     if resuming:
-        store = RunStore.open(Path(cfg.out) / str(cfg.name))
+        store = RunStore(cfg.out, str(cfg.name), existing=True)
     else:
         store = RunStore(cfg.out, cfg.name) if cfg.name else RunStore.create(cfg.out, label)
     store.checkpointer = Checkpointer(store.dir, cfg.checkpoint_every) if trainer and cfg.checkpoint_every else None

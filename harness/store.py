@@ -49,11 +49,16 @@ class RunStore:
     "/" and logged with step None (``"before/pass@1"`` -> ``log({"pass@1": ..}, None, "before")``). So metrics.json
     can be rebuilt from any logger's stream: stepped values append to a list, one-off values set a key."""
 
-    def __init__(self, root: Path | str, name: str) -> None:
+    def __init__(self, root: Path | str, name: str, existing: bool = False) -> None:
+        """A new folder ``root/name`` (it must not exist), or with ``existing`` one to resume into: its metrics are
+        those of its metrics.json until ``rollback``."""
         self.dir = Path(root) / name
-        self.dir.mkdir(parents=True, exist_ok=False)
         self.metrics: dict[str, Any] = {}  # flat: "before/pass@1": 0.2, "train/reward_mean": [..]
         self.loggers: list[Any] = []
+        if not existing:
+            self.dir.mkdir(parents=True, exist_ok=False)
+        elif (self.dir / "metrics.json").exists():
+            self.metrics = json.loads((self.dir / "metrics.json").read_text())
 
     @classmethod
     def create(cls, root: Path | str, label: str) -> RunStore:
@@ -132,19 +137,6 @@ class RunStore:
             os.fsync(f.fileno())
 
     # -- resuming ------------------------------------------------------------------------------------------------
-
-    @classmethod
-    def open(cls, run_dir: Path | str) -> RunStore:
-        """An existing run folder, to resume into; its metrics are those of metrics.json until ``rollback``."""
-        run_dir = Path(run_dir)
-        store = cls.__new__(cls)
-        store.dir = run_dir
-        store.loggers = []
-        try:
-            store.metrics = json.loads((run_dir / "metrics.json").read_text())
-        except FileNotFoundError:
-            store.metrics = {}
-        return store
 
     def snapshot(self) -> dict[str, Any]:
         """What the folder holds now: each appended file's size and the metrics. Saved with each checkpoint and at

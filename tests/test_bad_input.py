@@ -1,7 +1,7 @@
 """Bad input through the command line, as a user meets it: each case ends with exit status 2 and ONE line on stderr
 naming the cause, before any model is loaded where that is possible. `pytest -s` prints the table of what the user
-sees. (Per-answer faults are counted, not fatal: a raising scorer in test_best_of_k.py, code that never halts in
-test_sandbox.py; a broken third-party plugin is skipped and named: test_plugins.py.)"""
+sees, after the last test. (Per-answer faults are counted, not fatal: a raising scorer in test_best_of_k.py, code
+that never halts in test_sandbox.py; a broken third-party plugin is skipped and named: test_plugins.py.)"""
 
 from __future__ import annotations
 
@@ -16,6 +16,14 @@ from harness.cli import main
 TINY = [("--model", "tiny-random"), ("--trainer", "none"), ("--limit", "1"), ("--k", "1"),
         ("--set", "searcher.n=1"), ("--set", "searcher.max_new_tokens=2")]
 SEEN: list[tuple[str, str]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _table_of_what_the_user_sees():
+    """After the module: the table for the issue note (shown with `pytest -s`)."""
+    yield
+    for what, line in SEEN:
+        print(f"| {what} | `{line}` |")
 
 
 def _files(tmp: Path) -> dict[str, str]:
@@ -83,9 +91,3 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, capsys, ti
         assert not list(folder.glob(".*.tmp"))  # no temporary file left behind
     finally:
         subprocess.run(["umount", str(disk)], check=True)
-
-
-def test_zz_print_what_the_user_sees():
-    """Runs last (file order): the table for the issue note."""
-    for what, line in SEEN:
-        print(f"| {what} | `{line}` |")
