@@ -181,6 +181,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     base = RunConfig(**settings, options=options)
     cells = expand(base, axes)
     if args.config or len(cells) > 1:
+        from harness.distributed import world_size_from_env
+
+        if world_size_from_env() > 1:
+            raise ValueError("a grid runs its cells one after another in one process; launch each cell with "
+                             "torchrun / accelerate launch on its own")
         print(f"grid: {len(cells)} cells under {base.out}/")
         run_grid(cells)
     else:

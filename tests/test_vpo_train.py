@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import torch
-from test_grpo_train import UppercaseTask
 
 from harness.engine import TransformersEngine
 from harness.multi_answer import DELIMITER
 from harness.run import RunConfig, run
 from harness.store import RunStore
+from harness.testing import UppercaseTask
 from trainers.vpo import VPOTrainer
 
 

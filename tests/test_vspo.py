@@ -9,13 +9,12 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_grpo_train import UppercaseTask
 
 from harness.engine import TransformersEngine
 from harness.registry import PluginError
 from harness.steering import Steering, SteeringVector, decoder_layers
 from harness.store import RunStore
-from harness.testing import FakeEngine, FakeTask
+from harness.testing import FakeEngine, FakeTask, UppercaseTask
 from harness.types import SamplingParams
 from tasks.behaviours import conciseness
 from trainers.grpo import GRPOTrainer

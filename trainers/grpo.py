@@ -22,11 +22,19 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.config import make_config
+from harness.distributed import current as current_parallel
 from harness.faults import fault_point
 from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
 from trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
-from trainers.policy_gradient import ScoredRollouts, cycle_problems, pad_completions, score_rollouts, sequence_logprobs
+from trainers.policy_gradient import (
+    ScoredRollouts,
+    cycle_problems,
+    join_rollouts,
+    pad_completions,
+    score_rollouts,
+    sequence_logprobs,
+)
 
 
 @dataclass
@@ -68,6 +76,7 @@ class GRPOConfig:
 class GRPOTrainer:
     name = "grpo"
     config_class = GRPOConfig
+    data_parallel = True  # the loop splits rollouts and the update over torchrun / accelerate processes
 
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(self.config_class, options, self.name)
@@ -87,6 +96,7 @@ class GRPOTrainer:
             raise ValueError(f"{self.name}: no training problems")
         model, tok = policy.model, policy.tokenizer
         estimator = self.estimator
+        dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/distributed.py)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         reference = _frozen_copy(model) if cfg.beta > 0 else None
         # A run resumed with `harness run --resume` continues after its last checkpoint: weights, optimizer, RNG and
@@ -98,6 +108,10 @@ class GRPOTrainer:
         if resumed:
             start = resumed["step"] + 1
             self.load_state_dict(resumed["trainer"])
+        # Generation and checkpoints use the plain model; the update runs through the wrapped one (DDP / FSDP), which
+        # shares its parameters. One process: the same object.
+        trained, optimizer = dp.prepare(model, optimizer)
+        share = dp.block(cfg.prompts_per_step)  # this rank's prompts of each step
         task_components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
         shaping = self.shaping()  # extra components (name -> weight) appended after the task's
         components = task_components + list(shaping)
@@ -111,25 +125,30 @@ class GRPOTrainer:
         if sync_weights is not None:
             sync_weights(model)
 
-        for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps):
+        for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
+                         disable=not dp.is_main):
             started = time.perf_counter()
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
+            mine = batch_problems[share]
             model.eval()
             completions = engine.generate(
-                [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in batch_problems],
+                [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
                 SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
                 desc=f"{self.name} step {step} rollouts",
             )
-            scored = score_rollouts(task, batch_problems, completions, task_components, cfg.answers_per_rollout,
-                                    cfg.delimiter)
+            scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout, cfg.delimiter)
             if shaping:
-                scored = self.add_shaping(scored, batch_problems, completions, list(shaping))
+                scored = self.add_shaping(scored, mine, completions, list(shaping))
+            if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
+                completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
             groups = torch.tensor([c.prompt_index for c in completions])
             advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
                                    k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
-            stats = self.update(model, tok, optimizer, reference, completions, advantages)
+            rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
+            stats = self.update(trained, tok, optimizer, reference, completions[rows], advantages[rows],
+                                batch_rows=len(completions), batch_tokens=sum(len(c.token_ids) for c in completions))
             if sync_weights is not None:
                 sync_weights(model)
 
@@ -164,7 +183,7 @@ class GRPOTrainer:
                 for j, (s, x, answer_text) in enumerate(
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
-            if checkpointer and checkpointer.due(step, cfg.steps):
+            if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
                 checkpointer.save(step, model, optimizer, self.state_dict(), store, reference)
 
     def state_dict(self) -> dict:
@@ -217,47 +236,61 @@ class GRPOTrainer:
                         errors += 1
         return replace(scored, rewards=torch.cat([scored.rewards, extra], dim=-1), errors=scored.errors + errors)
 
-    def update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
-        """One optimizer step over the whole batch, in micro-batches whose losses add up to the full-batch loss."""
+    def update(self, model, tok, optimizer, reference, completions, advantages, *, batch_rows: int | None = None,
+               batch_tokens: int | None = None) -> dict[str, float]:
+        """One optimizer step over the whole batch, in micro-batches whose losses add up to the full-batch loss.
+
+        In a data-parallel run ``completions`` are this rank's rows and ``batch_rows`` / ``batch_tokens`` the whole
+        batch's, so the ranks' losses add up to the whole batch's loss and the synchronised gradient is its gradient."""
         cfg = self.config
+        dp = current_parallel()
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        batch_rows = len(completions)
-        batch_tokens = sum(len(c.token_ids) for c in completions)
+        rows = len(completions)
+        batch_rows = rows if batch_rows is None else batch_rows
+        batch_tokens = sum(len(c.token_ids) for c in completions) if batch_tokens is None else batch_tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
-        for start in range(0, batch_rows, cfg.micro_batch):
-            part = completions[start : start + cfg.micro_batch]
-            adv = advantages[start : start + cfg.micro_batch].to(next(model.parameters()).device)
-            device = next(model.parameters()).device
-            batch = {k: v.to(device) for k, v in pad_completions(part, tok.pad_token_id).items()}
-            mask = batch["completion_mask"].float()
-            width = int(batch["prompt_width"])
-            logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
-            per_token, clipped = clipped_surrogate(logp, batch["old_logp"], adv, cfg.eps_low, cfg.eps_high)
-            kl = torch.zeros_like(per_token)
-            if reference is not None:
-                with torch.no_grad():
-                    ref_logp = sequence_logprobs(reference, batch["input_ids"], batch["attention_mask"], width,
-                                                 cfg.temperature)
-                kl = k3_kl(logp, ref_logp)
-                per_token = per_token + cfg.beta * kl
-
-            def reduce(x: torch.Tensor, mask=mask) -> torch.Tensor:
-                return normalise((x * mask).sum(-1), mask.sum(-1), cfg.loss_norm, batch_rows, batch_tokens,
-                                 cfg.max_new_tokens)
-
-            loss = reduce(per_token)
-            loss.backward()
-            totals["loss"] += loss.item()
-            totals["kl"] += float(reduce(kl.detach()))
-            totals["clip_fraction"] += float((clipped.float() * mask).sum()) / max(batch_tokens, 1)
-            totals["ratio_mean"] += float((torch.exp(logp.detach() - batch["old_logp"]) * mask).sum()) / max(
-                batch_tokens, 1)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        for start in range(0, rows, cfg.micro_batch):
+            # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
+            with dp.no_sync(model, last=start + cfg.micro_batch >= rows):
+                part = self._micro_batch(model, tok, reference, completions[start : start + cfg.micro_batch],
+                                         advantages[start : start + cfg.micro_batch], batch_rows, batch_tokens)
+            totals = {k: totals[k] + part[k] for k in totals}
+        totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
+        grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
         fault_point("optimizer_step")
         optimizer.step()
         model.eval()
         return {**totals, "grad_norm": float(grad_norm), "lr": cfg.lr}
+
+    def _micro_batch(self, model, tok, reference, part, advantages, batch_rows: int,
+                     batch_tokens: int) -> dict[str, float]:
+        """Loss and backward of one micro-batch, normalised by the whole batch's totals; its share of the stats."""
+        cfg = self.config
+        device = next(model.parameters()).device
+        adv = advantages.to(device)
+        batch = {k: v.to(device) for k, v in pad_completions(part, tok.pad_token_id).items()}
+        mask = batch["completion_mask"].float()
+        width = int(batch["prompt_width"])
+        logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
+        per_token, clipped = clipped_surrogate(logp, batch["old_logp"], adv, cfg.eps_low, cfg.eps_high)
+        kl = torch.zeros_like(per_token)
+        if reference is not None:
+            with torch.no_grad():
+                ref_logp = sequence_logprobs(reference, batch["input_ids"], batch["attention_mask"], width,
+                                             cfg.temperature)
+            kl = k3_kl(logp, ref_logp)
+            per_token = per_token + cfg.beta * kl
+
+        def reduce(x: torch.Tensor) -> torch.Tensor:
+            return normalise((x * mask).sum(-1), mask.sum(-1), cfg.loss_norm, batch_rows, batch_tokens,
+                             cfg.max_new_tokens)
+
+        loss = reduce(per_token)
+        current_parallel().backward(loss)
+        return {"loss": loss.item(), "kl": float(reduce(kl.detach())),
+                "clip_fraction": float((clipped.float() * mask).sum()) / max(batch_tokens, 1),
+                "ratio_mean": float((torch.exp(logp.detach() - batch["old_logp"]) * mask).sum()) / max(batch_tokens, 1)}
 
     def describe(self) -> dict:
         return asdict(self.config)

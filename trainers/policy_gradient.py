@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -91,3 +91,16 @@ def score_rollouts(task: Task, problems: Sequence[Problem], completions: Sequenc
             present[b, j] = True
         scores.append(row)
     return ScoredRollouts(rewards, present, scores, errors, malformed)
+
+
+def join_rollouts(parts: Sequence[tuple[Sequence[Completion], ScoredRollouts]],
+                  prompts_per_part: int) -> tuple[list[Completion], ScoredRollouts]:
+    """The ranks' rollouts of one data-parallel step as one batch, in rank order: the rank's prompt indices shifted
+    by the prompts before it, so the result is what one process rolling out every prompt would hold."""
+    completions = [replace(c, prompt_index=c.prompt_index + rank * prompts_per_part)
+                   for rank, (part, _) in enumerate(parts) for c in part]
+    scored = [s for _, s in parts]
+    return completions, ScoredRollouts(
+        rewards=torch.cat([s.rewards for s in scored]), present=torch.cat([s.present for s in scored]),
+        scores=[row for s in scored for row in s.scores], errors=sum(s.errors for s in scored),
+        malformed=sum(s.malformed for s in scored))

@@ -45,6 +45,7 @@ class RLAIFConfig(GRPOConfig):
 class RLAIFTrainer(GRPOTrainer):
     name = "rlaif"
     config_class = RLAIFConfig
+    data_parallel = False  # the judge's call counters are per process: a split run would under-report them
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import torch
 
+from harness.distributed import current as current_parallel
 from harness.steering import BETA_UNITS, Steering, SteeringVector
 from trainers.grpo import GRPOConfig, GRPOTrainer
 from trainers.policy_gradient import pad_completions, sequence_logprobs
@@ -108,6 +109,7 @@ def parse_betas(text: str) -> list[float]:
 class VSPOTrainer(GRPOTrainer):
     name = "vspo"
     config_class = VSPOConfig
+    data_parallel = False  # the in-run vector build (teacher calls, a file in the run folder) is not split yet
     needs_steering = True  # harness.run refuses an engine that cannot steer (vLLM) before the model loads
 
     def __init__(self, plugins=None, **options) -> None:
@@ -186,13 +188,15 @@ class VSPOTrainer(GRPOTrainer):
 
     # -- update: the unsteered policy's log-probs as the old ones ---------------------------------------------------
 
-    def update(self, model, tok, optimizer, reference, completions, advantages) -> dict[str, float]:
+    def update(self, model, tok, optimizer, reference, completions, advantages, **totals) -> dict[str, float]:
         unsteered = self.unsteered_logprobs(model, tok, completions)
-        tokens = max(sum(len(lp) for lp in unsteered), 1)
-        gap = (sum(sum(c.logprobs) for c in completions) - sum(sum(lp) for lp in unsteered)) / tokens
+        # Summed over the ranks of a data-parallel run (each holds its own rows), so the figure is the whole batch's.
+        gap = current_parallel().sum({"tokens": sum(len(lp) for lp in unsteered),
+                                      "gap": sum(sum(c.logprobs) for c in completions)
+                                      - sum(sum(lp) for lp in unsteered)})
         completions = [replace(c, logprobs=lp) for c, lp in zip(completions, unsteered, strict=True)]
-        stats = super().update(model, tok, optimizer, reference, completions, advantages)
-        return {**stats, "steer_logratio": gap}
+        stats = super().update(model, tok, optimizer, reference, completions, advantages, **totals)
+        return {**stats, "steer_logratio": gap["gap"] / max(gap["tokens"], 1)}
 
     @torch.no_grad()
     def unsteered_logprobs(self, model, tok, completions) -> list[list[float]]:

@@ -1,0 +1,152 @@
+"""Data-parallel training: this process's place among the processes of one run (torchrun / accelerate launch).
+
+``harness run`` started by ``torchrun --nproc_per_node N`` or ``accelerate launch --num_processes N -m harness run``
+is N processes; each reads RANK / WORLD_SIZE from its environment. How a GRPO step is split among them:
+
+- every rank draws the same problems for the step (same seed) and rolls out its contiguous block of them;
+- the blocks' completions and scores are gathered, so every rank holds the whole batch: advantages, loss normalisers
+  (rows, tokens) and metrics are those of the whole batch, exactly as one process would compute them;
+- each rank's loss covers its own rows but is normalised by the whole batch's totals; accelerate's
+  DistributedDataParallel (or FSDP / DeepSpeed, from ``accelerate launch --config_file``) averages the gradients,
+  so the loss is scaled by the world size and the synchronised gradient is the whole batch's gradient;
+- rank 0 alone writes the run folder, evaluates, and saves checkpoints; the others restore from them on resume.
+
+A single process never imports accelerate or touches torch.distributed: ``Parallel()`` is the identity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import timedelta
+from typing import Any
+
+# Ranks other than 0 wait in the first collective of training while rank 0 runs the "before" evaluation, which can
+# take hours on a big eval set; torch's default 30 min would kill them. A rank that dies is noticed by torchrun /
+# accelerate, which stops the others, so a long timeout does not mean a long hang.
+TIMEOUT = timedelta(hours=int(os.environ.get("HARNESS_DIST_TIMEOUT_H", "12")))
+
+
+def world_size_from_env() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+class Parallel:
+    """This process's rank in a data-parallel run; the identity when there is one process."""
+
+    def __init__(self) -> None:
+        self.world_size = world_size_from_env()
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.accelerator = None
+        if self.world_size > 1:
+            import torch
+            from accelerate import Accelerator
+            from accelerate.utils import InitProcessGroupKwargs
+
+            # accelerate picks the backend (nccl on GPUs; gloo on CPU, which it only considers when told `cpu`) and,
+            # under `accelerate launch --config_file`, FSDP or DeepSpeed for `prepare`.
+            self.accelerator = Accelerator(cpu=not torch.cuda.is_available(),
+                                           kwargs_handlers=[InitProcessGroupKwargs(timeout=TIMEOUT)])
+            self.rank = self.accelerator.process_index
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def device(self):
+        import torch
+
+        if self.accelerator is not None:
+            return self.accelerator.device
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def block(self, n: int) -> slice:
+        """This rank's contiguous share of ``n`` items (n must divide evenly: every rank does the same work)."""
+        if n % self.world_size:
+            raise ValueError(f"data-parallel: {n} items cannot be split evenly over {self.world_size} processes")
+        size = n // self.world_size
+        return slice(self.rank * size, (self.rank + 1) * size)
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order, on every rank (pickled: completions and scores, not weights)."""
+        if self.world_size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        parts: list[Any] = [None] * self.world_size
+        dist.all_gather_object(parts, obj)
+        return parts
+
+    def sum(self, values: dict[str, float]) -> dict[str, float]:
+        """Each value summed over the ranks (one all-reduce for the whole dict)."""
+        if self.world_size == 1 or not values:
+            return values
+        import torch
+
+        tensor = torch.tensor(list(values.values()), dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(tensor)
+        return dict(zip(values, tensor.tolist(), strict=True))
+
+    def prepare(self, model, optimizer):
+        """The model to run the update through (DDP / FSDP wrapped) and the optimizer; unchanged in one process.
+        DDP broadcasts rank 0's weights here, so every rank starts the update from the same parameters."""
+        if self.accelerator is None:
+            return model, optimizer
+        return self.accelerator.prepare(model, optimizer)
+
+    def no_sync(self, model, last: bool):
+        """Skip the gradient all-reduce on every micro-batch but the last (they accumulate locally first)."""
+        if self.accelerator is None or last:
+            return contextlib.nullcontext()
+        return self.accelerator.no_sync(model)
+
+    def backward(self, loss) -> None:
+        # DDP averages gradients over ranks; the loss is normalised by the whole batch, so scale to get its sum.
+        if self.accelerator is None:
+            loss.backward()
+        else:
+            self.accelerator.backward(loss * self.world_size)
+
+    def clip_grad_norm_(self, model, max_norm: float):
+        import torch
+
+        if self.accelerator is None:
+            return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        return self.accelerator.clip_grad_norm_(model.parameters(), max_norm)
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (the run folder's name)."""
+        if self.world_size == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
+
+    def close(self) -> None:
+        if self.accelerator is not None:
+            self.accelerator.end_training()  # destroys the process group
+            self.accelerator = None
+
+
+_current: Parallel | None = None
+
+
+def current() -> Parallel:
+    """The process's Parallel, created on first use (the process group is per process, like torch's)."""
+    global _current
+    if _current is None:
+        _current = Parallel()
+    return _current
+
+
+def reset() -> None:
+    """Forget the process's Parallel (after ``close``; tests)."""
+    global _current
+    _current = None

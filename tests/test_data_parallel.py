@@ -1,0 +1,155 @@
+"""Data-parallel training (harness/distributed.py) on this CPU machine: two processes, gloo backend.
+
+- One GRPO step on the tiny model as two `torchrun` ranks leaves the parameters bit-identical across the ranks and
+  equal (up to float rounding) to one process's step on the whole (concatenated) batch, which moved them.
+- `accelerate launch -m harness run` writes one run folder, once, with the same training curves and samples as the
+  same command in one process; killed mid-training, `--resume` under the launcher ends with the uninterrupted
+  results.
+- Trainers whose loop is not split over processes, and grids, are refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.cli import main
+
+STEP_SCRIPT = Path(__file__).parent / "fixtures" / "distributed" / "grpo_step.py"
+RUN = ["run", "--model", "tiny-random", "--task", "math", "--trainer", "grpo", "--steps", "3", "--limit", "2",
+       "--train-limit", "4", "--k", "1,2", "--set", "trainer.prompts_per_step=2", "--set", "trainer.group_size=2",
+       "--set", "trainer.max_new_tokens=6", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=6"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    return {**env, "HARNESS_DISABLE_PLUGIN_AUTOLOAD": "1", "OMP_NUM_THREADS": "1", **extra}
+
+
+def _torchrun(*args: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+            str(_free_port()), *args]
+
+
+def _accelerate(*args: str) -> list[str]:
+    # --multi_gpu is accelerate's torchrun-based launcher; on a machine without GPUs harness/distributed.py then
+    # asks for gloo. (accelerate's --cpu flag would pick its MPI launcher, which starts one process without mpirun.)
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+            str(_free_port()), "-m", "harness", *args]
+
+
+def _check(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_two_gloo_ranks_take_the_step_one_process_takes_on_the_whole_batch(tmp_path, tiny_policy_spec):
+    single, two = tmp_path / "single", tmp_path / "two"
+    single.mkdir(), two.mkdir()
+    _check([sys.executable, str(STEP_SCRIPT), str(single)])
+    _check(_torchrun(str(STEP_SCRIPT), str(two)))
+
+    rank0, rank1 = torch.load(two / "rank0.pt"), torch.load(two / "rank1.pt")
+    alone, initial = torch.load(single / "rank0.pt"), torch.load(two / "initial.pt")
+    assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)  # one all-reduced gradient, one optimizer step
+    moved = max(float((rank0[k] - initial[k]).abs().max()) for k in rank0)
+    assert moved > 5e-4  # lr 1e-3: AdamW's first step moves a weight by up to lr
+    # The whole batch's gradient summed from two ranks' parts (different micro-batches, different addition order)
+    # equals one process's to float rounding; AdamW's first step divides by |g|, which magnifies that rounding for
+    # weights whose gradient is ~0, so the bound is 1% of the step, not 1e-7.
+    assert max(float((rank0[k] - alone[k]).abs().max()) for k in rank0) < 1e-5
+
+    logs = [json.loads((d / f"rank{r}.json").read_text()) for d, r in ((single, 0), (two, 0), (two, 1))]
+    assert [log["world_size"] for log in logs] == [1, 2, 2]
+    assert all(log["samples"] == 16 for log in logs)  # 4 prompts x G=4: every rank holds the whole batch
+    one, first, second = ({k: v for k, v in step.items() if "seconds" not in k} for log in logs
+                          for step in log["steps"])  # one step each
+    assert first == second  # every rank logs the same (gathered, all-reduced) figures
+    assert first["reward_mean"] == one["reward_mean"] > 0  # the same samples: the engine's seeds are per prompt
+    assert first["completion_tokens_mean"] == one["completion_tokens_mean"]
+    assert first["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)
+    assert first["ratio_mean"] == pytest.approx(one["ratio_mean"], abs=1e-6)
+
+
+def _outcome(folder: Path) -> dict:
+    def clean(row):  # wall-clock fields differ between any two runs
+        return {k: v for k, v in row.items() if "seconds" not in k}
+
+    samples = [clean(json.loads(x)) for x in (folder / "samples.jsonl").read_text().splitlines()]
+    steps = [clean(json.loads(x)) for x in (folder / "steps.jsonl").read_text().splitlines()]
+    metrics = clean(json.loads((folder / "metrics.json").read_text()))
+    return {"samples": samples, "steps": steps, "metrics": metrics}
+
+
+def _only_run(out: Path) -> Path:
+    (folder,) = (p for p in out.iterdir() if p.is_dir())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory, tiny_policy_spec):
+    """The same short GRPO run in one process and under `accelerate launch` with two processes."""
+    out = tmp_path_factory.mktemp("dp")
+    _check([sys.executable, "-m", "harness", *RUN, "--out", str(out / "one")])
+    _check(_accelerate(*RUN, "--out", str(out / "two")))
+    return out
+
+
+def test_accelerate_launch_writes_one_folder_equal_to_one_process(launched):
+    one, two = _only_run(launched / "one"), _only_run(launched / "two")
+    manifest = json.loads((two / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["processes"] == 2
+    assert not (two / "checkpoint").exists()
+    single, parallel = _outcome(one), _outcome(two)
+    # Written once: 3 steps, 3 x 2 prompts x 2 samples training rollouts, not twice that.
+    assert len(parallel["steps"]) == 3
+    assert sum(s["phase"] == "train" for s in parallel["samples"]) == 12
+    # Same rollouts (per-prompt seeds), same rewards, same evaluation before training.
+    assert [s["text"] for s in parallel["samples"]] == [s["text"] for s in single["samples"]]
+    assert [s["reward_mean"] for s in parallel["steps"]] == [s["reward_mean"] for s in single["steps"]]
+    assert {k: v for k, v in parallel["metrics"].items() if k.startswith("before/")} == \
+        {k: v for k, v in single["metrics"].items() if k.startswith("before/")}
+
+
+def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_results(launched, tmp_path):
+    expected = _outcome(_only_run(launched / "two"))
+    killed = subprocess.run(_accelerate(*RUN, "--out", str(tmp_path)), env=_env(HARNESS_FAULT="optimizer_step:2"),
+                            capture_output=True, text=True, timeout=600)
+    assert killed.returncode != 0  # both ranks SIGKILLed at the second step's optimizer step
+    folder = _only_run(tmp_path)
+    assert json.loads((folder / "manifest.json").read_text())["status"] == "running"
+    _check(_accelerate("run", "--resume", str(folder)))
+    assert _outcome(folder) == expected
+
+
+def test_a_trainer_without_a_split_loop_is_refused_naming_those_with_one(plugins):
+    from harness.run import build_plugin, check_data_parallel
+
+    with pytest.raises(ValueError) as err:
+        check_data_parallel(plugins, "sft", build_plugin(plugins, "trainer", "sft", {}), 2)
+    assert str(err.value) == ("trainer 'sft' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
+                              "or use a trainer that does: grpo, vpo")
+    check_data_parallel(plugins, "grpo", build_plugin(plugins, "trainer", "grpo", {}), 2)  # no error
+
+
+def test_a_grid_under_a_launcher_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["run", "--model", "tiny-random", "--trainer", "grpo,sft", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "harness: error: a grid runs its cells one after another in one process; launch each cell with torchrun / "
+        "accelerate launch on its own"]
