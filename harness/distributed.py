@@ -7,8 +7,8 @@ is N processes; each reads RANK / WORLD_SIZE from its environment. How a GRPO st
 - the blocks' completions and scores are gathered, so every rank holds the whole batch: advantages, loss normalisers
   (rows, tokens) and metrics are those of the whole batch, exactly as one process would compute them;
 - each rank's loss covers its own rows but is normalised by the whole batch's totals; accelerate's
-  DistributedDataParallel (or FSDP / DeepSpeed, from ``accelerate launch --config_file``) averages the gradients,
-  so the loss is scaled by the world size and the synchronised gradient is the whole batch's gradient;
+  DistributedDataParallel averages the gradients, so the loss is scaled by the world size and the synchronised
+  gradient is the whole batch's gradient (FSDP / DeepSpeed configs are refused: see SHARDING_ERROR);
 - rank 0 alone writes the run folder, evaluates, and saves checkpoints; the others restore from them on resume.
 
 A single process never imports accelerate or touches torch.distributed: ``Parallel()`` is the identity.
@@ -27,6 +27,12 @@ from typing import Any
 TIMEOUT = timedelta(hours=int(os.environ.get("HARNESS_DIST_TIMEOUT_H", "12")))
 
 
+# Sharded training would need the rollout engine to gather the full weights (FSDP's summon_full_params, ZeRO-3's
+# GatheredParameters) before each generation, and checkpoints to gather them too: not built, so refused, not broken.
+SHARDING_ERROR = ("FSDP / DeepSpeed sharding is not supported yet: rollouts generate with the full weights on every "
+                  "rank; launch plain data parallel (torchrun, or accelerate launch --multi_gpu)")
+
+
 def world_size_from_env() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -43,11 +49,12 @@ class Parallel:
             from accelerate import Accelerator
             from accelerate.utils import InitProcessGroupKwargs
 
-            # accelerate picks the backend (nccl on GPUs; gloo on CPU, which it only considers when told `cpu`) and,
-            # under `accelerate launch --config_file`, FSDP or DeepSpeed for `prepare`.
+            # accelerate picks the backend: nccl on GPUs; gloo on CPU, which it only considers when told `cpu`.
             self.accelerator = Accelerator(cpu=not torch.cuda.is_available(),
                                            kwargs_handlers=[InitProcessGroupKwargs(timeout=TIMEOUT)])
             self.rank = self.accelerator.process_index
+            if self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED"):
+                raise ValueError(SHARDING_ERROR)
 
     @property
     def is_main(self) -> bool:

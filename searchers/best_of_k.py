@@ -40,7 +40,8 @@ from harness import diversity
 from harness.config import coerce
 from harness.metrics.unbiased import best_at_ks, pass_at_ks
 from harness.multi_answer import DELIMITER, instruct, split_answers
-from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
+from harness.scoring import score_all
+from harness.types import Completion, Engine, Problem, SamplingParams, Score, Task, scalarize
 
 if TYPE_CHECKING:
     from harness.store import RunStore
@@ -118,10 +119,15 @@ class BestOfK:
             for completion in completions:
                 by_prompt[completion.prompt_index].append(completion)
 
+            chosen = [self._candidates(sorted(rollouts, key=lambda c: c.sample_index)) for rollouts in by_prompt]
+            # One call for the batch's written answers: a task with score_many (code) scores them in parallel.
+            written = [(problem, c[2]) for problem, (candidates, _) in zip(batch, chosen, strict=True)
+                       for c in candidates if c[2] is not None]
+            scores = iter(score_all(task, written))
             records: list[dict[str, Any]] = []
-            for problem, rollouts in zip(batch, by_prompt, strict=True):
-                candidates, malformed = self._candidates(sorted(rollouts, key=lambda c: c.sample_index))
-                mine = [self._record(task, problem, phase, i, *candidate) for i, candidate in enumerate(candidates)]
+            for problem, (candidates, malformed) in zip(batch, chosen, strict=True):
+                mine = [self._record(task, problem, phase, i, *c, None if c[2] is None else next(scores))
+                        for i, c in enumerate(candidates)]
                 totals.add_problem(mine, self._diversity(mine, embedding), malformed)
                 records.extend(mine)
             store.write_samples(records)  # per batch: a run that dies later keeps what it has paid for
@@ -141,7 +147,7 @@ class BestOfK:
         return out[: self.n], malformed
 
     def _record(self, task: Task, problem: Problem, phase: str, index: int, rollout_index: int, answer_index: int,
-                text: str | None, completion: Completion) -> dict[str, Any]:
+                text: str | None, completion: Completion, score: Score | Exception | None) -> dict[str, Any]:
         record: dict[str, Any] = {
             "problem_id": problem.id, "phase": phase, "sample_index": index, "rollout_index": rollout_index,
             "answer_index": answer_index, "text": text or "", "num_tokens": len(completion.token_ids),
@@ -155,7 +161,8 @@ class BestOfK:
             return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
                              "scalar": 0.0, "missing": True}
         try:
-            score = task.score(problem, text)
+            if isinstance(score, Exception):
+                raise score
             scalar = scalarize(score.rewards, task.reward_weights)
         except Exception as exc:  # a scorer bug on one answer must not lose the rest of the run
             return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
@@ -282,3 +289,4 @@ def _embedding_model_available() -> bool:
         print(f"best-of-k: warning: diversity/embedding not computed: {exc}", file=sys.stderr)
         return False
     return True
+

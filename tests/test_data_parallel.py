@@ -153,3 +153,21 @@ def test_a_grid_under_a_launcher_is_refused_in_one_line(tmp_path, capsys, monkey
     assert capsys.readouterr().err.strip().splitlines() == [
         "harness: error: a grid runs its cells one after another in one process; launch each cell with torchrun / "
         "accelerate launch on its own"]
+
+
+def test_a_sharded_launch_is_refused_in_one_line(monkeypatch):
+    """FSDP / DeepSpeed cannot start on CPU (accelerate refuses FSDP's module-state sync there), so the refusal that
+    a GPU launch with such a config meets is checked against accelerate's own answer, faked."""
+    import types
+
+    import accelerate
+
+    from harness.distributed import SHARDING_ERROR, Parallel
+
+    for kind in ("FSDP", "DEEPSPEED"):
+        fake = types.SimpleNamespace(process_index=1, distributed_type=types.SimpleNamespace(name=kind))
+        monkeypatch.setattr(accelerate, "Accelerator", lambda fake=fake, **_: fake)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        with pytest.raises(ValueError, match="^FSDP / DeepSpeed sharding is not supported yet") as err:
+            Parallel()
+        assert str(err.value) == SHARDING_ERROR

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from harness.multi_answer import DELIMITER, split_answers
+from harness.scoring import score_all
 from harness.types import Completion, Problem, Score, Task
 
 
@@ -75,14 +76,15 @@ def score_rollouts(task: Task, problems: Sequence[Problem], completions: Sequenc
     present = torch.zeros((len(completions), m), dtype=torch.bool)
     scores: list[list[Score | None]] = []
     errors = malformed = 0
-    for b, c in enumerate(completions):
-        answers = split_answers(c.text, m, delimiter)
+    answers_of = [split_answers(c.text, m, delimiter) for c in completions]
+    results = iter(score_all(task, [(problems[c.prompt_index], answer)
+                                    for c, answers in zip(completions, answers_of, strict=True) for answer in answers]))
+    for b, answers in enumerate(answers_of):
         malformed += len(answers) < m
         row: list[Score | None] = []
-        for j, answer in enumerate(answers):
-            try:
-                score = task.score(problems[c.prompt_index], answer)
-            except Exception:
+        for j in range(len(answers)):
+            score = next(results)
+            if isinstance(score, Exception):
                 errors += 1
                 row.append(None)
                 continue
