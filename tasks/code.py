@@ -43,12 +43,12 @@ import re
 import textwrap
 import zlib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from harness.executors import make_executor
 from harness.sandbox import SandboxResult, run_tests
 from harness.types import Messages, Problem, Score, Split
 from tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
@@ -94,7 +94,8 @@ class CodeTask:
 
     def __init__(self, *, source: str = "humaneval", path: str | None = None, hub_id: str = HUMANEVAL,
                  hub_config: str | None = None, hub_revision: str | None = None, eval_fraction: float = 0.5,
-                 test_slots: int = 8, timeout_s: float = 10.0, memory_mb: int = 512, workers: int = 2) -> None:
+                 test_slots: int = 8, timeout_s: float = 10.0, memory_mb: int = 512, workers: int = 2,
+                 executor: str = "local") -> None:
         if source not in SOURCES:
             raise ValueError(f"code: unknown source {source!r}; available: {', '.join(SOURCES)}")
         if source == "jsonl" and not path:
@@ -110,6 +111,8 @@ class CodeTask:
         self.eval_fraction, self.test_slots = float(eval_fraction), int(test_slots)
         self.limits = {"timeout_s": float(timeout_s), "memory_mb": int(memory_mb)}
         self.workers = int(workers)
+        # score_many's backend: local threads, or Ray tasks that each run the sandbox on their worker
+        self.executor = make_executor(executor, workers=self.workers, owner="code")
         slots = [f"test_{j}" for j in range(self.test_slots)]
         self.reward_weights = {"all_pass": 1.0, "pass_fraction": 0.0} | {s: 0.5 / self.test_slots for s in slots}
         self._splits: dict[str, list[Problem]] | None = None
@@ -141,9 +144,9 @@ class CodeTask:
         return self.check(problem, completion).score
 
     def score_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Score]:
-        """``score`` for each (problem, completion) pair, ``workers`` sandboxes at a time."""
-        with ThreadPoolExecutor(max(1, self.workers)) as pool:  # the threads wait; the sandboxes work
-            return [c.score for c in pool.map(self.check, problems, completions)]
+        """``score`` for each (problem, completion) pair, in order: ``workers`` sandboxes at a time, or (option
+        ``executor="ray"``) one Ray task per pair, each worker running its own sandbox."""
+        return self.executor.map(_score_pair, self, list(zip(problems, completions, strict=True)))
 
     def check(self, problem: Problem, completion: str) -> CodeCheck:
         """Score one completion and keep the sandbox's verdicts. Never raises on any completion; code runs only in
@@ -264,6 +267,11 @@ class CodeTask:
 # ----------------------------------------------------------------------------------------------------------------
 # Extraction
 # ----------------------------------------------------------------------------------------------------------------
+
+
+def _score_pair(task: CodeTask, pair: tuple[Problem, str]) -> Score:
+    """``task.score`` in the executor's (shared, item) form; on a Ray worker, this is what runs."""
+    return task.check(*pair).score
 
 
 def extract_code(completion: str, entry_point: str | None = None) -> str | None:
