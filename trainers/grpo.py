@@ -121,9 +121,7 @@ class GRPOTrainer:
             next(order)
         # An engine that holds its own copy of the weights (vLLM) takes the policy's before the first rollout (a
         # warm-up may have changed them) and after every optimizer step.
-        sync_weights = getattr(engine, "sync_weights", None)
-        if sync_weights is not None:
-            sync_weights(model)
+        push_weights(engine, model, dp)
 
         for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
                          disable=not dp.is_main):
@@ -149,8 +147,7 @@ class GRPOTrainer:
             rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
             stats = self.update(trained, tok, optimizer, reference, completions[rows], advantages[rows],
                                 batch_rows=len(completions), batch_tokens=sum(len(c.token_ids) for c in completions))
-            if sync_weights is not None:
-                sync_weights(model)
+            push_weights(engine, model, dp)
 
             scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
             answers = [x for row in scalars for x in row]
@@ -294,6 +291,19 @@ class GRPOTrainer:
 
     def describe(self) -> dict:
         return asdict(self.config)
+
+
+def push_weights(engine, model, dp) -> None:
+    """Give an engine that holds its own copy of the weights (vLLM) the policy's. One that every rank shares (a
+    vLLM server) is pushed to by rank 0 alone, and no rank samples again until that push is done."""
+    sync = getattr(engine, "sync_weights", None)
+    if sync is None:
+        return
+    shared = getattr(engine, "shared_by_ranks", False)
+    if dp.is_main or not shared:
+        sync(model)
+    if shared:
+        dp.barrier()
 
 
 def _frozen_copy(model):
