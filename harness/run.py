@@ -47,7 +47,10 @@ class RunConfig:
     checkpoint_every: int = 1  # training checkpoint every N optimizer steps (and after the last); 0: none
     loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
     name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
-    engine: str = "transformers"  # rollout engine: "transformers" (harness/engine.py) or "vllm" (engine_vllm.py)
+    engine: str = "transformers"  # rollout engine: "transformers" (harness/engine.py), "vllm" (engine_vllm.py) or
+    # "vllm-server" (engine_vllm_server.py: a `vllm serve` at engine_url, weights pushed through engine_weights_dir)
+    engine_url: str = ""
+    engine_weights_dir: str = ""  # a folder the server reads too; needed when the server is on another machine
 
 
 def build_plugin(plugins: Plugins, kind: str, name: str, options: dict[str, Any]) -> Any:
@@ -159,7 +162,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     logger_names = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
     from harness.engine_vllm import check_engine  # imports neither torch nor vLLM
 
-    check_engine(cfg.engine, needs_steering=bool(getattr(trainer, "needs_steering", False)))
+    check_engine(cfg.engine, needs_steering=bool(getattr(trainer, "needs_steering", False)), url=cfg.engine_url)
 
     if cfg.threads:
         import torch
@@ -175,6 +178,11 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
         from harness.engine_vllm import VLLMEngine
 
         engine = VLLMEngine(policy)
+    elif cfg.engine == "vllm-server":
+        from harness.engine_vllm_server import VLLMServerEngine
+
+        engine = VLLMServerEngine(policy, cfg.engine_url, weights_dir=cfg.engine_weights_dir or None,
+                                  progress=dp.is_main, push_now=dp.is_main)
     else:
         engine = TransformersEngine(policy, progress=dp.is_main)
     if not dp.is_main:

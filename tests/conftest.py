@@ -43,3 +43,24 @@ def smollm2_policy_loader(plugins):
     from harness.models import load_policy
 
     return lambda: load_policy("smollm2-135m", plugins["model"])
+
+
+@pytest.fixture(scope="session")
+def wide_head_folder(tmp_path_factory, tiny_policy_spec):
+    """A 2-layer random Llama (hidden 64, 2 heads of 32, 1 KV head) with tiny-random's tokenizer, for the vLLM tests
+    (tests/test_engine_vllm.py, tests/test_engine_vllm_server.py): vLLM's CPU attention has no kernel for
+    tiny-random's 16-wide heads. Skips where vLLM is not installed."""
+    pytest.importorskip("vllm")
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama-head32")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_policy_spec)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

