@@ -137,12 +137,12 @@ def test_vllm_seeded_sampling_is_deterministic_and_batch_invariant(vllm_setup):
     assert [c.token_ids for c in engine.generate([LONG], params)] == [c.token_ids for c in first[2:]]
 
 
-def test_vllm_greedy_tokens_and_finished_equal_the_transformers_engine(vllm_setup):
-    """Greedy decoding agrees token for token; making the third greedy token an end-of-sequence token stops both
-    engines there, EOS kept and ``finished`` True; the others are cut at the budget, unfinished."""
+def check_greedy_and_finished(policy, engine) -> None:
+    """``engine``'s greedy decoding agrees with the transformers engine's token for token; making the third greedy
+    token an end-of-sequence token stops both there, EOS kept and ``finished`` True; the others are cut at the
+    budget, unfinished. (Shared with tests/test_engine_vllm_server.py.)"""
     from harness.engine import TransformersEngine
 
-    policy, engine = vllm_setup
     reference = TransformersEngine(policy, progress=False)
     greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0)
     ours = reference.generate([SHORT, LONG], greedy)
@@ -164,6 +164,12 @@ def test_vllm_greedy_tokens_and_finished_equal_the_transformers_engine(vllm_setu
         config.eos_token_id, engine.eos_ids = saved, saved_ids
     assert theirs.token_ids == ours.token_ids == greedy_tokens[:greedy_tokens.index(stop) + 1]
     assert theirs.finished and ours.finished
+
+
+def test_vllm_greedy_tokens_and_finished_equal_the_transformers_engine(vllm_setup):
+    """Greedy decoding agrees token for token; making the third greedy token an end-of-sequence token stops both
+    engines there, EOS kept and ``finished`` True; the others are cut at the budget, unfinished."""
+    check_greedy_and_finished(*vllm_setup)
 
 
 def test_vllm_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(vllm_setup):

@@ -218,30 +218,9 @@ def test_server_seeded_sampling_is_deterministic_and_batch_invariant(served):
 def test_server_greedy_tokens_and_finished_equal_the_transformers_engine(served):
     """As for the in-process vLLM engine: greedy agrees token for token; making the third greedy token an
     end-of-sequence token stops both engines there, EOS kept and ``finished`` True."""
-    from harness.engine import TransformersEngine
+    from test_engine_vllm import check_greedy_and_finished
 
-    policy, engine = served
-    reference = TransformersEngine(policy, progress=False)
-    greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0)
-    ours = reference.generate([SHORT, LONG], greedy)
-    theirs = engine.generate([SHORT, LONG], greedy)
-    assert [c.token_ids for c in theirs] == [c.token_ids for c in ours]
-    assert torch.allclose(torch.tensor([c.logprobs for c in theirs]), torch.tensor([c.logprobs for c in ours]),
-                          atol=1e-4)
-    assert not any(c.finished for c in theirs)
-
-    greedy_tokens = ours[0].token_ids
-    stop = greedy_tokens[2]
-    config = policy.model.generation_config
-    saved, saved_ids = config.eos_token_id, engine.eos_ids
-    config.eos_token_id = [policy.tokenizer.eos_token_id, stop]
-    engine.eos_ids = sorted({*saved_ids, stop})
-    try:
-        ours, theirs = reference.generate([SHORT], greedy)[0], engine.generate([SHORT], greedy)[0]
-    finally:
-        config.eos_token_id, engine.eos_ids = saved, saved_ids
-    assert theirs.token_ids == ours.token_ids == greedy_tokens[:greedy_tokens.index(stop) + 1]
-    assert theirs.finished and ours.finished
+    check_greedy_and_finished(*served)
 
 
 @NEEDS_VLLM
