@@ -152,8 +152,3 @@ def current() -> Parallel:
         _current = Parallel()
     return _current
 
-
-def reset() -> None:
-    """Forget the process's Parallel (after ``close``; tests)."""
-    global _current
-    _current = None

@@ -79,17 +79,11 @@ def check_engine(name: str, needs_steering: bool = False, url: str = "") -> None
             raise RuntimeError(INSTALL_ERROR)
 
 
-class VLLMEngine:
-    """Generation through ``vllm.LLM`` with the policy's weights.
+class VLLMContract:
+    """What both vLLM engines (in process, on a server) keep of the default engine's contract: its chat template and
+    stop tokens; steering refused; log-probs of a truncated distribution warned about once; weight syncs counted."""
 
-    ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
-    own default there is a fraction of the machine's memory) and 8 GiB on a GPU, leaving the rest to the trainer.
-    ``enforce_eager``: default True on CPU (no torch.compile: seconds to start, not minutes), False on a GPU (CUDA
-    graphs). ``dtype``: default the policy's. Other keyword arguments go to ``vllm.LLM``."""
-
-    def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
-                 enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,
-                 **llm_kwargs: Any) -> None:
+    def __init__(self, policy, progress: bool) -> None:
         from harness.engine import TransformersEngine, _eos_ids
 
         self.policy = policy
@@ -100,6 +94,33 @@ class VLLMEngine:
         self.sync_seconds = 0.0
         self._warned_truncation = False
 
+    def encode(self, messages: Messages) -> list[int]:
+        """Chat-template a conversation into prompt token ids (the transformers engine's template code)."""
+        return self._encoder.encode(messages)
+
+    def encode_request(self, prompts: Sequence[Messages], params: SamplingParams, steering: Any) -> list[list[int]]:
+        """The prompts' token ids for a generate call, after refusing steering and warning (once) when top-k/top-p
+        truncation makes vLLM's log-probs differ from the contract's."""
+        if steering is not None:
+            raise ValueError(STEERING_ERROR)
+        if truncates(params) and not self._warned_truncation:
+            self._warned_truncation = True
+            warnings.warn(f"{type(self).__name__}: {TRUNCATION_WARNING}", stacklevel=3)
+        return [self.encode(m) for m in prompts]
+
+
+class VLLMEngine(VLLMContract):
+    """Generation through ``vllm.LLM`` with the policy's weights.
+
+    ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
+    own default there is a fraction of the machine's memory) and 8 GiB on a GPU, leaving the rest to the trainer.
+    ``enforce_eager``: default True on CPU (no torch.compile: seconds to start, not minutes), False on a GPU (CUDA
+    graphs). ``dtype``: default the policy's. Other keyword arguments go to ``vllm.LLM``."""
+
+    def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
+                 enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,
+                 **llm_kwargs: Any) -> None:
+        super().__init__(policy, progress)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: syncs pass tensors
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
@@ -138,19 +159,10 @@ class VLLMEngine:
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
         self.sync_weights(model)
 
-    def encode(self, messages: Messages) -> list[int]:
-        """Chat-template a conversation into prompt token ids (the transformers engine's template code)."""
-        return self._encoder.encode(messages)
-
     def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
                  steering: Any = None) -> list[Completion]:
         """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
-        if steering is not None:
-            raise ValueError(STEERING_ERROR)
-        if truncates(params) and not self._warned_truncation:
-            self._warned_truncation = True
-            warnings.warn(f"VLLMEngine: {TRUNCATION_WARNING}", stacklevel=2)
-        encoded = [self.encode(m) for m in prompts]
+        encoded = self.encode_request(prompts, params, steering)
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         sampling = [self._vllm.SamplingParams(
             n=params.n, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or 0,

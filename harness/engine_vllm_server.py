@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.engine_vllm import STEERING_ERROR, TRUNCATION_WARNING, _prompt_seed, truncates
+from harness.engine_vllm import VLLMContract, _prompt_seed
 from harness.types import Completion, Messages, SamplingParams
 
 
@@ -179,7 +179,7 @@ def _checkpoint_tensors(model: Any) -> dict[str, Any]:
     return tensors
 
 
-class VLLMServerEngine:
+class VLLMServerEngine(VLLMContract):
     """Generation on a running vLLM server at ``url``, with the policy's weights pushed to it.
 
     Every rank of a data-parallel run shares the one server (``shared_by_ranks``): rank 0 alone pushes weights
@@ -192,15 +192,10 @@ class VLLMServerEngine:
     def __init__(self, policy, url: str, *, weights_dir: str | Path | None = None,
                  transport: WeightTransport | None = None, timeout: float = 600.0, max_concurrency: int = 64,
                  progress: bool = True, push_now: bool = True) -> None:
-        from harness.engine import TransformersEngine, _eos_ids
-
         if transport is not None and weights_dir is not None:
             raise ValueError("give either weights_dir (for the shared-folder push) or a transport, not both")
-        self.policy = policy
-        self.progress = progress
+        super().__init__(policy, progress)
         self.max_concurrency = max_concurrency
-        self._encoder = TransformersEngine(policy, progress=False)  # the chat template, exactly as the default engine
-        self.eos_ids = sorted(_eos_ids(policy.model, policy.tokenizer))
         self.server = ServerClient(url, timeout)
         if transport is None and weights_dir is None and not _is_local(self.server.url):
             # the default folder is local; a reload from a path the server cannot read also stops vLLM 0.32's server
@@ -208,9 +203,6 @@ class VLLMServerEngine:
                              "machines mount at the same path (weight pushes go through it)")
         self.model_name = self._check_server()
         self.transport = transport if transport is not None else SharedFolderPush(weights_dir)
-        self.syncs = 0  # weight pushes so far, and their total seconds (benchmarks read these)
-        self.sync_seconds = 0.0
-        self._warned_truncation = False
         if push_now:  # the server starts from the in-memory policy, not from whatever it loaded
             self.sync_weights(policy.model)
 
@@ -254,19 +246,10 @@ class VLLMServerEngine:
                           "rounding (serve with --dtype to match)", stacklevel=3)
         return models[0]["id"]
 
-    def encode(self, messages: Messages) -> list[int]:
-        """Chat-template a conversation into prompt token ids (the transformers engine's template code)."""
-        return self._encoder.encode(messages)
-
     def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
                  steering: Any = None) -> list[Completion]:
         """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
-        if steering is not None:
-            raise ValueError(STEERING_ERROR)
-        if truncates(params) and not self._warned_truncation:
-            self._warned_truncation = True
-            warnings.warn(f"VLLMServerEngine: {TRUNCATION_WARNING}", stacklevel=2)
-        encoded = [self.encode(m) for m in prompts]
+        encoded = self.encode_request(prompts, params, steering)
         answers = self._post_all([self._request(ids, params) for ids in encoded], desc)
         tok = self.policy.tokenizer
         completions = []

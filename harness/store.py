@@ -167,7 +167,6 @@ class FollowerStore:
     def __init__(self, run_dir: Path | str, checkpointer: Any = None) -> None:
         self.dir = Path(run_dir)
         self.checkpointer = checkpointer
-        self.metrics: dict[str, Any] = {}
 
     def update_metrics(self, metrics: dict[str, float]) -> None:
         pass

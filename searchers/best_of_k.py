@@ -289,4 +289,3 @@ def _embedding_model_available() -> bool:
         print(f"best-of-k: warning: diversity/embedding not computed: {exc}", file=sys.stderr)
         return False
     return True
-

