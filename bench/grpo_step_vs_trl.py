@@ -10,7 +10,7 @@ Needs ``trl`` (``pip install -e '.[bench]'``). Three parts, in one process, so t
 1. Loss agreement. One batch is sampled with our engine and reused (on a random model, which never samples EOS,
    each row is cut at a seeded length, so the sequence / token / constant normalisations give different numbers);
    the rewards are a deterministic function of the completion text, the same Python function for both. Ours is
-   ``trainers.grpo.GRPOTrainer.update``, the code a training step runs (``pad_completions``, ``sequence_logprobs``,
+   ``harness.trainers.grpo.GRPOTrainer.update``, the code a training step runs (``pad_completions``, ``sequence_logprobs``,
    ``clipped_surrogate``, ``k3_kl``, ``normalise``; advantages from the registered estimator), with an optimizer
    that does not step. TRL's is its own ``_generate_and_score_completions`` (tokenisation, padding, rewards ->
    advantages, reference log-probs) with only the generation replaced by our token ids (the prompt ids are checked
@@ -69,13 +69,13 @@ import torch
 import transformers
 from transformers import PrinterCallback
 
-from harness.engine import TransformersEngine
+from harness.engine.transformers_engine import TransformersEngine
 from harness.models import load_policy
 from harness.plugins import get_plugin_manager
+from harness.trainers.grpo import GRPOTrainer
+from harness.trainers.losses import k3_kl
+from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 from harness.types import Problem, SamplingParams, Score
-from trainers.grpo import GRPOTrainer
-from trainers.losses import k3_kl
-from trainers.policy_gradient import pad_completions, sequence_logprobs
 
 AGREE_LOSS = 1e-5  # |our loss - TRL's| below this, and
 AGREE_GRAD = 1e-4  # |our gradient - TRL's| / |TRL's| below this: they agree (float32: ~4e-7 tiny, ~2e-5 SmolLM2)

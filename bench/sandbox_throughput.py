@@ -24,8 +24,8 @@ import torch  # loaded on purpose: the harness process has it (and its size is w
 import transformers  # noqa: F401
 
 from harness.sandbox import probe, run_many
-from tasks.code import CodeTask
-from tasks.code_tests import sandbox_test
+from harness.tasks.code import CodeTask
+from harness.tasks.code_tests import sandbox_test
 
 
 def humaneval_rows() -> list[dict]:

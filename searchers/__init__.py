@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from harness.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from harness.registry import Registry
+    from harness.plugins.registry import Registry
 
 
 @hookimpl
 def harness_register_searchers(registry: Registry) -> None:
-    registry.add("best-of-k", "searchers.best_of_k:BestOfK",
+    registry.add("best-of-k", "harness.searchers.best_of_k:BestOfK",
                  description="Sample n answers per problem; report unbiased pass@k and best@k for each k <= n.")
-    registry.add("evolve", "searchers.evolve:Evolve",
+    registry.add("evolve", "harness.searchers.evolve:Evolve",
                  description="Evolutionary search per problem: islands and a MAP-Elites grid over the reward vector; "
                              "the policy rewrites parents shown with scores and feedback; solved@calls curves.")

@@ -11,7 +11,7 @@ fewer than M answers is malformed; its missing answers are still candidates (fai
 Metrics (flat; the caller prefixes the phase): pass@k, best@k, mean_reward/<component> (over scored candidates),
 unparsed_rate and wrong_rate (over scored candidates), success_rate (over all candidates), num_candidates,
 num_skipped (the scorer raised), num_tokens; budget/candidates, budget/rollouts, budget/tokens (generated);
-malformed_rollouts and missing_answers (M > 1); diversity/* (harness/diversity.py, averaged over problems):
+malformed_rollouts and missing_answers (M > 1); diversity/* (harness/metrics/diversity.py, averaged over problems):
 distinct_answers (count), distinct_answer_fraction, distinct_1, distinct_2, coverage (problems whose task has
 components besides the primary), embedding (option ``embedding_diversity``).
 
@@ -36,15 +36,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness import diversity
-from harness.config import coerce
+from harness.metrics import diversity
 from harness.metrics.unbiased import best_at_ks, pass_at_ks
 from harness.multi_answer import DELIMITER, instruct, split_answers
+from harness.plugins.options import coerce
 from harness.scoring import score_all
 from harness.types import Completion, Engine, Problem, SamplingParams, Score, Task, scalarize
 
 if TYPE_CHECKING:
-    from harness.store import RunStore
+    from harness.store.run_folder import RunStore
 
 
 def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
@@ -171,7 +171,7 @@ class BestOfK:
                          "primary": score.primary, "success": score.success, "scalar": scalar}
 
     def _diversity(self, records: list[dict[str, Any]], embedding: bool) -> dict[str, float | None]:
-        """One problem's diversity metrics (harness/diversity.py). Texts are the answers written (missing ones are
+        """One problem's diversity metrics (harness/metrics/diversity.py). Texts are the answers written (missing ones are
         not text); rewards those of scored candidates."""
         extracted = [r["extracted"] for r in records]
         texts = [r["text"] for r in records if not r.get("missing")]
@@ -281,7 +281,7 @@ def _fill_skipped(values: list[float | None]) -> list[float]:
 def _embedding_model_available() -> bool:
     """Whether the embedding package is installed; without it, embedding diversity is skipped with one line on
     stderr rather than failing an evaluation that has nothing else wrong."""
-    from harness.embeddings import embedding_model_path
+    from harness.metrics.embeddings import embedding_model_path
 
     try:
         embedding_model_path()

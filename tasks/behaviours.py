@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
+from harness.tasks import text_signals
+from harness.tasks.choice_answers import LETTERS, extract_choice
+from harness.tasks.math_answers import answers_match, extract_answer
 from harness.types import Problem
-from tasks import text_signals
-from tasks.choice_answers import LETTERS, extract_choice
-from tasks.math_answers import answers_match, extract_answer
 
 BehaviourScorer = Callable[[str, Problem | None], float]  # (answer text, its problem or None) -> [0, 1]
 

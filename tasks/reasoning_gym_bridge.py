@@ -30,9 +30,9 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from harness.tasks.math_answers import boxed_contents, clean_answer
+from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
 from harness.types import Messages, Problem, Score, Split
-from tasks.math_answers import boxed_contents, clean_answer
-from tasks.splits import POOL_SEED, digest, split_by_content, take
 
 INSTRUCTION = ("Reason briefly, then write your final answer between <answer> and </answer> tags, with nothing "
                "else inside them.")

@@ -6,9 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.types import Problem
-from tasks import text_signals
-from tasks.behaviours import (
+from harness.tasks import text_signals
+from harness.tasks.behaviours import (
     BEHAVIOURS,
     conciseness,
     confidence,
@@ -17,6 +16,7 @@ from tasks.behaviours import (
     with_misleading_hint,
     wrong_answer,
 )
+from harness.types import Problem
 
 EXPERT = ("Binary search maintains the invariant lo <= target index < hi on a sorted array; each iteration compares "
           "against a[mid] with mid = lo + (hi - lo) // 2, halving the interval, so it terminates after "

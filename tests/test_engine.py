@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.engine import TransformersEngine
+from harness.engine.transformers_engine import TransformersEngine
+from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 from harness.types import SamplingParams
-from trainers.policy_gradient import pad_completions, sequence_logprobs
 
 SHORT = [{"role": "user", "content": "Hi"}]
 LONG = [{"role": "user", "content": "Please write a long and detailed story about a dragon who learns maths."}]
@@ -76,7 +76,7 @@ def test_inverse_cdf_sampling_draws_from_the_distribution():
     """_sample's one-uniform-per-row inverse CDF: frequencies match softmax(logits / T) after the top-k cut
     (chi-square), cut tokens are never drawn, log-probs are the untruncated ones, and a row's draw depends only on
     its own generator."""
-    from harness.engine import _sample
+    from harness.engine.transformers_engine import _sample
 
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0], [0.5, 0.0, -0.5, 3.0, 1.0]])
     cut = torch.tensor([[False, False, False, False, True], [False, False, True, False, False]])  # top-4
@@ -125,7 +125,7 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
     """With room for 2 prompts' rows, the third and fourth join as rows finish: their caches are merged into the
     running batch (narrower one left-padded) and padding every row has is cut. Completions equal those of one batch
     of everything, and their log-probs equal a plain forward pass."""
-    import harness.engine as engine_module
+    import harness.engine.transformers_engine as engine_module
 
     other = [{"role": "user", "content": "What is 2 + 2?"}]
     prompts = [LONG, SHORT, other, LONG]
@@ -147,7 +147,7 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
     mask = batch["completion_mask"].bool()
     assert torch.allclose(logp[mask], batch["old_logp"][mask], atol=2e-4)
 
-    from harness.steering import Steering  # steered: the betas follow the rows as prompts join and rows leave
+    from harness.steering.vectors import Steering  # steered: the betas follow the rows as prompts join and rows leave
 
     steering = Steering(_vector(tiny_policy, layer=0), [0.0, 3.0, -3.0, 1.0, 2.0, 0.0, -1.0, 4.0])
     joined = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params,
@@ -160,7 +160,7 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
 def test_a_cache_that_cannot_merge_decodes_in_chunks(tiny_policy, monkeypatch):
     """Another transformers' cache layout (no DynamicLayer): prompts wait until the batch is empty, and the
     completions are the same."""
-    import harness.engine as engine_module
+    import harness.engine.transformers_engine as engine_module
 
     prompts = [LONG, SHORT, LONG]
     params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=2)
@@ -180,7 +180,7 @@ def test_a_cache_that_cannot_merge_decodes_in_chunks(tiny_policy, monkeypatch):
 
 
 def _vector(policy, layer, direction=None, seed=0):
-    from harness.steering import SteeringVector
+    from harness.steering.vectors import SteeringVector
 
     if direction is None:
         direction = torch.randn(policy.model.config.hidden_size, generator=torch.Generator().manual_seed(seed))
@@ -201,7 +201,7 @@ def _captured_prefills(policy, layer, generate):
 
 
 def test_steering_adds_beta_times_v_to_every_position_of_each_row(tiny_policy):
-    from harness.steering import Steering
+    from harness.steering.vectors import Steering
 
     engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
     params = SamplingParams(n=2, max_new_tokens=2, temperature=0)
@@ -217,7 +217,7 @@ def test_steering_adds_beta_times_v_to_every_position_of_each_row(tiny_policy):
 
 
 def test_per_row_betas_steer_only_their_rows(tiny_policy):
-    from harness.steering import Steering
+    from harness.steering.vectors import Steering
 
     engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=1)
     greedy = SamplingParams(n=2, max_new_tokens=8, temperature=0)
@@ -237,7 +237,7 @@ def test_per_row_betas_steer_only_their_rows(tiny_policy):
 
 
 def test_steering_betas_are_sliced_per_chunk(tiny_policy):
-    from harness.steering import Steering
+    from harness.steering.vectors import Steering
 
     vec = _vector(tiny_policy, layer=0)
     params = SamplingParams(n=2, max_new_tokens=4, temperature=1.0, seed=4)
@@ -249,8 +249,8 @@ def test_steering_betas_are_sliced_per_chunk(tiny_policy):
 
 
 def test_steering_is_removed_without_residue(tiny_policy, monkeypatch):
-    import harness.engine as engine_module
-    from harness.steering import Steering
+    import harness.engine.transformers_engine as engine_module
+    from harness.steering.vectors import Steering
 
     engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
     params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=5)
@@ -275,7 +275,7 @@ def test_betas_follow_rows_when_finished_rows_are_dropped(tiny_policy):
     """A steered batch runs once with no row finishing early. Then two of the tokens it wrote become stop tokens, so
     row 1 stops at step 1 and row 2 at step 3 and both are dropped from the batch: rows 0 and 3 must come out exactly
     as before, which they do only if the betas were index-selected along with the rows."""
-    from harness.steering import Steering
+    from harness.steering.vectors import Steering
 
     engine, model = _engine(tiny_policy), tiny_policy.model
     vec = _vector(tiny_policy, layer=0)
@@ -299,7 +299,7 @@ def test_betas_follow_rows_when_finished_rows_are_dropped(tiny_policy):
 def test_steered_logprobs_are_the_steered_distribution(tiny_policy):
     """A steered generate's log-probs equal a plain forward pass under the same per-row hook (prompt positions
     steered too), and differ from the unsteered forward pass."""
-    from harness.steering import RowSteering, Steering
+    from harness.steering.vectors import RowSteering, Steering
 
     engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
     betas = [0.0, 1.0, -2.0, 0.5]

@@ -1,4 +1,4 @@
-"""The vLLM engine (harness/engine_vllm.py) and ``--engine``.
+"""The vLLM engine (harness/engine/vllm_engine.py) and ``--engine``.
 
 Without vLLM (the default environment): ``--engine vllm`` is refused in one line naming the install, VSPO on vLLM
 in one line naming the engine that steers, both before the model loads; the GRPO loop synchronises an engine that
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.engine_vllm import INSTALL_ERROR, STEERING_ERROR
+from harness.engine.vllm_engine import INSTALL_ERROR, STEERING_ERROR
 from harness.types import SamplingParams
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -49,8 +49,8 @@ def test_vspo_on_vllm_is_refused_naming_the_engine_that_steers(tmp_path, capsys)
 def test_default_engine_keeps_grid_cell_names(tmp_path):
     from dataclasses import asdict, replace
 
-    from harness.grid import NOT_IN_IDENTITY, cell_name
     from harness.run import RunConfig
+    from harness.runner.grid import NOT_IN_IDENTITY, cell_name
 
     cfg = RunConfig(out=str(tmp_path))
     before_engines = {k: v for k, v in asdict(cfg).items() if k not in (*NOT_IN_IDENTITY, "engine")}
@@ -63,7 +63,7 @@ class _SyncCounting:
     """The transformers engine plus a ``sync_weights`` that records what it was given (as vLLM's engine would)."""
 
     def __init__(self, policy) -> None:
-        from harness.engine import TransformersEngine
+        from harness.engine.transformers_engine import TransformersEngine
 
         self.inner = TransformersEngine(policy, progress=False)
         self.synced: list[torch.Tensor] = []
@@ -76,9 +76,9 @@ class _SyncCounting:
 
 
 def test_grpo_syncs_the_engine_when_training_starts_and_after_every_update(tiny_policy, plugins, tmp_path):
-    from harness.store import RunStore
+    from harness.store.run_folder import RunStore
     from harness.testing import FakeTask
-    from trainers.grpo import GRPOTrainer
+    from harness.trainers.grpo import GRPOTrainer
 
     engine = _SyncCounting(tiny_policy)
     trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=1, group_size=2, max_new_tokens=4, lr=1e-2)
@@ -98,7 +98,7 @@ def test_grpo_syncs_the_engine_when_training_starts_and_after_every_update(tiny_
 @pytest.fixture(scope="module")
 def vllm_setup(wide_head_folder, plugins):
     """One policy and one vLLM engine for the module (building an engine costs seconds)."""
-    from harness.engine_vllm import VLLMEngine
+    from harness.engine.vllm_engine import VLLMEngine
     from harness.models import load_policy
 
     policy = load_policy(wide_head_folder, plugins["model"])
@@ -108,7 +108,7 @@ def vllm_setup(wide_head_folder, plugins):
 def forward_logprobs(policy, completions, temperature):
     """A plain forward pass's log-prob of each completion token, and the engine's, flattened (shared with
     tests/test_engine_vllm_server.py)."""
-    from trainers.policy_gradient import pad_completions, sequence_logprobs
+    from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 
     batch = pad_completions(completions, policy.tokenizer.pad_token_id)
     with torch.no_grad():
@@ -156,7 +156,7 @@ def check_greedy_and_finished(policy, engine) -> None:
     """``engine``'s greedy decoding agrees with the transformers engine's token for token; making the third greedy
     token an end-of-sequence token stops both there, EOS kept and ``finished`` True; the others are cut at the
     budget, unfinished. (Shared with tests/test_engine_vllm_server.py.)"""
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
 
     reference = TransformersEngine(policy, progress=False)
     greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0)
@@ -189,7 +189,7 @@ def test_vllm_greedy_tokens_and_finished_equal_the_transformers_engine(vllm_setu
 
 def test_vllm_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(vllm_setup):
     """64 rows of ~245-token prompts exceed a step's token budget: vLLM would split a seeded prefill, which crashes
-    its CPU backend (harness/engine_vllm.py: ``unchunked_prefill``)."""
+    its CPU backend (harness/engine/vllm_engine.py: ``unchunked_prefill``)."""
     _, engine = vllm_setup
     prompts = [[{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}]
                for i in range(8)]

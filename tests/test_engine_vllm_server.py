@@ -1,4 +1,4 @@
-"""The vLLM-server engine (harness/engine_vllm_server.py) against a real ``vllm serve`` (harness/vllm_server.py).
+"""The vLLM-server engine (harness/engine/vllm_server_engine.py) against a real ``vllm serve`` (harness/engine/vllm_serve.py).
 
 Without vLLM (CI): a server that is not there, or that accepts and never answers, fails in one line within seconds;
 so do a remote server without a shared weights folder and (a stdlib stand-in for) a server started without the dev
@@ -32,7 +32,7 @@ from test_engine_vllm import (
     forward_logprobs,
 )
 
-from harness.engine_vllm import STEERING_ERROR
+from harness.engine.vllm_engine import STEERING_ERROR
 from harness.types import SamplingParams
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -61,7 +61,7 @@ def _one_line_error(call, within: float) -> str:
 
 
 def test_no_server_at_the_url_is_a_one_line_error_at_once(tiny_policy):
-    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.engine.vllm_server_engine import VLLMServerEngine
 
     url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
     message = _one_line_error(lambda: VLLMServerEngine(tiny_policy, url, progress=False), within=5)
@@ -69,7 +69,7 @@ def test_no_server_at_the_url_is_a_one_line_error_at_once(tiny_policy):
 
 
 def test_a_server_that_never_answers_times_out_in_one_line(tiny_policy):
-    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.engine.vllm_server_engine import VLLMServerEngine
 
     listener = socket.create_server(("127.0.0.1", 0))  # accepts connections (the kernel does), never answers
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -83,7 +83,7 @@ def test_a_server_that_never_answers_times_out_in_one_line(tiny_policy):
 def test_a_server_on_another_machine_needs_a_shared_weights_folder(tiny_policy):
     """The default push folder is local, and a reload from a path the server cannot read stops vLLM's server: refused
     before any request (192.0.2.1 is a documentation address, never this machine)."""
-    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.engine.vllm_server_engine import VLLMServerEngine
 
     message = _one_line_error(lambda: VLLMServerEngine(tiny_policy, "http://192.0.2.1:8000", progress=False), within=2)
     assert message.startswith("vLLM server at http://192.0.2.1:8000 is on another machine: pass weights_dir")
@@ -115,7 +115,7 @@ class _FakeVLLM(BaseHTTPRequestHandler):
 
 @pytest.mark.parametrize(("answers", "expected"), [
     ({"/server_info": None}, "has no development endpoints, which weight pushes use: start it with "
-                             "VLLM_SERVER_DEV_MODE=1 (see harness/vllm_server.py)"),
+                             "VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)"),
     ({"/server_info": {"vllm_config": {"model_config": {"logprobs_mode": "raw_logprobs"}}}},
      "reports raw_logprobs, not the sampling distribution's log-probs: start it with --logprobs-mode "
      "processed_logprobs"),
@@ -123,7 +123,7 @@ class _FakeVLLM(BaseHTTPRequestHandler):
      "serves fake with a 32000 x 64 embedding, the policy's is 49152 x 64: not the same model"),
 ], ids=["no-dev-mode", "raw-logprobs", "other-vocabulary"])
 def test_a_server_started_wrongly_is_refused_in_one_line(tiny_policy, answers, expected):
-    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.engine.vllm_server_engine import VLLMServerEngine
 
     handler = type("Handler", (_FakeVLLM,), {"answers": answers})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -142,7 +142,7 @@ def test_a_server_started_wrongly_is_refused_in_one_line(tiny_policy, answers, e
 
 
 def _serve(folder: str, log_path) -> tuple:
-    from harness.vllm_server import start_server, wait_until_healthy
+    from harness.engine.vllm_serve import start_server, wait_until_healthy
 
     port = _free_port()
     process = start_server(folder, port=port, log_path=log_path, kv_cache_gib=0.25, max_model_len=1024)
@@ -150,7 +150,7 @@ def _serve(folder: str, log_path) -> tuple:
     try:
         seconds = wait_until_healthy(url, timeout=300, process=process, log_path=log_path)
     except BaseException:
-        from harness.vllm_server import stop_server
+        from harness.engine.vllm_serve import stop_server
 
         stop_server(process)
         raise
@@ -160,7 +160,7 @@ def _serve(folder: str, log_path) -> tuple:
 @pytest.fixture(scope="module")
 def server(wide_head_folder, tmp_path_factory):
     """One server for the module; stopped (its whole process group) at the end, whatever the tests did."""
-    from harness.vllm_server import stop_server
+    from harness.engine.vllm_serve import stop_server
 
     process, url, seconds = _serve(wide_head_folder, tmp_path_factory.mktemp("vllm-server") / "server.log")
     print(f"\nvLLM server started in {seconds:.1f} s")
@@ -173,7 +173,7 @@ def server(wide_head_folder, tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(server, wide_head_folder, plugins):
     """The policy (loaded from the served folder) and the engine on the server."""
-    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.engine.vllm_server_engine import VLLMServerEngine
     from harness.models import load_policy
 
     policy = load_policy(wide_head_folder, plugins["model"])
@@ -202,7 +202,7 @@ def test_server_greedy_tokens_and_finished_equal_the_transformers_engine(served)
 @NEEDS_VLLM
 def test_server_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(served):
     """As for the in-process engine: 64 rows of ~245-token prompts would have a seeded prefill split, which crashes
-    vLLM's CPU backend; the server is started without chunked prefill there (harness/vllm_server.py)."""
+    vLLM's CPU backend; the server is started without chunked prefill there (harness/engine/vllm_serve.py)."""
     _, engine = served
     prompts = [[{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}]
                for i in range(8)]
@@ -242,7 +242,7 @@ def test_sync_weights_makes_the_server_follow_the_trainer(served):
     fresh = engine.generate([SHORT, cached], params)
     forward, reported = forward_logprobs(policy, fresh, 1.0)
     assert torch.allclose(forward, reported, atol=1e-4), (forward - reported).abs().max()
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
 
     reference = TransformersEngine(policy, progress=False).generate([SHORT, LONG], greedy)
     assert [c.token_ids for c in engine.generate([SHORT, LONG], greedy)] == [c.token_ids for c in reference]
@@ -256,9 +256,9 @@ def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folde
     import os
     import signal
 
-    from harness.engine_vllm_server import VLLMServerEngine
+    from harness.engine.vllm_serve import stop_server
+    from harness.engine.vllm_server_engine import VLLMServerEngine
     from harness.models import load_policy
-    from harness.vllm_server import stop_server
 
     process, url, _ = _serve(wide_head_folder, tmp_path / "server.log")
     try:
@@ -276,7 +276,7 @@ def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folde
 
 @pytest.mark.parametrize(("extra", "expected"), [
     (["--engine", "vllm-server"], "--engine vllm-server needs --engine-url http://HOST:PORT (a server started with "
-                                  "`python -m harness.vllm_server MODEL`)"),
+                                  "`python -m harness.engine.vllm_serve MODEL`)"),
     (["--engine-url", "http://127.0.0.1:9"], "--engine-url is for --engine vllm-server, not --engine transformers"),
     (["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"], STEERING_ERROR),
 ])

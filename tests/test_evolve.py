@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import RunStore
+from harness.searchers.evolve import Evolve
+from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask, hashed_answers
 from harness.types import Score
-from searchers.evolve import Evolve
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE_FIXTURES = ROOT / "tests" / "fixtures" / "code"
@@ -62,7 +62,7 @@ def test_budget_curve_and_samples_hand_computed(tmp_path):
 def test_the_seeds_are_best_of_ks_samples(tmp_path):
     """Same seed, n and sampling: the first candidates of evolve are exactly best-of-k's, so the two searchers are
     compared from the same start."""
-    from searchers.best_of_k import BestOfK
+    from harness.searchers.best_of_k import BestOfK
 
     task, engine = FakeTask(), FakeEngine(hashed_answers())
     _, evolve_samples, _ = search(Evolve(seeds=4, calls=4, seed=3), engine, task, tmp_path, "evolve")
@@ -99,7 +99,7 @@ def test_budget_in_tokens_and_generations(tmp_path):
 def test_code_feedback_reaches_the_next_prompt(tmp_path):
     """On the code task (sandboxed), a child's prompt shows the parent's failing test and the child that fixes it
     passes every test."""
-    from tasks.code import CodeTask
+    from harness.tasks.code import CodeTask
 
     task = CodeTask(source="jsonl", path=str(CODE_FIXTURES / "tiny.jsonl"), eval_fraction=1.0, test_slots=3)
     square = next(p for p in task.problems("eval") if p.id == "square")
@@ -159,9 +159,9 @@ def test_bad_options_fail_at_construction(options, message):
 
 KILLED_SEARCH = textwrap.dedent("""
     import os, signal, sys
-    from harness.store import RunStore
+    from harness.store.run_folder import RunStore
     from harness.testing import FakeEngine, FakeTask, hashed_answers
-    from searchers.evolve import Evolve
+    from harness.searchers.evolve import Evolve
 
     answer, rows = hashed_answers(), [0]
 

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from searchers.evolve_db import Candidate, Database
+from harness.searchers.evolve_db import Candidate, Database
 
 TESTS = ["test_0", "test_1", "test_2"]
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from searchers.evolve_prompt import apply_diff, build_prompt, child_text, extract_code, format_rewards
+from harness.searchers.evolve_prompt import apply_diff, build_prompt, child_text, extract_code, format_rewards
 
 
 @dataclass

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.grid import cell_name, expand, load_experiment, run_grid, split_names
 from harness.run import RunConfig
+from harness.runner.grid import cell_name, expand, load_experiment, run_grid, split_names
 
 TINY = {"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
         "searcher": {"n": 2, "max_new_tokens": 4}}

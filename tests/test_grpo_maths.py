@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from trainers.advantages import dr_grpo, group_relative, grpo
-from trainers.losses import aggregate, clipped_surrogate, k3_kl, normalise
+from harness.trainers.advantages import dr_grpo, group_relative, grpo
+from harness.trainers.losses import aggregate, clipped_surrogate, k3_kl, normalise
 
 
 def test_group_relative_hand_computed():

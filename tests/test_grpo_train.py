@@ -6,12 +6,12 @@ import json
 
 import torch
 
-from harness.engine import TransformersEngine
-from harness.store import RunStore
+from harness.engine.transformers_engine import TransformersEngine
+from harness.store.run_folder import RunStore
 from harness.testing import FakeTask, UppercaseTask
+from harness.trainers.grpo import GRPOTrainer
+from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 from harness.types import SamplingParams
-from trainers.grpo import GRPOTrainer
-from trainers.policy_gradient import pad_completions, sequence_logprobs
 
 
 def test_grpo_changes_parameters(tiny_policy, plugins, tmp_path):

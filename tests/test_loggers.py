@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from harness.hookspecs import hookimpl
-from harness.loggers import check_loggers, open_loggers
 from harness.plugins import get_plugin_manager
-from harness.registry import PluginError
-from harness.store import RunStore
+from harness.plugins.registry import PluginError
+from harness.store.loggers import check_loggers, open_loggers
+from harness.store.run_folder import RunStore
 
 CONFIG = {"task": {"name": "math"}, "trainer": {"name": "grpo", "lr": 1e-5}, "seed": 0}
 
@@ -110,7 +110,7 @@ def without_time(records):
 
 def test_builtins_registered(registry):
     assert {"jsonl", "tensorboard", "wandb", "mlflow"} <= set(registry.names())
-    assert registry.get("jsonl").plugin == "builtin:harness.loggers"
+    assert registry.get("jsonl").plugin == "builtin:harness.store.loggers"
 
 
 def test_jsonl_receives_exactly_the_stream(tmp_path, registry):

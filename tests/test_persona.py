@@ -12,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.types import Problem, Task
-from tasks.persona import (
+from harness.tasks.persona import (
     PERSONAS,
     PRIMARY,
     PersonaTask,
@@ -22,6 +21,7 @@ from tasks.persona import (
     reward_model_score,
     style_scores,
 )
+from harness.types import Problem, Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "persona"
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def task() -> PersonaTask:
 
 
 def test_import_loads_no_model() -> None:
-    code = "import sys, tasks.persona; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    code = "import sys, harness.tasks.persona; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -213,7 +213,7 @@ def test_jsonl_prompts(tmp_path: Path) -> None:
 def test_every_builtin_persona_has_anchors_and_a_signal() -> None:
     import json
 
-    from tasks.persona import ANCHORS
+    from harness.tasks.persona import ANCHORS
 
     anchors = json.loads(ANCHORS.read_text())
     for name, persona in PERSONAS.items():

@@ -9,7 +9,7 @@ import pytest
 
 from harness.hookspecs import hookimpl
 from harness.plugins import get_plugin_manager
-from harness.registry import PluginError, Registry
+from harness.plugins.registry import PluginError, Registry
 
 
 def test_builtins_register_through_hooks():
@@ -19,10 +19,10 @@ def test_builtins_register_through_hooks():
     assert "best-of-k" in plugins["searcher"]
     assert {"grpo", "dr_grpo"} <= set(plugins["advantage"].names())
     assert {"smollm2-135m", "tiny-random"} <= set(plugins["model"].names())
-    assert plugins["task"].get("math").plugin == "builtin:tasks"
+    assert plugins["task"].get("math").plugin == "builtin:harness.tasks"
     assert "vspo" in plugins["trainer"]
     assert set(plugins["behaviour"].names()) >= {"expertise", "confidence", "conciseness", "robustness"}
-    assert plugins["behaviour"].get("expertise").plugin == "builtin:tasks"
+    assert plugins["behaviour"].get("expertise").plugin == "builtin:harness.tasks"
 
 
 def test_unknown_name_lists_available():
@@ -43,7 +43,7 @@ def test_duplicate_name_names_both_plugins():
     with pytest.raises(PluginError) as err:
         get_plugin_manager(extra_plugins=(_Duplicate(),), autoload=False)
     message = str(err.value)
-    assert "duplicate task 'math'" in message and "builtin:tasks" in message
+    assert "duplicate task 'math'" in message and "builtin:harness.tasks" in message
 
 
 def test_registry_lazy_factory_error_is_one_line():

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cli import parse_overrides
-from harness.grid import load_experiment
 from harness.multi_answer import DELIMITER, join_answers, split_answers
-from harness.results_db import _per_problem
-from searchers.evolve_prompt import apply_diff, child_text
-from tasks.code import extract_code
+from harness.runner.grid import load_experiment
+from harness.searchers.evolve_prompt import apply_diff, child_text
+from harness.store.results_db import _per_problem
+from harness.tasks.code import extract_code
 
 answer = st.text(min_size=1).filter(lambda a: a.strip() and DELIMITER not in a)
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from harness.executors import RAY_INSTALL_HINT, LocalExecutor, RayExecutor
-from harness.store import RunStore
+from harness.searchers.evolve import Evolve
+from harness.store.run_folder import RunStore
+from harness.tasks.code import CodeTask
 from harness.testing import FakeEngine, FakeTask
 from harness.types import Score
-from searchers.evolve import Evolve
-from tasks.code import CodeTask
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CODE = ROOT / "tests" / "fixtures" / "code" / "tiny.jsonl"
@@ -153,7 +153,7 @@ def test_a_scorer_that_raises_on_a_worker_costs_one_candidate_as_locally(ray_clu
 def test_best_of_k_on_the_code_task_scores_on_ray_as_locally(ray_cluster, tmp_path):
     """best-of-k scores a batch's candidates through the task's score_many, so ``task.executor=ray`` sends the
     code task's sandbox runs to Ray workers: the same samples and metrics as the local threads."""
-    from searchers.best_of_k import BestOfK
+    from harness.searchers.best_of_k import BestOfK
 
     runs = []
     for executor in ("local", "ray"):
@@ -292,7 +292,7 @@ def test_the_cli_refuses_a_missing_ray_before_the_model_loads(tmp_path):
 
 
 def test_importing_the_harness_does_not_import_ray():
-    code = ("import sys\nimport harness.executors, searchers.evolve, tasks.code\nfrom harness.cli import main\n"
+    code = ("import sys\nimport harness.executors, harness.searchers.evolve, harness.tasks.code\nfrom harness.cli import main\n"
             "try:\n    main(['list'])\nexcept SystemExit:\n    pass\nassert 'ray' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr

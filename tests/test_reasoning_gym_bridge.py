@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.tasks.reasoning_gym_bridge import ReasoningGymTask, convert, extract_answer
+from harness.tasks.splits import normalise
 from harness.types import Task
-from tasks.reasoning_gym_bridge import ReasoningGymTask, convert, extract_answer
-from tasks.splits import normalise
 
 # Numeric answers, text answers, a list, a path and rg's own maze (step counts): different scorers.
 DATASETS = ["basic_arithmetic", "leg_counting", "chain_sum", "spell_backward", "word_sorting", "shortest_path", "maze"]
@@ -193,8 +193,8 @@ def test_bad_options_are_one_line_errors(options: dict, message: str) -> None:
 
 
 def test_family_registration_passes_the_dataset_name() -> None:
-    import tasks as builtin_tasks
-    from harness.registry import Registry
+    from harness import tasks as builtin_tasks
+    from harness.plugins.registry import Registry
 
     registry = Registry("task")
     builtin_tasks.harness_register_tasks(registry=registry)

@@ -14,11 +14,11 @@ import pytest
 
 from harness.cli import main
 from harness.metrics.unbiased import pass_at_k
-from harness.report import build_report
-from harness.report_data import bootstrap, leaderboard, wilson
-from harness.report_screenshot import find_chromium, screenshot
-from harness.results_db import connect, find_runs, index_run, rebuild
+from harness.report.build import build_report
+from harness.report.data import bootstrap, leaderboard, wilson
+from harness.report.screenshot import find_chromium, screenshot
 from harness.run import RunConfig, run
+from harness.store.results_db import connect, find_runs, index_run, rebuild
 
 TINY = {"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
         "searcher": {"n": 4, "max_new_tokens": 4}}

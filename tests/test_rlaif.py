@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 
-from harness.engine import TransformersEngine
-from harness.judge import CRITERIA, JUDGE_TEMPLATE, Judge
-from harness.store import RunStore
+from harness.engine.transformers_engine import TransformersEngine
+from harness.store.run_folder import RunStore
+from harness.teacher.judge import CRITERIA, JUDGE_TEMPLATE, Judge
 from harness.testing import UppercaseTask
-from trainers.rlaif import RLAIFTrainer
+from harness.trainers.rlaif import RLAIFTrainer
 
 
 def _lines(path):

@@ -26,7 +26,7 @@ def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
     assert manifest["model"]["source"] == tiny_policy_spec and manifest["model"]["parameters"] > 0
     assert manifest["task"]["version"] and manifest["task"]["data_source"]["source"] == "gym-arithmetic"
     assert manifest["packages"]["torch"] and manifest["packages"]["transformers"]
-    assert manifest["plugins"]["trainer"] == {"name": "grpo", "plugin": "builtin:trainers"}
+    assert manifest["plugins"]["trainer"] == {"name": "grpo", "plugin": "builtin:harness.trainers"}
     assert manifest["resolved_options"]["trainer"]["steps"] == 2  # --steps beat the preset's 10
 
     metrics = json.loads((folder / "metrics.json").read_text())

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from harness.multi_answer import instruct, join_answers, split_answers
-from harness.store import RunStore
+from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask
-from trainers.sft import SFTTrainer, target_batch, target_nll
+from harness.trainers.sft import SFTTrainer, target_batch, target_nll
 
 
 def _lines(path) -> list[dict]:
@@ -123,8 +123,8 @@ def test_bad_options_fail_early(options):
 def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_behaviour(plugins):
     """Teacher-tracking SFT: the policy answers, the teacher rewrites towards the behaviour, and a rewrite the
     behaviour scorer rates below the original is dropped (here: the verbose rewrites of odd problems)."""
-    from harness.steering import REWRITES
-    from tasks.behaviours import conciseness
+    from harness.steering.vectors import REWRITES
+    from harness.tasks.behaviours import conciseness
 
     verbose = " ".join(["Basically, it is very important to note that the sum is what it is."] * 8)
 

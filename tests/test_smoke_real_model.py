@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from harness.engine import TransformersEngine
+from harness.engine.transformers_engine import TransformersEngine
 from harness.run import RunConfig, run
-from harness.store import RunStore
+from harness.store.run_folder import RunStore
+from harness.trainers.grpo import GRPOTrainer
 from harness.types import Problem, SamplingParams, Score
-from trainers.grpo import GRPOTrainer
 
 pytestmark = pytest.mark.slow
 MAX_TOKENS = 40

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from harness.steer_command import build_and_measure, measurement_path, parse_betas
-from harness.steering import REWRITES, SteeringVector
+from harness.steering.command import build_and_measure, measurement_path, parse_betas
+from harness.steering.vectors import REWRITES, SteeringVector
 from harness.testing import FakeEngine
 
 
@@ -23,7 +23,7 @@ def rewrite(messages, sample_index, seed):
 
 
 def test_build_and_measure_on_the_tiny_model(tiny_policy, plugins, tmp_path):
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
     from harness.types import SamplingParams
 
     out = tmp_path / "vectors" / "conciseness.safetensors"

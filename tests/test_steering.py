@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.steering import (
+from harness.steering.vectors import (
     REWRITES,
     ContrastivePairs,
     Steering,
@@ -61,7 +61,7 @@ def test_residual_activations_average_response_tokens_and_ignore_the_batch(tiny_
     alone = residual_activations(tiny_policy, pairs[1:])
     assert torch.allclose(together[1], alone[0], atol=1e-5)  # left padding changes nothing
     # by hand: the last decoder layer's output (before the final norm), averaged over the response tokens
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
 
     prompt = TransformersEngine(tiny_policy, progress=False).encode([{"role": "user", "content": "Hi"}])
     response = tiny_policy.tokenizer("Hello there, friend.", add_special_tokens=False)["input_ids"]
@@ -154,7 +154,7 @@ def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
 
 
 def test_agreeing_pairs_drops_pairs_the_scorer_ranks_backwards():
-    from tasks.behaviours import conciseness
+    from harness.tasks.behaviours import conciseness
 
     long = " ".join(["Basically, this is very very important to note."] * 10)
     pairs = ContrastivePairs(behaviour="conciseness", positive=[("q1", "4."), ("q2", long), ("q3", "Yes.")],
@@ -184,14 +184,14 @@ def test_import_does_not_pull_torch():
     import subprocess
     import sys
 
-    code = "import sys, harness.steering; print('torch' in sys.modules)"
+    code = "import sys, harness.steering.vectors; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_response_logprob_matches_a_plain_forward_and_beta_zero_changes_nothing(tiny_policy):
-    from harness.engine import TransformersEngine
-    from harness.steering import response_logprob, steering_preference
+    from harness.engine.transformers_engine import TransformersEngine
+    from harness.steering.vectors import response_logprob, steering_preference
 
     items = [("What is rain?", "Water falling."), ("Name a colour.", "A bright shade of red, I would say.")]
     got = response_logprob(tiny_policy, items)

@@ -18,8 +18,8 @@ import torch
 
 pytest.importorskip("trl")
 
+from harness.trainers.grpo import GRPOTrainer
 from harness.types import Completion
-from trainers.grpo import GRPOTrainer
 
 PROMPTS = ["What is 2 + 7?", "Name a prime number."]
 G = 4
@@ -72,7 +72,7 @@ def batch():
                                           finished=n < MAX_NEW))
     assert len({len(c.token_ids) for c in completions}) > 3
     # old log-probs: the policy's own plus noise
-    from trainers.policy_gradient import pad_completions, sequence_logprobs
+    from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 
     padded = pad_completions(completions, tok.pad_token_id)
     with torch.no_grad():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness.metrics import pass_at_k
-from trainers.advantages import (
+from harness.trainers.advantages import (
     dirichlet,
     group_relative,
     max_at_k_rewards,

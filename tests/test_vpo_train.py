@@ -6,12 +6,12 @@ import json
 
 import torch
 
-from harness.engine import TransformersEngine
+from harness.engine.transformers_engine import TransformersEngine
 from harness.multi_answer import DELIMITER
 from harness.run import RunConfig, run
-from harness.store import RunStore
+from harness.store.run_folder import RunStore
 from harness.testing import UppercaseTask
-from trainers.vpo import VPOTrainer
+from harness.trainers.vpo import VPOTrainer
 
 
 def _lines(path):

@@ -10,16 +10,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.engine import TransformersEngine
-from harness.registry import PluginError
-from harness.steering import Steering, SteeringVector, decoder_layers
-from harness.store import RunStore
+from harness.engine.transformers_engine import TransformersEngine
+from harness.plugins.registry import PluginError
+from harness.steering.vectors import Steering, SteeringVector, decoder_layers
+from harness.store.run_folder import RunStore
+from harness.tasks.behaviours import conciseness
 from harness.testing import FakeEngine, FakeTask, UppercaseTask
+from harness.trainers.grpo import GRPOTrainer
+from harness.trainers.policy_gradient import score_rollouts
+from harness.trainers.vspo import VSPOTrainer
 from harness.types import SamplingParams
-from tasks.behaviours import conciseness
-from trainers.grpo import GRPOTrainer
-from trainers.policy_gradient import score_rollouts
-from trainers.vspo import VSPOTrainer
 
 BETAS = "-4,0,4,8"
 
@@ -210,7 +210,7 @@ def test_reward_shaped_grpo_adds_the_behaviour_component(tiny_policy, plugins, t
 
 
 def test_behaviour_plugins_load_the_scorers(plugins):
-    from tasks.behaviours import BEHAVIOURS
+    from harness.tasks.behaviours import BEHAVIOURS
 
     assert {name: plugins["behaviour"].get(name).load() for name in BEHAVIOURS} == BEHAVIOURS
 

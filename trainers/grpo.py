@@ -21,13 +21,12 @@ from dataclasses import asdict, dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from harness.config import make_config
-from harness.distributed import current as current_parallel
 from harness.faults import fault_point
 from harness.multi_answer import DELIMITER, instruct, split_answers
-from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
-from trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
-from trainers.policy_gradient import (
+from harness.plugins.options import make_config
+from harness.runner.distributed import current as current_parallel
+from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
+from harness.trainers.policy_gradient import (
     ScoredRollouts,
     cycle_problems,
     join_rollouts,
@@ -35,6 +34,7 @@ from trainers.policy_gradient import (
     score_rollouts,
     sequence_logprobs,
 )
+from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
 
 
 @dataclass
@@ -96,7 +96,7 @@ class GRPOTrainer:
             raise ValueError(f"{self.name}: no training problems")
         model, tok = policy.model, policy.tokenizer
         estimator = self.estimator
-        dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/distributed.py)
+        dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/runner/distributed.py)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         reference = _frozen_copy(model) if cfg.beta > 0 else None
         # A run resumed with `harness run --resume` continues after its last checkpoint: weights, optimizer, RNG and

@@ -1,7 +1,7 @@
 """RLAIF: GRPO whose reward includes a teacher's online judgement of every rollout (a VSPO baseline).
 
 r = r0 + alpha * judge(question, answer), where judge is a teacher model's probability-weighted 1..5 rating of how
-strongly the answer shows ``behaviour`` (harness/judge.py), rescaled to [0, 1] and added as reward component
+strongly the answer shows ``behaviour`` (harness/teacher/judge.py), rescaled to [0, 1] and added as reward component
 ``teacher/<behaviour>``. The registered behaviour scorer of the same name is logged beside it with weight 0
 (``behaviour/<behaviour>``), so a run shows whether the teacher's opinion and the behaviour's measure agree.
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from harness.judge import CRITERIA, Judge
 from harness.models import Policy
 from harness.multi_answer import split_answers
-from trainers.grpo import GRPOConfig, GRPOTrainer, _frozen_copy
+from harness.teacher.judge import CRITERIA, Judge
+from harness.trainers.grpo import GRPOConfig, GRPOTrainer, _frozen_copy
 
 
 @dataclass

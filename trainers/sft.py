@@ -9,7 +9,7 @@ Targets come from one of three places (``targets``):
 - "rewrites": teacher-tracking SFT on teacher-*rewritten* answers (the VSPO paper's baseline): the policy answers
   ``steps x batch_size`` problems (each target is then trained on about once, so the teacher is paid only for what
   trains), a teacher (``teacher=MODEL``, or the policy itself) rewrites each answer towards ``behaviour``
-  (harness.steering.REWRITES, the same instruction that builds steering vectors), and the rewrites are the targets.
+  (harness.steering.vectors.REWRITES, the same instruction that builds steering vectors), and the rewrites are the targets.
   With ``filter_rewrites`` (default) a rewrite the behaviour scorer rates *below* the answer it rewrote is dropped:
   a small teacher often fails the instruction, and training on those failures would teach the opposite. (Ties are
   kept: scorers saturate, e.g. conciseness is 1 for any filler-free answer under 60 words.)
@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from harness.config import make_config
-from harness.engine import TransformersEngine
+from harness.engine.transformers_engine import TransformersEngine
 from harness.multi_answer import DELIMITER, instruct, join_answers
+from harness.plugins.options import make_config
+from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 from harness.types import Completion, Engine, Messages, Problem, SamplingParams, Score, Task, scalarize
-from trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 
 TARGETS = ("references", "self", "teacher", "rewrites")
 
@@ -51,7 +51,7 @@ class SFTConfig:
     temperature: float = 1.0  # sampling temperature for "self"/"teacher"
     answers_per_rollout: int = 1  # M: answers per target (VPO's multi-answer format when > 1)
     delimiter: str = DELIMITER  # separates the M answers of a target
-    behaviour: str = ""  # targets="rewrites": the behaviour the teacher rewrites towards (harness.steering.REWRITES)
+    behaviour: str = ""  # targets="rewrites": the behaviour the teacher rewrites towards (harness.steering.vectors.REWRITES)
     filter_rewrites: bool = True  # targets="rewrites": drop a rewrite that scores lower on the behaviour
 
     def __post_init__(self) -> None:
@@ -64,7 +64,7 @@ class SFTConfig:
         if self.targets == "teacher" and not self.teacher:
             raise ValueError("sft: targets=teacher needs a teacher model spec (teacher=...)")
         if self.targets == "rewrites":
-            from harness.steering import REWRITES
+            from harness.steering.vectors import REWRITES
 
             if self.behaviour not in REWRITES:
                 raise ValueError(f"sft: targets=rewrites needs behaviour=NAME, one of {', '.join(REWRITES)} "
@@ -185,7 +185,7 @@ class SFTTrainer:
 
     def _rewrite_targets(self, engine: Engine, task: Task,
                          problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
-        from harness.steering import REWRITES, rewrite_answers
+        from harness.steering.vectors import REWRITES, rewrite_answers
 
         cfg = self.config
         scorer = self._plugins()["behaviour"].get(cfg.behaviour).load()

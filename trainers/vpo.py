@@ -14,8 +14,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.grpo import GRPOConfig, GRPOTrainer
-from trainers.policy_gradient import cycle_problems
+from harness.trainers.grpo import GRPOConfig, GRPOTrainer
+from harness.trainers.policy_gradient import cycle_problems
 
 
 @dataclass
@@ -35,7 +35,7 @@ class VPOTrainer(GRPOTrainer):
     def train(self, policy, engine, task, problems, *, store) -> None:
         cfg = self.config
         if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
-            from trainers.sft import SFTTrainer
+            from harness.trainers.sft import SFTTrainer
 
             warmup = SFTTrainer(plugins=self.plugins, steps=cfg.warmup_steps, targets="self",
                                 answers_per_rollout=cfg.answers_per_rollout, delimiter=cfg.delimiter,

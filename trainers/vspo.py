@@ -8,10 +8,10 @@ the vector is never part of the trained model, and GRPO's ``update()`` (a plain 
 log-probabilities of the steered tokens.
 
 Options (on top of GRPO's):
-  vector     path to a SteeringVector file (harness/steering.py: ``SteeringVector.save``, or ``harness steer``); its
+  vector     path to a SteeringVector file (harness/steering/vectors.py: ``SteeringVector.save``, or ``harness steer``); its
              hidden size must match the policy's. Empty: stage 1 runs first, on the first ``vector_prompts`` training
              problems: the policy answers, the policy itself rewrites each answer towards and away from
-             ``behaviour`` (harness.steering.contrastive_pairs), the vector is built (``build_vector``) and saved in
+             ``behaviour`` (harness.steering.vectors.contrastive_pairs), the vector is built (``build_vector``) and saved in
              the run folder as ``steering_vector.safetensors``; the teacher's calls and tokens go into the run's
              metrics (``vspo/vector_teacher_calls``, ``..._tokens``), since that one-off cost is what VSPO is
              compared with RLAIF on.
@@ -20,7 +20,7 @@ Options (on top of GRPO's):
              ``beta_max`` and a linear rule) keeps the schedule visible in the manifest and lets it be asymmetric;
              including 0 keeps one unsteered rollout per group. The default, -0.15..0.2 in steps of 0.05, has 8
              entries for GRPO's default G = 8.
-  beta_unit  how a beta is read (harness.steering.BETA_UNITS): "activation_norm" (default) as a fraction of the mean
+  beta_unit  how a beta is read (harness.steering.vectors.BETA_UNITS): "activation_norm" (default) as a fraction of the mean
              residual-stream norm at the vector's layer, so one schedule suits any layer; "absolute" as the norm
              added (the vector has unit norm). On SmolLM2-135M's conciseness directions at layers 16-26, 0.15
              shortened math answers and 0.3 already degraded them into repetition (`harness steer` measures this),
@@ -54,10 +54,10 @@ from pathlib import Path
 
 import torch
 
-from harness.distributed import current as current_parallel
-from harness.steering import BETA_UNITS, Steering, SteeringVector
-from trainers.grpo import GRPOConfig, GRPOTrainer
-from trainers.policy_gradient import pad_completions, sequence_logprobs
+from harness.runner.distributed import current as current_parallel
+from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
+from harness.trainers.grpo import GRPOConfig, GRPOTrainer
+from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 
 REWARDS = ("strength", "behaviour")
 
@@ -66,10 +66,10 @@ REWARDS = ("strength", "behaviour")
 class VSPOConfig(GRPOConfig):
     vector: str = ""  # path to a saved SteeringVector; "" = build one for `behaviour` before training
     vector_prompts: int = 16  # training problems whose answers are rewritten into pairs when the vector is built
-    probe_pairs: int = 8  # pairs the layer criterion steers with (harness.steering.build_vector)
+    probe_pairs: int = 8  # pairs the layer criterion steers with (harness.steering.vectors.build_vector)
     probe_every: int = 2  # probe every k-th layer: the preference is smooth across neighbouring layers
     betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
-    beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.BETA_UNITS)
+    beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.vectors.BETA_UNITS)
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
     reward: str = "strength"  # "strength" (alpha * beta) or "behaviour" (alpha * the behaviour scorer's score)
 
@@ -147,7 +147,7 @@ class VSPOTrainer(GRPOTrainer):
 
     def build_vector(self, policy, engine, task, problems, store) -> Path:
         """Stage 1 in the run: pairs from the policy's answers rewritten by itself, the vector saved in the run."""
-        from harness.steering import agreeing_pairs, build_vector, contrastive_pairs
+        from harness.steering.vectors import agreeing_pairs, build_vector, contrastive_pairs
         from harness.types import SamplingParams
 
         cfg = self.config

@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING, Any
 from harness.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from harness.registry import Registry
+    from harness.plugins.registry import Registry
 
 ALWAYS = "jsonl"
 
 
 @hookimpl
 def harness_register_loggers(registry: Registry) -> None:
-    registry.add("jsonl", "harness.loggers:JsonlLogger", "one JSON line per event in <run>/metrics.jsonl (always on)")
-    registry.add("tensorboard", "harness.loggers:TensorBoardLogger", "TensorBoard event files in <run>/tensorboard")
-    registry.add("wandb", "harness.loggers:WandbLogger",
+    registry.add("jsonl", "harness.store.loggers:JsonlLogger", "one JSON line per event in <run>/metrics.jsonl (always on)")
+    registry.add("tensorboard", "harness.store.loggers:TensorBoardLogger", "TensorBoard event files in <run>/tensorboard")
+    registry.add("wandb", "harness.store.loggers:WandbLogger",
                  "Weights & Biases, offline into <run>/wandb unless WANDB_MODE says otherwise")
-    registry.add("mlflow", "harness.loggers:MlflowLogger",
+    registry.add("mlflow", "harness.store.loggers:MlflowLogger",
                  "MLflow, into <run>/mlruns unless MLFLOW_TRACKING_URI is set")
 
 

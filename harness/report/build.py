@@ -12,9 +12,8 @@ from typing import Any
 
 import jinja2
 
-from harness import report_data as data
-from harness import report_plots as plots
-from harness.results_db import RESULTS_DB, connect, find_runs, rebuild
+from harness.report import data, plots
+from harness.store.results_db import RESULTS_DB, connect, find_runs, rebuild
 
 TEMPLATES = Path(__file__).parent / "templates"
 

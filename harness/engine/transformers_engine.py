@@ -7,7 +7,7 @@ A hand-written decoding loop rather than ``model.generate`` because we need, che
 - per-sample random streams: sample j of a prompt draws from a generator seeded by (seed, prompt, j), so a
   sample does not change when the batch around it does, and "before" and "after" evaluations share random numbers;
 - per-row steering (VSPO): ``generate(..., steering=Steering(vector, betas))`` adds ``betas[r] * v`` to the output of
-  decoder layer ``v.layer`` for completion row r (harness/steering.py: RowSteering).
+  decoder layer ``v.layer`` for completion row r (harness/steering/vectors.py: RowSteering).
 
 Where the time goes (SmolLM2-135M on CPU, bench/rollout_throughput.py) and what the loop does about it:
 - up to ``max_batch_rows`` rows decode together, and a waiting prompt's n rows join the running batch as soon as
@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from harness.faults import fault_point
 from harness.models import Policy
-from harness.steering import RowSteering, Steering
+from harness.steering.vectors import RowSteering, Steering
 from harness.types import Completion, Messages, SamplingParams
 
 

@@ -3,7 +3,7 @@
 JSON files are written atomically (temp file + rename) so a killed run never leaves a half-written file; JSONL
 files are appended and flushed line by line, so everything computed before a crash is kept.
 
-The store also forwards every metric it records to the run's loggers (harness/loggers.py): all of them receive the
+The store also forwards every metric it records to the run's loggers (harness/store/loggers.py): all of them receive the
 same stream, and the files above stay authoritative.
 """
 
@@ -76,7 +76,7 @@ class RunStore:
         write_json_atomic(self.dir / "manifest.json", manifest)
 
     def attach_loggers(self, loggers: Iterable[Any]) -> None:
-        """Forward every metric recorded from now on to ``loggers`` too (``harness.loggers.open_loggers``)."""
+        """Forward every metric recorded from now on to ``loggers`` too (``harness.store.loggers.open_loggers``)."""
         self.loggers.extend(loggers)
 
     def update_metrics(self, metrics: dict[str, float]) -> None:
@@ -162,7 +162,7 @@ class RunStore:
 
 class FollowerStore:
     """The run folder as ranks other than 0 of a data-parallel run see it: its checkpoint to restore from on resume;
-    every write is rank 0's, which holds the same whole batch (harness/distributed.py), so these are no-ops."""
+    every write is rank 0's, which holds the same whole batch (harness/runner/distributed.py), so these are no-ops."""
 
     def __init__(self, run_dir: Path | str, checkpointer: Any = None) -> None:
         self.dir = Path(run_dir)

