@@ -57,8 +57,18 @@ def harness_register_models(registry: Registry) -> None:
 
 @hookspec
 def harness_register_behaviours(registry: Registry) -> None:
-    """Add behaviour scorers: callables ``(text, problem=None) -> float in [0, 1]``, used by VSPO and reward-shaped
-    GRPO (``--set trainer.behaviour=NAME``). Trainers look them up here by name and never import tasks."""
+    """Add behaviours: each entry is a ``harness.types.Behaviour`` (or a ``"module:attr"`` string naming one): its
+    scorer ``(text, problem=None) -> [0, 1]``, the teacher's rewrite instructions towards and away from it (steering
+    vectors, SFT on rewrites) and a judge's question (RLAIF). Trainers and searchers look them up by name
+    (``--set trainer.behaviour=NAME``, ``--set searcher.behaviours=A,B``) and never import tasks."""
+
+
+@hookspec
+def harness_register_engines(registry: Registry) -> None:
+    """Add rollout engines (``--engine NAME``). The factory is called after the model loads as
+    ``factory(policy, main_process=bool, **options)`` with the engine's options (``--set engine.KEY=VALUE``) and
+    returns an ``Engine``; it may declare ``capabilities = EngineCapabilities(...)`` (steering, its own weights,
+    shared by ranks, a module it requires), which the runner reads before the model loads."""
 
 
 @hookspec

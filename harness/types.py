@@ -1,10 +1,19 @@
-"""The small types every plugin speaks. Plain dataclasses and Protocols: no base classes to inherit."""
+"""The small types every plugin speaks. Plain dataclasses and Protocols: no base classes to inherit.
+
+Each plugin kind has a required protocol (``Task``, ``Engine``, ``Searcher``, ``Trainer``) and, next to it, a frozen
+dataclass of *capabilities*: what a plugin may do beyond the protocol (score a batch at once, write M answers per
+rollout, steer, run data-parallel, ...). A plugin declares them as an attribute ``capabilities = XCapabilities(...)``
+(a class attribute, or set in ``__init__`` when they depend on options); the runner, trainers and searchers read them
+through ``capabilities_of`` and never probe a plugin with ``hasattr``. A plugin that declares nothing has the
+defaults: the plain protocol. A capability that comes with a method (``batch_scoring`` -> ``score_many``) names the
+method's protocol beside it, and ``harness.plugins.contract`` checks that the method exists before a model loads.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from harness.store.run_folder import RunStore
@@ -68,6 +77,43 @@ class Task(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TaskCapabilities:
+    """What a task may offer beyond ``Task``."""
+
+    max_new_tokens: int | None = None  # tokens one answer needs (code: 384); replaces the preset's generation budget
+    # of the trainer and searcher (times M for M answers per rollout); None: the preset's
+    batch_scoring: bool = False  # has ``score_many`` (BatchScoring): a batch scored in one call (parallel sandboxes)
+    feedback: bool = False  # has ``check`` (Feedback): a score plus feedback lines (failed tests) that evolve shows
+    reference_completions: bool = False  # has ``reference_completion`` (ReferenceCompletions), for SFT on references
+    misleading_hints: bool = False  # takes the option ``misleading_hint=True``: each problem carries a wrong hint
+    # (the robustness behaviour's prompts)
+
+
+class BatchScoring(Protocol):
+    def score_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Score]:
+        """``[score(p, c) for p, c in zip(problems, completions)]``, computed together (and faster)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Checked:
+    score: Score
+    feedback: list[str]  # lines a person (or a model rewriting the answer) can act on, e.g. a failed test
+
+
+class Feedback(Protocol):
+    def check(self, problem: Problem, completion: str) -> Checked:
+        """The score and why: feedback lines for a search that shows the model its previous attempts."""
+        ...
+
+
+class ReferenceCompletions(Protocol):
+    def reference_completion(self, problem: Problem) -> str | None:
+        """A full model answer built from the reference (None: this problem has none)."""
+        ...
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Rollout engine
 # ----------------------------------------------------------------------------------------------------------------
@@ -102,6 +148,25 @@ class Engine(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """What an engine may offer beyond ``Engine``. An engine factory is called as ``factory(policy, **options)``:
+    the loaded policy (model + tokenizer), ``main_process`` (False on data-parallel ranks other than 0: no progress
+    bars, no pushes) and the engine's own options (``--set engine.KEY=VALUE``)."""
+
+    steering: bool = False  # ``generate(..., steering=Steering)`` adds steering vectors per row (VSPO needs it)
+    own_weights: bool = False  # holds its own copy of the weights: has ``sync_weights(model)`` (WeightSync), called
+    # once before training, after every optimizer step and before the final evaluation
+    shared_by_ranks: bool = False  # one engine serves every data-parallel rank (a server): rank 0 alone pushes
+    requires: str = ""  # a module it needs (e.g. "vllm"), looked for before the model loads
+
+
+class WeightSync(Protocol):
+    def sync_weights(self, model: Any) -> None:
+        """Copy the policy's current weights into the engine's own copy."""
+        ...
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Trainers and searchers
 # ----------------------------------------------------------------------------------------------------------------
@@ -122,3 +187,59 @@ class Trainer(Protocol):
               store: RunStore) -> None:
         """Update ``policy`` in place; log per-step metrics with ``store.log_step``."""
         ...
+
+
+@dataclass(frozen=True)
+class SearcherCapabilities:
+    """Run-level options a searcher takes, so the runner can hand them over without knowing the searcher."""
+
+    answers_per_rollout: bool = False  # takes ``answers_per_rollout=M``: evaluates a policy that writes M answers
+    # per rollout in that format (the trainer's TrainerCapabilities.answers_per_rollout)
+    behaviours: bool = False  # takes ``behaviours="a,b"``: reports ``behaviour/<name>`` over its candidates (the
+    # trainer's TrainerCapabilities.behaviour, unless set by the user)
+    resume: bool = False  # takes ``resume=<run folder>``: continues its own checkpoints when a killed run resumes
+
+
+@dataclass(frozen=True)
+class TrainerCapabilities:
+    """What the runner must know of a trainer; set in ``__init__`` when it depends on the trainer's options."""
+
+    answers_per_rollout: int = 1  # M: answers the trained policy writes per rollout; evaluation uses that format
+    behaviour: str = ""  # a registered behaviour the trainer targets: evaluated before and after training
+    steering: bool = False  # samples under steering vectors: needs an engine with EngineCapabilities.steering
+    data_parallel: bool = False  # its loop splits over the processes of torchrun / accelerate launch
+
+
+Capabilities = TypeVar("Capabilities", TaskCapabilities, EngineCapabilities, SearcherCapabilities,
+                       TrainerCapabilities)
+
+
+def capabilities_of(plugin: object, kind: type[Capabilities]) -> Capabilities:
+    """A plugin's declared capabilities (its ``capabilities`` attribute), or ``kind()``'s defaults when it declares
+    none. A class works too (its class attribute). A declaration of the wrong type is a one-line error."""
+    declared = getattr(plugin, "capabilities", None)
+    if declared is None:
+        return kind()
+    if not isinstance(declared, kind):
+        raise TypeError(f"{type(plugin).__name__}.capabilities should be a {kind.__name__}, got "
+                        f"{type(declared).__name__}")
+    return declared
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Behaviours
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """A behaviour a policy can be scored on, steered towards and judged on: one registered object
+    (``harness_register_behaviours``) carries all three, so VSPO, RLAIF, SFT's rewrites and every searcher use a
+    third-party behaviour exactly as a built-in one."""
+
+    name: str
+    score: Callable[[str, Problem | None], float]  # (answer, its problem or None) -> [0, 1]; must not raise
+    towards: str  # how a teacher is asked to rewrite an answer towards it ("concisely: the shortest answer ...")
+    away: str  # ... and away from it ("verbosely: ...")
+    judge_question: str  # what a judge's rating of 5 answers "fully yes" to (RLAIF)
+    misleading_hint: bool = False  # its prompts carry a misleading hint: tasks are built with misleading_hint=True

@@ -27,6 +27,7 @@ BUILTIN_PLUGINS = (
     "harness.trainers",
     "harness.searchers",
     "harness.store.loggers",
+    "harness.engine",
 )
 
 KINDS = {  # registry kind -> registration hook
@@ -36,6 +37,7 @@ KINDS = {  # registry kind -> registration hook
     "advantage": "harness_register_advantage_estimators",
     "model": "harness_register_models",
     "behaviour": "harness_register_behaviours",
+    "engine": "harness_register_engines",
     "logger": "harness_register_loggers",
 }
 
