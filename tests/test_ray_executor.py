@@ -174,7 +174,8 @@ NEVER_HALTS = "def square(x):\n    while True:\n        pass"
 
 @needs_ray
 def test_code_score_many_on_ray_equals_local(ray_cluster):
-    local, on_ray = code_task(timeout_s=1.0), code_task("ray", timeout_s=1.0)
+    # 5 s: enough for the right answers on a loaded machine; the program that never halts is stopped at it
+    local, on_ray = code_task(timeout_s=5.0), code_task("ray", timeout_s=5.0)
     square, shout = sorted(local.problems("eval"), key=lambda p: p.meta["entry_point"], reverse=True)
     cases = [(square, f"```python\n{a}\n```") for a in [*ANSWERS["square"], NEVER_HALTS]]
     cases += [(shout, f"```python\n{a}\n```") for a in ANSWERS["shout"]] + [(shout, "no code")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import threading
 import time
@@ -15,11 +16,21 @@ from pathlib import Path
 import pytest
 
 from harness import sandbox
-from harness.sandbox import probe, run_many, run_tests
+from harness.sandbox import probe, run_many
+
+# The wall-clock limit of every run that should end on its own: a ceiling against a hang, never a claim about
+# speed, so that a loaded machine cannot turn "ok" into "timeout". Runs that must be stopped pass their own small
+# ``timeout_s``; what a test expects of those is the status, not how long the whole test took.
+CEILING_S = 120
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the full isolation path needs root (as on the project's machines)")
+
+
+def run_tests(program: str, tests: list[str], **options) -> sandbox.SandboxResult:
+    """``harness.sandbox.run_tests`` with the generous ``CEILING_S`` unless the test gives its own ``timeout_s``."""
+    return sandbox.run_tests(program, tests, **{"timeout_s": CEILING_S, **options})
 
 
 def fails(attack: str) -> str:
@@ -68,7 +79,7 @@ def test_demo_blocks_do_not_run() -> None:
 
 def test_run_many_keeps_order() -> None:
     jobs = [(f"v = {i}", [f"assert v == {i}", "assert v % 2 == 0"]) for i in range(6)]
-    results = run_many(jobs, workers=2)
+    results = run_many(jobs, workers=2, timeout_s=CEILING_S)
     assert [r.passed for r in results] == [[True, i % 2 == 0] for i in range(6)]
 
 
@@ -109,8 +120,9 @@ def test_the_program_sees_pristine_builtins_in_tests() -> None:
     ids=["infinite-loop", "sleep", "print-flood", "fd-flood", "fork-bomb", "allocation"],
 )
 def test_runaway_programs_are_stopped(program: str, status: str) -> None:
-    # The allocation must reach the memory cap before the clock: filling 512 MB took over 1 s on a loaded machine.
-    result = run_tests(program, ["pass"], timeout_s=10 if status == "memory" else 1)
+    # The allocation must reach the memory cap before the clock: filling 512 MB took over 1 s on a loaded machine,
+    # so it gets the ceiling (it ends at the cap, however long that takes); the others never end and get 1 s.
+    result = run_tests(program, ["pass"], timeout_s=CEILING_S if status == "memory" else 1)
     assert result.status == status and result.passed == [False] and not result.all_passed
 
 
@@ -138,7 +150,7 @@ def test_processes_are_capped_and_die_with_the_run() -> None:
                 pass
         return found
 
-    deadline = time.monotonic() + 10  # namespace teardown is asynchronous
+    deadline = time.monotonic() + CEILING_S  # namespace teardown is asynchronous; a ceiling, not a claim
     while survivors() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert survivors() == []
@@ -147,19 +159,42 @@ def test_processes_are_capped_and_die_with_the_run() -> None:
 @needs_root
 @pytest.mark.usefixtures("unharmed")
 def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> None:
+    # The victims: a small tree of this test's own where the program can see it (the host's /var/tmp), in folders
+    # anyone may write, so that only the sandbox stands between the program and them. Never the host's own files:
+    # `shutil.rmtree('..')` walked the whole filesystem, and took as long as the disk was big.
     name = f"pwned-{uuid.uuid4().hex}"
-    victim = tmp_path / "victim.txt"
-    victim.write_text("keep me")
-    targets = [f"/var/tmp/{name}", f"/dev/shm/{name}", str(REPO / name), f"../{name}", str(tmp_path / name)]
-    tests = [fails(f"open({t!r}, 'w').write('x')") for t in targets]
-    tests += [fails(f"import os\nos.remove({str(victim)!r})"), fails(f"import os\nos.makedirs('/work/{name}')"),
-              "import shutil\nshutil.rmtree('..', ignore_errors=True)",
-              # its own folder is the private /tmp: writable, and gone with the run
-              f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'"]
-    result = run_tests("", tests)
-    assert result.all_passed, result.errors
-    assert victim.read_text() == "keep me"
-    assert not any(Path(t).exists() for t in [*targets[:3], f"/tmp/{name}", f"/work/{name}", str(tmp_path / name)])
+    tree = Path(f"/var/tmp/vh-victims-{uuid.uuid4().hex}")
+    victims = [tree / "victim.txt", tree / "sub" / "deeper.txt"]
+    try:
+        for victim in victims:
+            victim.parent.mkdir(parents=True, exist_ok=True)
+            victim.parent.chmod(0o777)  # no sticky bit: by permissions alone, uid 65534 could delete and create
+            victim.write_text("keep me")
+            victim.chmod(0o666)
+        before = sorted(str(p) for p in tree.rglob("*"))
+        kept, deeper = (str(v) for v in victims)
+        targets = [f"/var/tmp/{name}", f"/dev/shm/{name}", str(REPO / name), f"../{name}", str(tmp_path / name),
+                   str(tree / name), str(tree / "sub" / name)]
+        tests = [f"assert open({kept!r}).read() == 'keep me'",  # seen: the refusals below are not "not found"
+                 *(fails(f"open({t!r}, 'w').write('x')") for t in targets),
+                 fails(f"open({kept!r}, 'a').write('x')"),
+                 fails(f"import os\nos.remove({kept!r})"),
+                 fails(f"import os\nos.rename({deeper!r}, {str(tree / name)!r})"),
+                 fails(f"import os\nos.makedirs('/work/{name}')"),
+                 fails(f"import os\nos.makedirs({str(tree / 'sub' / name / 'x')!r})"),
+                 # by a path that climbs out of the working directory with '..'
+                 fails(f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}))"),
+                 f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}), ignore_errors=True)\n"
+                 f"assert open({kept!r}).read() == open({deeper!r}).read() == 'keep me'",
+                 # its own folder is the private /tmp: writable, and gone with the run
+                 f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'"]
+        result = run_tests("", tests)
+        assert result.all_passed, result.errors
+        assert [v.read_text() for v in victims] == ["keep me", "keep me"]
+        assert sorted(str(p) for p in tree.rglob("*")) == before  # nothing created, moved or removed
+        assert not any(Path(t).exists() for t in [*targets[:3], f"/tmp/{name}", f"/work/{name}", str(tmp_path / name)])
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
 
 
 @needs_root
@@ -219,7 +254,8 @@ def test_exiting_early_is_a_failure() -> None:
 
 
 def test_a_test_that_outlives_the_deadline_keeps_earlier_results() -> None:
-    result = run_tests("import time", ["pass", "time.sleep(60)", "pass"], timeout_s=1)
+    # 5 s: time enough for the first test on a loaded machine; the second never ends before the deadline
+    result = run_tests("import time", ["pass", "time.sleep(3600)", "pass"], timeout_s=5)
     assert result.status == "timeout" and result.passed == [True, False, False]
 
 
