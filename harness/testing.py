@@ -1,13 +1,32 @@
-"""Test helpers for plugin authors and our own tests: an engine without a model and a task small enough to score
-by eye. Standard library only, so tests that use them start in milliseconds."""
+"""Test helpers for plugin authors and our own tests: an engine without a model, a task small enough to score by
+eye, a run store in memory, and the contract checks the runner applies before a model loads, as assertions
+(``check_task``, ``check_searcher``, ``check_trainer``, ``check_engine_factory``, ``check_estimator``).
+Standard library only (``check_estimator`` imports torch when called), so tests that use them start in milliseconds.
+
+A plugin author's test can be as short as::
+
+    from harness.testing import FakeTask, check_searcher, run_searcher
+
+    def test_my_searcher():
+        searcher = MySearcher(n=4)
+        check_searcher(searcher)
+        metrics, store = run_searcher(searcher, FakeTask(size=3), FakeTask(size=3).problems("eval"))
+        assert metrics["majority@4"] >= 0 and len(store.samples) == 12
+"""
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+import weakref
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+from harness.plugins import contract
+from harness.store.results_db import REQUIRED_SAMPLE_KEYS
 from harness.types import Completion, Messages, Problem, SamplingParams, Score, Split
 
 Responder = Callable[[Messages, int, int], str]  # (messages, sample_index, seed) -> completion text
@@ -115,3 +134,86 @@ class UppercaseTask:
 
     def data_source(self):
         return {"source": "test"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The plugin contract as assertions, a store in memory, and a searcher run without a model
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def check_task(task: Any) -> None:
+    """Raise AssertionError listing every way ``task`` breaks the Task protocol (and its declared capabilities)."""
+    _assert_follows(contract.check_task(task), "task", task)
+
+
+def check_searcher(searcher: Any) -> None:
+    _assert_follows(contract.check_searcher(searcher), "searcher", searcher)
+
+
+def check_trainer(trainer: Any) -> None:
+    _assert_follows(contract.check_trainer(trainer), "trainer", trainer)
+
+
+def check_engine_factory(factory: Any) -> None:
+    _assert_follows(contract.check_engine_factory(factory), "engine", factory)
+
+
+def check_estimator(estimator: Any) -> None:
+    """Call the advantage estimator once on a tiny batch (imports torch) and check what it returns."""
+    _assert_follows(contract.check_estimator(estimator), "advantage", estimator)
+
+
+def _assert_follows(problems: list[str], kind: str, plugin: Any) -> None:
+    if problems:
+        what = getattr(plugin, "__name__", None) or type(plugin).__name__
+        raise AssertionError(f"{what} does not follow {contract.CONTRACTS[kind]}:\n"
+                             + "\n".join(f"  - {p}" for p in problems))
+
+
+class FakeStore:
+    """What a trainer or searcher sees of a run's store (harness/store/run_folder.py ``RunStore``), in memory:
+    ``samples`` holds every record given to ``write_samples``, ``steps`` every ``log_step`` as the line steps.jsonl
+    would get, and ``metrics`` the flat metrics.json (a stepped value is a list, one entry per step). ``dir`` is a
+    real folder for plugins that keep files of their own (evolve's checkpoints): the given path, or a temporary
+    folder removed when the store is garbage-collected. ``checkpointer`` is None: nothing is checkpointed."""
+
+    def __init__(self, dir: Path | str | None = None) -> None:
+        if dir is None:
+            dir = tempfile.mkdtemp(prefix="harness-fake-store-")
+            weakref.finalize(self, shutil.rmtree, dir, ignore_errors=True)
+        self.dir = Path(dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.samples: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        self.metrics: dict[str, Any] = {}
+        self.checkpointer: Any = None
+
+    def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
+        self.samples.extend(dict(r) for r in records)
+
+    def log_step(self, step: int, metrics: dict[str, float], stage: str = "train") -> None:
+        self.steps.append({"stage": stage, "step": step, **metrics})
+        for key, value in metrics.items():
+            self.metrics.setdefault(f"{stage}/{key}", []).append(value)
+
+    def update_metrics(self, metrics: dict[str, float]) -> None:
+        self.metrics.update(metrics)
+
+    def close(self) -> None:
+        pass
+
+
+def run_searcher(searcher: Any, task: Any, problems: Sequence[Problem], engine: Any = None,
+                 phase: str = "eval") -> tuple[dict[str, float], FakeStore]:
+    """Check the searcher's contract, run it as the runner does (default engine: ``FakeEngine(hashed_answers())``)
+    and check what came back: a flat dict of metrics, and sample records carrying what the report's intervals
+    need (``harness.store.results_db.REQUIRED_SAMPLE_KEYS``). Returns (metrics, store)."""
+    check_searcher(searcher)
+    store = FakeStore()
+    metrics = searcher.search(engine or FakeEngine(hashed_answers()), task, problems, phase=phase, store=store)
+    assert isinstance(metrics, dict) and all(isinstance(k, str) for k in metrics), \
+        f"search() should return a dict of metric name -> number, got {type(metrics).__name__}"
+    for record in store.samples:
+        missing = [key for key in REQUIRED_SAMPLE_KEYS if key not in record]
+        assert not missing, f"a sample record lacks {', '.join(missing)} (the report needs them): {record}"
+    return metrics, store

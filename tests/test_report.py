@@ -69,22 +69,25 @@ def test_report_command_line(two_runs, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-def _fake_run(root: Path, name: str, problems: list[tuple[int, list[bool]]], status: str = "complete") -> Path:
-    """A hand-made run folder: per problem, the success of each candidate (scalar 1.0 / 0.0)."""
+def _fake_run(root: Path, name: str, problems: list[tuple[int, list[bool]]], status: str = "complete",
+              phase: str = "eval", extra: dict | None = None, manifest: dict | None = None) -> Path:
+    """A hand-made run folder: per problem, the success of each candidate (scalar 1.0 / 0.0); ``extra`` metrics
+    and ``manifest`` fields are added as given."""
     folder = root / name
     folder.mkdir(parents=True)
     counts = [(len(s), sum(s)) for _, s in problems]
-    metrics = {"eval/pass@1": sum(pass_at_k(n, c, 1) for n, c in counts) / len(counts),
-               "eval/pass@2": sum(pass_at_k(n, c, 2) for n, c in counts) / len(counts),
-               "eval/solved@4": 0.5}
+    metrics = {f"{phase}/pass@1": sum(pass_at_k(n, c, 1) for n, c in counts) / len(counts),
+               f"{phase}/pass@2": sum(pass_at_k(n, c, 2) for n, c in counts) / len(counts),
+               f"{phase}/solved@4": 0.5, **(extra or {})}
     (folder / "metrics.json").write_text(json.dumps(metrics))
     (folder / "manifest.json").write_text(json.dumps({
         "status": status, "seed": 0, "task": {"eval_problems": len(problems)},
-        "config": {"task": "math", "trainer": "none", "searcher": "best-of-k", "model": "m", "preset": "quick"}}))
+        "config": {"task": "math", "trainer": "none", "searcher": "best-of-k", "model": "m", "preset": "quick"},
+        **(manifest or {})}))
     with open(folder / "samples.jsonl", "w") as f:
         for pid, successes in problems:
             for i, ok in enumerate(successes):
-                f.write(json.dumps({"problem_id": f"p{pid}", "phase": "eval", "sample_index": i, "text": f"t{i}",
+                f.write(json.dumps({"problem_id": f"p{pid}", "phase": phase, "sample_index": i, "text": f"t{i}",
                                     "success": ok, "scalar": float(ok), "rewards": {"correct": float(ok)}}) + "\n")
     return folder
 
@@ -118,6 +121,65 @@ def test_store_is_rebuilt_from_folders_and_skips_unfinished_runs(tmp_path):
     db.unlink()
     assert main(["index", str(tmp_path)]) == 0
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+def test_report_shows_every_metric_a_searcher_returns(tmp_path):
+    """A third-party searcher's own metric (majority@8) is neither pass@k, best@k, solved@c, diversity/ nor
+    behaviour/: it still reaches the HTML, the Markdown and the CSV, formatted."""
+    _fake_run(tmp_path / "runs", "third-party", [(0, [True, False]), (1, [False, False])], phase="after",
+              extra={"after/majority@8": 0.625, "after/num_tokens": 12345.0, "after/tiny": 0.00004,
+                     "after/not_a_number": "n/a"})
+    html = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None)
+    page = html.read_text()
+    other = page[page.index("<h2>Other metrics</h2>"):]
+    assert "<th>majority@8</th>" in other and '<td class="num">0.625</td>' in other
+    assert '<td class="num">12,345</td>' in other and '<td class="num">4.00e-05</td>' in other
+    assert "not_a_number" not in page  # only numbers are indexed
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Other metrics\n\n| run | phase | majority@8 | num_tokens | tiny |\n|---|---|---|---|---|\n" in md
+    assert "| third-party | after | 0.625 | 12,345 | 4.00e-05 |" in md
+    (row,) = csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines())
+    assert float(row["majority@8"]) == 0.625 and row["phase"] == "after"
+
+
+def test_report_says_which_folders_it_skipped_and_why(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "done", [(0, [True, False])])
+    _fake_run(runs, "killed", [(0, [True, False])], status="running")
+    _fake_run(runs, "crashed", [(0, [True, True])], status="failed",
+              manifest={"error": "RuntimeError: CUDA out of memory\nTraceback (most recent call last): ..."})
+    _fake_run(runs, "no-eval", [(0, [True, True])], phase="train")
+    (runs / "empty").mkdir()
+    (runs / "garbled").mkdir()
+    (runs / "garbled" / "manifest.json").write_text("{not json")
+    shutil.copytree(runs / "done", runs / "done.incomplete-20260101-000000")
+    monkeypatch.chdir(tmp_path)  # folders are named relative to the working directory
+    said: list[str] = []
+    html = build_report([Path("runs")], tmp_path / "report", echo=said.append)
+    skipped = [line for line in said if line.startswith("skipped ")]
+    assert skipped == [
+        "skipped runs/crashed: status 'failed': RuntimeError: CUDA out of memory",
+        "skipped runs/done.incomplete-20260101-000000: moved aside by a grid rerun (*.incomplete-*)",
+        "skipped runs/empty: no manifest.json",
+        skipped[3],  # the JSON parser's own words, checked below
+        "skipped runs/killed: status 'running' (unfinished or died)",
+        "skipped runs/no-eval: complete, but no evaluation metrics (before/, after/ or eval/)",
+    ]
+    assert skipped[3].startswith("skipped runs/garbled: unreadable manifest.json (") and "\n" not in skipped[3]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Skipped\n\n- `runs/crashed`: status 'failed': RuntimeError: CUDA out of memory\n" in md
+    assert "- `runs/empty`: no manifest.json" in md and md.count("\n- `runs/") == 6
+    page = html.read_text()
+    assert "6 folder(s) skipped" in page and "<li><code>runs/killed</code>: status &#39;running&#39;" in page
+    assert (tmp_path / "report" / "leaderboard.csv").read_text().count("\n") == 2  # header + the one complete run
+
+
+def test_report_with_nothing_complete_still_says_why(tmp_path):
+    _fake_run(tmp_path, "killed", [(0, [True, True])], status="running")
+    said: list[str] = []
+    with pytest.raises(ValueError, match="none of the 1 run folders is complete"):
+        build_report([tmp_path], tmp_path / "report", echo=said.append)
+    assert said == [f"skipped {tmp_path.resolve() / 'killed'}: status 'running' (unfinished or died)"]
 
 
 def _index_many(args):

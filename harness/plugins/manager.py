@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 import pluggy
 
 from harness import hookspecs
-from harness.plugins.registry import PluginError, Registry
+from harness.plugins.registry import Registry
 
 ENTRY_POINT_GROUP = "harness"
 DISABLE_AUTOLOAD_ENV = "HARNESS_DISABLE_PLUGIN_AUTOLOAD"
@@ -44,7 +44,8 @@ KINDS = {  # registry kind -> registration hook
 
 @dataclass
 class Plugins:
-    """The plugin manager, a registry per kind, and the plugins that failed to load (name -> one-line error)."""
+    """The plugin manager, a registry per kind, and the third-party plugins skipped in whole or in part (name ->
+    one line saying what was skipped and why)."""
 
     manager: pluggy.PluginManager
     registries: dict[str, Registry]
@@ -57,8 +58,12 @@ class Plugins:
 def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | None = None) -> Plugins:
     """Register built-ins, then ``extra_plugins`` (tests use this), then the ``harness`` entry points; fill registries.
 
-    A third-party plugin that fails to import or whose hook raises is recorded in ``broken`` and skipped, so one
-    broken package never hides the others. Built-in failures are bugs and propagate.
+    Built-in and extra plugins are ours: any fault in them (a misspelt hook, a name registered twice, a hook that
+    raises) is a bug and propagates. A third-party plugin's fault must not stop every command, `harness list`
+    included, so it is skipped with one line on stderr and recorded in ``broken``: a package that fails to import,
+    a misspelt hook name (the plugin is unregistered), a hook that raises, or a name already taken. Names go to
+    whoever registered first, and third-party plugins come after the built-ins in the order of their entry points'
+    names, so a built-in name can never be taken over and a clash between two packages always ends the same way.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -66,41 +71,69 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
         pm.register(importlib.import_module(module_name), name=f"builtin:{module_name}")
     for plugin in extra_plugins:
         pm.register(plugin)
+    pm.check_pending()  # a misspelt hook name in our own plugins fails loudly here
     broken: dict[str, str] = {}
     third_party: set[str] = set()
     if autoload is None:
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
     if autoload:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, _label(ep))):
             label = _label(ep)
             if pm.get_plugin(label) is not None or pm.is_blocked(label):
                 continue
             try:
                 pm.register(ep.load(), name=label)
-                third_party.add(label)
-            except Exception as exc:  # any import-time error of a foreign package
-                broken[label] = f"failed to load: {type(exc).__name__}: {exc}"
-    pm.check_pending()  # a misspelt hook name fails loudly here
+            except Exception as exc:  # any import-time error of a foreign package, or a hook with wrong arguments
+                broken[label] = f"not loaded: {type(exc).__name__}: {_first_line(exc)}"
+                continue
+            unknown = _unknown_hooks(pm, label)
+            if unknown:
+                pm.unregister(name=label)  # none of its hooks run: half a plugin would be harder to understand
+                broken[label] = (f"not loaded: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is "
+                                 f"listed in docs/hooks.md)")
+                continue
+            third_party.add(label)
 
     registries = {kind: Registry(kind) for kind in KINDS}
+    # Registration order, not pluggy's call order (last registered first): first come, first served.
+    order = {name: i for i, (name, _) in enumerate(pm.list_name_plugin())}
     for kind, hook_name in KINDS.items():
         registry = registries[kind]
         # Each implementation is called by hand (rather than pm.hook.X(...)) so the registry knows which plugin is
         # adding a name (for duplicate errors and `harness list`) and one raising plugin does not stop the rest.
-        for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
+        for impl in sorted(getattr(pm.hook, hook_name).get_hookimpls(), key=lambda impl: order[impl.plugin_name]):
             registry.current_plugin = impl.plugin_name
+            registry.third_party = impl.plugin_name in third_party
             try:
                 impl.function(registry=registry)
-            except PluginError:
-                raise
             except Exception as exc:
-                if impl.plugin_name not in third_party:  # a built-in or test plugin failing is a bug: surface it
+                if not registry.third_party:  # a built-in or test plugin failing is a bug: surface it
                     raise
-                broken[impl.plugin_name] = f"{hook_name} raised {type(exc).__name__}: {exc}"
-        registry.current_plugin = "?"
+                _add(broken, impl.plugin_name, f"{hook_name} raised {type(exc).__name__}: {_first_line(exc)}")
+        for plugin, message in registry.refused:
+            _add(broken, plugin, message)
+        registry.current_plugin, registry.third_party = "?", False
     for label, message in broken.items():
-        print(f"warning: plugin {label!r} skipped: {message}", file=sys.stderr)
+        print(f"warning: plugin {label!r}: {message}", file=sys.stderr)
     return Plugins(pm, registries, broken)
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, label: str) -> list[str]:
+    """The hook names plugin ``label`` implements that no hookspec declares (what ``check_pending`` rejects)."""
+    plugin = pm.get_plugin(label)
+    return sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()
+                  if not caller.has_spec() and any(not impl.optionalhook for impl in caller.get_hookimpls()
+                                                   if impl.plugin is plugin))
+
+
+def _add(broken: dict[str, str], label: str, message: str) -> None:
+    """One line per plugin, however many things went wrong with it."""
+    broken[label] = f"{broken[label]}; {message}" if label in broken else message
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def _label(ep) -> str:

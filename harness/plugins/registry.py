@@ -20,10 +20,12 @@ class Entry:
     description: str
     plugin: str  # the plugin (module or distribution) that registered it
     member: str | None = None  # for a family ("rg:"), the part after the prefix ("maze" in "rg:maze")
+    presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # preset name -> options
 
     def load(self) -> Callable[..., Any]:
-        """The factory itself; a ``"module:attr"`` string is imported now, not at registration."""
-        if callable(self.factory):
+        """The factory (or registered object) itself; a ``"module:attr"`` string is imported now, not at
+        registration."""
+        if not isinstance(self.factory, str):
             return self.factory
         module_name, _, attr = self.factory.partition(":")
         try:
@@ -44,8 +46,11 @@ class Entry:
 
 
 class Registry:
-    """Plugins of one kind ("task", "trainer", ...). Names are unique: a duplicate is an error naming both plugins,
-    because pluggy's call order between third-party plugins is arbitrary and "last one wins" would be a silent bug.
+    """Plugins of one kind ("task", "trainer", ...). Names are unique, and a name belongs to whoever registered it
+    first: "last one wins" would let an installed package silently replace a built-in. A duplicate from a built-in
+    or test plugin is a bug and an error naming both plugins; one from a third-party plugin (``third_party`` set by
+    the manager while its hook runs) is dropped and kept in ``refused`` as (plugin, one-line reason), so one
+    package's clash does not stop every command.
 
     A name ending in ":" registers a family: ``add("rg:", factory)`` makes ``get("rg:maze")`` an entry whose
     factory is called as ``factory("maze", **options)`` (a bridge to another library's many tasks)."""
@@ -54,17 +59,26 @@ class Registry:
         self.kind = kind
         self._entries: dict[str, Entry] = {}
         self.current_plugin = "?"  # set by the plugin manager while a plugin's registration hook runs
+        self.third_party = False  # ... and whether that plugin is an installed package rather than ours
+        self.refused: list[tuple[str, str]] = []
 
-    def add(self, name: str, factory: Callable[..., Any] | str, description: str = "") -> None:
+    def add(self, name: str, factory: Callable[..., Any] | str, description: str = "",
+            presets: dict[str, dict[str, Any]] | None = None) -> None:
+        """Register ``name``. ``presets``: option bundles by preset name (``--preset quick``), kept with the plugin
+        they configure; flags and ``--set`` override them."""
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {self.current_plugin!r} registered a {self.kind} with an invalid name {name!r}")
         if name in self._entries:
             first = self._entries[name].plugin
+            if self.third_party:
+                self.refused.append((self.current_plugin, f"{self.kind} {name!r} not registered: the name is taken "
+                                                          f"by {first!r}"))
+                return
             raise PluginError(
                 f"duplicate {self.kind} {name!r}: registered by both {first!r} and {self.current_plugin!r}"
             )
         self._entries[name] = Entry(name, factory, description.strip().splitlines()[0] if description else "",
-                                    self.current_plugin)
+                                    self.current_plugin, presets=dict(presets or {}))
 
     def get(self, name: str) -> Entry:
         if name in self._entries:

@@ -19,22 +19,29 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
-    """Write the report for every run folder under ``paths``; returns the HTML file."""
+    """Write the report for every run folder under ``paths``; returns the HTML file. Folders left out (no manifest,
+    unfinished, failed, no evaluation) are echoed one line each and listed in the report, so a run that quietly
+    died is not mistaken for one that was never started."""
     out = Path(out)
-    run_dirs = find_runs(paths)
+    skipped: list[tuple[Path, str]] = []
+    run_dirs = find_runs(paths, skipped)
     if not run_dirs:
+        _say_skipped(skipped, echo)
         raise ValueError(f"no run folders (with a manifest.json) under {', '.join(map(str, paths))}")
     out.mkdir(parents=True, exist_ok=True)
     db = out / RESULTS_DB
-    rebuild(db, run_dirs)
+    rebuild(db, run_dirs, skipped)
     conn = connect(db)
     try:
+        skipped += [(Path(folder), why) for folder, why in data.skipped_runs(conn)]
+        shown = _say_skipped(skipped, echo)
         rows = data.leaderboard(conn)
         if not rows:
             raise ValueError(f"none of the {len(run_dirs)} run folders is complete with evaluation metrics")
         context = _context(conn, rows, out / "plots")
     finally:
         conn.close()
+    context["skipped"] = shown
     write_exports(rows, context["columns"], out)
     (out / "report.md").write_text(markdown(context))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
@@ -44,6 +51,19 @@ def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
     echo(f"report of {len(run_dirs)} runs ({len(rows)} rows): {html}, {out / 'report.md'}, "
          f"{out / 'leaderboard.csv'}, {out / 'leaderboard.json'}")
     return html
+
+
+def _say_skipped(skipped: list[tuple[Path, str]], echo) -> list[tuple[str, str]]:
+    """Echo "skipped FOLDER: WHY" per folder (relative to the working directory when under it); returns the pairs."""
+    shown = []
+    for folder, why in sorted(skipped):
+        try:
+            name = str(folder.relative_to(Path.cwd()))
+        except ValueError:
+            name = str(folder)
+        echo(f"skipped {name}: {why}")
+        shown.append((name, why))
+    return shown
 
 
 def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
@@ -64,13 +84,27 @@ def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
         })
     diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
     behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
+    # Every other number a searcher returned (its own metrics too, e.g. a plugin's "majority@8"): nothing it
+    # reports is dropped from the page, whatever it is called.
+    other = data.other_columns(rows, leave_out=("diversity/", "behaviour/"))
     return {"rows": rows, "columns": data.headline_columns(rows), "runs": runs, "at_k": at_k,
             "behaviour_plots": plots.behaviour_vs_accuracy(rows, plot_dir), "diversity": diversity,
-            "behaviour": behaviour, "fmt": fmt, "fmt_ci": fmt_ci}
+            "behaviour": behaviour, "other": other, "all_other": data.other_columns(rows), "skipped": [],
+            "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number}
 
 
 def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def fmt_number(value: float | None) -> str:
+    """Any metric: counts (tokens, candidates) as integers with thousands separators, others to 3 decimals, tiny
+    values in scientific notation rather than as 0.000."""
+    if value is None:
+        return "-"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.2e}" if abs(value) < 1e-3 else f"{value:,.3f}"
 
 
 def fmt_ci(estimate: data.Estimate | None) -> str:
@@ -82,7 +116,9 @@ def fmt_ci(estimate: data.Estimate | None) -> str:
 
 
 def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, Any]]:
-    """The leaderboard as flat records: identity columns, then value / low / high of every headline metric."""
+    """The leaderboard as flat records: identity columns, value / low / high of every headline metric, then every
+    other metric of any row (None where a row lacks it)."""
+    other = data.other_columns(rows)
     records = []
     for row in rows:
         record: dict[str, Any] = {k: getattr(row, k) for k in ("task", "trainer", "searcher", "model", "seed",
@@ -92,6 +128,7 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
             record[name] = estimate.value if estimate else None
             record[f"{name}_low"] = estimate.low if estimate else None
             record[f"{name}_high"] = estimate.high if estimate else None
+        record.update({name: row.other.get(name) for name in other})
         records.append(record)
     return records
 
@@ -122,4 +159,13 @@ def markdown(context: dict[str, Any]) -> str:
         lines += ["", f"![{task} {kind}@k](plots/{name})"]
     for behaviour, name in context["behaviour_plots"]:
         lines += ["", f"![{behaviour} vs accuracy](plots/{name})"]
+    other = context["all_other"]
+    if other:
+        lines += ["", "## Other metrics", "", "| run | phase | " + " | ".join(other) + " |",
+                  "|" + "---|" * (2 + len(other))]
+        for row in context["rows"]:
+            cells = [row.run, row.phase, *(fmt_number(row.other.get(n)) for n in other)]
+            lines.append("| " + " | ".join(cells) + " |")
+    if context["skipped"]:
+        lines += ["", "## Skipped", "", *(f"- `{folder}`: {why}" for folder, why in context["skipped"])]
     return "\n".join(lines) + "\n"

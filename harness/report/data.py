@@ -118,6 +118,28 @@ def wilson(fraction: float, n: int, z: float = 1.96) -> tuple[float | None, floa
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def skipped_runs(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(run folder, why) for every indexed run that has no row on the leaderboard: not complete (a "failed" run's
+    manifest carries its error), or complete without evaluation metrics."""
+    out = []
+    for run in conn.execute("SELECT run_dir, status, manifest FROM runs ORDER BY run_dir").fetchall():
+        if run["status"] == "failed":
+            error = (str(json.loads(run["manifest"]).get("error") or "").strip().splitlines() or ["no error given"])[0]
+            out.append((run["run_dir"], f"status 'failed': {error}"))
+        elif run["status"] != "complete":
+            out.append((run["run_dir"], f"status {run['status']!r} (unfinished or died)"))
+        elif not any(r["key"].split("/", 1)[0] in PHASES
+                     for r in conn.execute("SELECT key FROM metrics WHERE run_dir = ?", (run["run_dir"],))):
+            out.append((run["run_dir"], "complete, but no evaluation metrics (before/, after/ or eval/)"))
+    return out
+
+
+def other_columns(rows: list[Row], leave_out: tuple[str, ...] = ()) -> list[str]:
+    """Every non-headline metric any row has (a searcher's own too, e.g. "majority@8"), sorted; names starting
+    with a prefix in ``leave_out`` are left out (shown in a table of their own)."""
+    return sorted({name for row in rows for name in row.other if not name.startswith(leave_out)})
+
+
 def headline_columns(rows: list[Row]) -> list[str]:
     """pass@k, then best@k, then solved@c, each by increasing k: the columns any row has."""
     names = {name for row in rows for name in row.headline}

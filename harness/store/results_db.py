@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DB = "results.sqlite"
+# What a sample record (samples.jsonl, written by a searcher through store.write_samples) must carry for the report
+# to recompute pass@k (success) and best@k (scalar) per problem, and so their intervals; see docs/hooks.md.
+REQUIRED_SAMPLE_KEYS = ("problem_id", "phase", "success", "scalar")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -64,30 +67,56 @@ def index_run(db: Path | str, run_dir: Path | str) -> None:
         conn.close()
 
 
-def rebuild(db: Path | str, run_dirs: Iterable[Path]) -> int:
-    """Index every given run folder into a fresh file; returns how many were indexed."""
+def rebuild(db: Path | str, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None) -> int:
+    """Index every given run folder into a fresh file; returns how many were indexed. With ``skipped``, a folder
+    whose manifest.json cannot be read is added there as (folder, reason) instead of stopping the rebuild."""
     db = Path(db)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     count = 0
     for run_dir in run_dirs:
-        index_run(db, run_dir)
+        try:
+            index_run(db, run_dir)
+        except UnreadableRun as exc:
+            if skipped is None:
+                raise
+            skipped.append((run_dir, exc.reason))
+            continue
         count += 1
     connect(db).close()  # an empty store is still a valid store
     return count
 
 
-def find_runs(paths: Iterable[Path | str]) -> list[Path]:
+def find_runs(paths: Iterable[Path | str], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Run folders named directly or found one level below (a grid's or `--out`'s folder); sorted, deduplicated.
-    Folders moved aside by a grid (``*.incomplete-*``) are not runs of the leaderboard."""
+    Folders moved aside by a grid (``*.incomplete-*``) are not runs of the leaderboard. With ``skipped``, every
+    folder passed over is added there as (folder, reason), so a report can say what it left out."""
     found: set[Path] = set()
+    passed_over: dict[Path, str] = {}
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist")
         candidates = [path] if (path / "manifest.json").is_file() else sorted(path.iterdir())
-        found.update(p.resolve() for p in candidates
-                     if (p / "manifest.json").is_file() and ".incomplete-" not in p.name)
+        for folder in candidates:
+            if not folder.is_dir() or folder.name.startswith("."):  # files beside runs (results.sqlite), hidden
+                continue
+            if ".incomplete-" in folder.name:
+                passed_over[folder.resolve()] = "moved aside by a grid rerun (*.incomplete-*)"
+            elif not (folder / "manifest.json").is_file():
+                passed_over[folder.resolve()] = "no manifest.json"
+            else:
+                found.add(folder.resolve())
+    if skipped is not None:
+        skipped.extend(sorted(passed_over.items()))
     return sorted(found)
+
+
+class UnreadableRun(ValueError):
+    """A run folder whose manifest.json cannot be read; ``reason`` says why, without the folder."""
+
+    def __init__(self, run_dir: Path, reason: str) -> None:
+        super().__init__(f"{run_dir}: {reason}")
+        self.reason = reason
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
@@ -95,7 +124,9 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{run_dir}: unreadable manifest.json ({exc})") from None
+        raise UnreadableRun(run_dir, f"unreadable manifest.json ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise UnreadableRun(run_dir, f"manifest.json holds a {type(manifest).__name__}, not an object")
     metrics_path = run_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     cfg = manifest.get("config", {})

@@ -1,0 +1,189 @@
+"""The plugin contract, checked: does an object follow its protocol (harness/types.py)?
+
+Each ``check_*`` returns a list of one-line problems (empty: fine). The runner calls them on every plugin it built,
+before the model loads, and turns problems into one error with ``require``; ``harness.testing`` wraps them as
+assertions for plugin authors' own tests. The checks look at the object only (attributes, methods and whether a
+call would bind to their signatures), never run a task or a search; only ``check_estimator`` calls its plugin, once,
+on a tiny tensor, because an estimator's contract is about the shape of what it returns.
+
+``name`` (the registered name) is accepted by every check so each reads ``check_x(obj, name)`` like the registry;
+problems leave it out, because ``require`` starts the line with the kind, the name and the plugin.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+from harness.plugins.registry import PluginError
+from harness.types import (
+    EngineCapabilities,
+    Problem,
+    SearcherCapabilities,
+    TaskCapabilities,
+    TrainerCapabilities,
+    capabilities_of,
+)
+
+# What each kind's problems are measured against, for require()'s message.
+CONTRACTS = {
+    "task": "the Task protocol",
+    "searcher": "the Searcher protocol",
+    "trainer": "the Trainer protocol",
+    "engine": "the Engine factory contract",
+    "advantage": "the advantage estimator contract",
+}
+
+# A capability that comes with a method (harness/types.py): the flag, then the method it promises.
+TASK_METHODS = {"batch_scoring": "score_many", "feedback": "check", "reference_completions": "reference_completion"}
+
+_PROBLEM = Problem(id="contract-check", prompt="1+1?", answer="2")  # only bound to signatures, never scored
+_ANY = object()  # a stand-in argument: binding a signature never looks at values
+
+
+def require(problems: list[str], kind: str, name: str, plugin: str) -> None:
+    """Raise PluginError with one line naming the plugin and every problem; do nothing when there are none."""
+    if problems:
+        contract = CONTRACTS.get(kind, f"the {kind} contract")
+        raise PluginError(f"{kind} {name!r} (plugin {plugin!r}) does not follow {contract}: {'; '.join(problems)}")
+
+
+def check_task(task: object, name: str = "") -> list[str]:
+    problems = [p for attr in ("name", "version") if (p := _text_attribute(task, attr))]
+    weights = getattr(task, "reward_weights", None)
+    if weights is None:
+        problems.append("missing reward_weights")
+    elif not (isinstance(weights, dict) and all(isinstance(k, str) and _number(v) for k, v in weights.items())):
+        problems.append(f"reward_weights should be a dict of str -> number, got {_short(weights)}")
+    problems += _method(task, "problems", "eval", limit=1, seed=0)
+    problems += _method(task, "messages", _PROBLEM)
+    problems += _method(task, "score", _PROBLEM, "an answer")
+    problems += _method(task, "data_source")
+    capabilities, wrong = _capabilities(task, TaskCapabilities)
+    if capabilities is not None:
+        # A declared capability promises its method: the runner and searchers call it without looking first.
+        problems += [f"declares TaskCapabilities({flag}=True) but has no {method}()"
+                     for flag, method in TASK_METHODS.items()
+                     if getattr(capabilities, flag) and not callable(getattr(task, method, None))]
+    return problems + wrong
+
+
+def check_searcher(searcher: object, name: str = "") -> list[str]:
+    # The runner calls search(engine, task, problems, phase=..., store=...): phase and store by keyword.
+    problems = _method(searcher, "search", _ANY, _ANY, [], phase="eval", store=_ANY)
+    return problems + _capabilities(searcher, SearcherCapabilities)[1]
+
+
+def check_trainer(trainer: object, name: str = "") -> list[str]:
+    problems = _method(trainer, "train", _ANY, _ANY, _ANY, [], store=_ANY)
+    return problems + _capabilities(trainer, TrainerCapabilities)[1]
+
+
+def check_engine_factory(factory: object, name: str = "") -> list[str]:
+    """The runner calls ``factory(policy, main_process=bool, **engine options)`` after the model loads. Options the
+    user did not give may be required (a server's url): only the policy and main_process are checked here."""
+    if not callable(factory):
+        return [f"the factory should be callable, got {_short(factory)}"]
+    problems = _binds(factory, "factory", _ANY, main_process=True, partial=True)
+    capabilities, wrong = _capabilities(factory, EngineCapabilities)
+    if capabilities is not None and inspect.isclass(factory):  # a function factory's engine is only seen once built
+        if capabilities.own_weights and not callable(getattr(factory, "sync_weights", None)):
+            problems.append("declares EngineCapabilities(own_weights=True) but has no sync_weights()")
+        generate = getattr(factory, "generate", None)
+        if not callable(generate):
+            problems.append("missing generate()")
+        elif capabilities.steering and not _takes_keyword(generate, "steering"):
+            problems.append("declares EngineCapabilities(steering=True) but generate() takes no steering")
+    return problems + wrong
+
+
+def check_estimator(estimator: object, name: str = "") -> list[str]:
+    """Call the estimator once as a policy-gradient trainer does: 2 prompts x 2 rollouts, 1 answer each, 2 reward
+    components; it must return a float tensor of shape [B] = [4]."""
+    if not callable(estimator):
+        return [f"should be callable, got {_short(estimator)}"]
+    import torch  # only here: listing and checking other plugins never imports torch
+
+    rewards = torch.tensor([[[1.0, 1.0]], [[0.0, 1.0]], [[0.0, 0.0]], [[1.0, 0.0]]])  # [B=4, M=1, N=2]
+    groups = torch.tensor([0, 0, 1, 1])
+    try:
+        out = estimator(rewards, groups, torch.tensor([1.0, 0.5]), present=torch.ones(4, 1, dtype=torch.bool),
+                        draws=4, k=2, generator=torch.Generator().manual_seed(0))
+    except Exception as exc:
+        return [f"raised {type(exc).__name__} on rewards [4, 1, 2], groups [4], weights [2]: {_first_line(exc)}"]
+    if not isinstance(out, torch.Tensor):
+        return [f"should return a tensor of advantages [B], got {_short(out)}"]
+    problems = []
+    if tuple(out.shape) != (4,):
+        problems.append(f"returned shape {list(out.shape)} for B=4 rollouts, expected [4]")
+    if not out.is_floating_point():
+        problems.append(f"returned dtype {out.dtype}, expected a float tensor")
+    elif not bool(torch.isfinite(out).all()):
+        problems.append("returned NaN or infinite advantages")
+    return problems
+
+
+# -- helpers -------------------------------------------------------------------------------------------------------
+
+
+def _text_attribute(obj: object, attr: str) -> str | None:
+    value = getattr(obj, attr, None)
+    if value is None:
+        return f"missing {attr}"
+    if not isinstance(value, str) or not value:
+        return f"{attr} should be a non-empty str, got {_short(value)}"
+    return None
+
+
+def _method(obj: object, method: str, *args: Any, **kwargs: Any) -> list[str]:
+    """"missing X()" or "X() ..." when ``obj.X(*args, **kwargs)`` would not bind; [] when it would."""
+    function = getattr(obj, method, None)
+    if not callable(function):
+        return [f"missing {method}()"]
+    return _binds(function, method, *args, **kwargs)
+
+
+def _binds(function: Callable[..., Any], label: str, *args: Any, partial: bool = False, **kwargs: Any) -> list[str]:
+    """[] when ``function(*args, **kwargs)`` would bind (``partial``: other required arguments may be missing)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: nothing to check
+        return []
+    try:
+        (signature.bind_partial if partial else signature.bind)(*args, **kwargs)
+    except TypeError as exc:
+        call = ", ".join(["..."] * len(args) + [f"{k}=..." for k in kwargs])
+        return [f"{label}({call}) does not fit {label}{signature}: {exc}"]
+    return []
+
+
+def _takes_keyword(function: Callable[..., Any], keyword: str) -> bool:
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return True  # no signature to read: give it the benefit of the doubt
+    return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _capabilities(obj: object, kind: type) -> tuple[Any, list[str]]:
+    """(the declared capabilities or None when of the wrong type, [that problem])."""
+    try:
+        return capabilities_of(obj, kind), []
+    except TypeError as exc:
+        return None, [str(exc)]
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _short(value: object) -> str:
+    text = f"{type(value).__name__} {value!r}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
