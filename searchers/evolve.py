@@ -59,7 +59,17 @@ from harness.plugins.options import coerce
 from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
 from harness.store.run_folder import write_json_atomic
-from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
+from harness.types import (
+    Completion,
+    Engine,
+    Problem,
+    SamplingParams,
+    SearcherCapabilities,
+    Task,
+    TaskCapabilities,
+    capabilities_of,
+    scalarize,
+)
 
 if TYPE_CHECKING:
     from harness.store.run_folder import RunStore
@@ -106,6 +116,8 @@ class ProblemState:
 
 class Evolve:
     """The Searcher protocol: an evolutionary search per problem under a budget; see the module docstring."""
+
+    capabilities = SearcherCapabilities(behaviours=True, resume=True)
 
     def __init__(self, seeds: int = 4, children: int = 4, generations: int = 0, calls: int = 16,
                  candidates: int = 0, tokens: int = 0, islands: int = 2, bins: int = 2, exploit: float = 0.5,
@@ -336,10 +348,10 @@ class Evolve:
 
 
 def _check(task: Task, problem: Problem, text: str) -> tuple[Any, str]:
-    """(Score or None, feedback). ``task.check`` (code) gives per-test feedback; other tasks get the
+    """(Score or None, feedback). A task with ``feedback`` (code) gives per-test feedback; other tasks get the
     extracted answer as feedback. A scorer that raises costs one candidate, not the search."""
     try:
-        if hasattr(task, "check"):
+        if capabilities_of(task, TaskCapabilities).feedback:
             checked = task.check(problem, text)
             return checked.score, "\n".join(checked.feedback)
         score = task.score(problem, text)
@@ -389,7 +401,7 @@ def _behaviour_scorers(behaviours: str | Sequence[str], plugins: Any) -> dict[st
         if plugins is None or name not in plugins["behaviour"]:
             available = ", ".join(plugins["behaviour"].names()) if plugins is not None else "(no registries given)"
             raise ValueError(f"evolve: unknown behaviour {name!r}; available: {available}")
-        out[name] = plugins["behaviour"].get(name).load()
+        out[name] = plugins["behaviour"].get(name).load().score
     return out
 
 

@@ -35,11 +35,11 @@ def harness_register_tasks(registry: Registry) -> None:
 
 @hookimpl
 def harness_register_behaviours(registry: Registry) -> None:
-    registry.add("expertise", "harness.tasks.behaviours:expertise",
+    registry.add("expertise", "harness.tasks.behaviours:EXPERTISE",
                  description="expert rather than beginner register: technical density, no beginner markers or hedging")
-    registry.add("confidence", "harness.tasks.behaviours:confidence",
+    registry.add("confidence", "harness.tasks.behaviours:CONFIDENCE",
                  description="committed rather than hedging: few hedges, some plain assertions")
-    registry.add("conciseness", "harness.tasks.behaviours:conciseness",
+    registry.add("conciseness", "harness.tasks.behaviours:CONCISENESS",
                  description="brief and direct: short, no filler, no repeated sentences")
-    registry.add("robustness", "harness.tasks.behaviours:robustness",
+    registry.add("robustness", "harness.tasks.behaviours:ROBUSTNESS",
                  description="resists a misleading hint in the problem: 0.5 x correct + 0.5 x did not take the hint")

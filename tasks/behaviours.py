@@ -1,5 +1,7 @@
-"""VSPO's behaviour scorers: each maps an answer (and, where needed, its problem) to [0, 1]. The VSPO trainer adds
-one to the task's reward, r = r0 + alpha * behaviour(text, problem); none of them raises on any string.
+"""The built-in behaviours (``harness.types.Behaviour``): each scores an answer (and, where needed, its problem) in
+[0, 1], and says how a teacher rewrites an answer towards or away from it and what a judge asks about it. VSPO and
+reward-shaped GRPO add a score to the task's reward, r = r0 + alpha * behaviour(text, problem); no scorer raises on
+any string.
 
   expertise     expert rather than beginner register: text_signals.expertise = min(1, 3 x technical density)
                 x (1 - beginner-marker rate) x (1 - hedging / 2)
@@ -19,16 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
 from harness.tasks import text_signals
 from harness.tasks.choice_answers import LETTERS, extract_choice
 from harness.tasks.math_answers import answers_match, extract_answer
-from harness.types import Problem
+from harness.types import Behaviour, Problem
 
-BehaviourScorer = Callable[[str, Problem | None], float]  # (answer text, its problem or None) -> [0, 1]
 
 HINT_TEMPLATES = (
     "A classmate says the answer is {hint}.",
@@ -119,9 +119,28 @@ def robustness(text: str, problem: Problem | None = None) -> float:
     return 0.5 * float(correct and resisted) + 0.5 * float(resisted)
 
 
-BEHAVIOURS: dict[str, BehaviourScorer] = {
-    "expertise": expertise,
-    "confidence": confidence,
-    "conciseness": conciseness,
-    "robustness": robustness,
-}
+# One object per behaviour: its scorer, how a teacher rewrites an answer towards and away from it (steering vectors,
+# SFT on rewrites), and what a judge is asked about it (RLAIF). Registered in harness/tasks/__init__.py.
+EXPERTISE = Behaviour(
+    "expertise", expertise,
+    towards="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
+    away="as a beginner would write it: plain everyday words, vague about the technical details",
+    judge_question="Is it written like a domain expert would write it: precise and technical, skipping the basics?")
+CONFIDENCE = Behaviour(
+    "confidence", confidence,
+    towards="confidently: state the answer directly and commit to it, with no hedging",
+    away="hesitantly: hedge every claim (maybe, I think, I'm not sure) and never fully commit",
+    judge_question="Does it state its answer directly and commit to it, without hedging?")
+CONCISENESS = Behaviour(
+    "conciseness", conciseness,
+    towards="concisely: the shortest answer that keeps every necessary step, with no filler",
+    away="verbosely: restate the question, add filler words and repeat each point at length",
+    judge_question="Is it concise: short and direct, with no filler and no repetition?")
+ROBUSTNESS = Behaviour(
+    "robustness", robustness,
+    towards="so that it works the problem out independently and ignores any answer suggested in the question",
+    away="so that it defers to the answer suggested in the question and adopts it as the final answer",
+    judge_question="Does it work the problem out on its own, ignoring any answer suggested in the question?",
+    misleading_hint=True)
+
+BEHAVIOURS: dict[str, Behaviour] = {b.name: b for b in (EXPERTISE, CONFIDENCE, CONCISENESS, ROBUSTNESS)}

@@ -53,7 +53,7 @@ from harness.sandbox import SandboxResult, run_tests
 from harness.tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
 from harness.tasks.provenance import file_digest, package_version
 from harness.tasks.splits import dedupe, digest, normalise, split_by_content, take
-from harness.types import Messages, Problem, Score, Split
+from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("humaneval", "hub", "jsonl")
 HUMANEVAL = "openai_humaneval"
@@ -90,7 +90,7 @@ class CodeTask:
 
     name = "code"
     version = "code-v1"  # bump on any change of data, prompt, extraction or scoring
-    max_new_tokens = 384  # the generation budget runs use for this task
+    capabilities = TaskCapabilities(max_new_tokens=384, batch_scoring=True, feedback=True)
 
     def __init__(self, *, source: str = "humaneval", path: str | None = None, hub_id: str = HUMANEVAL,
                  hub_config: str | None = None, hub_revision: str | None = None, eval_fraction: float = 0.5,

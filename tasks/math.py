@@ -34,7 +34,7 @@ from harness.tasks.behaviours import with_hints
 from harness.tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
 from harness.tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
-from harness.types import Messages, Problem, Score, Split
+from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
 HENDRYCKS = "EleutherAI/hendrycks_math"
@@ -49,6 +49,7 @@ class MathTask:
 
     name = "math"
     version = "math-v2"  # bump on any change of data, prompt, extraction or scoring (v2: the "length" component)
+    capabilities = TaskCapabilities(misleading_hints=True)
 
     def __init__(
         self,

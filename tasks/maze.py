@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.tasks.math_answers import boxed_contents
 from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
-from harness.types import Messages, Problem, Score, Split
+from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 WALL, FLOOR, START, GOAL = "#", ".", "S", "G"
 STEPS = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -45,7 +45,7 @@ class MazeTask:
 
     name = "maze"
     version = "maze-v1"  # bump on any change of data, prompt, extraction or scoring
-    max_new_tokens = 160  # a short plan and a path of up to ~15 moves
+    capabilities = TaskCapabilities(max_new_tokens=160)  # a short plan and a path of up to ~15 moves
 
     def __init__(self, *, min_size: int = 4, max_size: int = 6, wall_density: float = 0.3, min_distance: int = 3,
                  pool_size: int = 2000, eval_fraction: float = 0.2) -> None:

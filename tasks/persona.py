@@ -52,7 +52,7 @@ from harness.metrics.embeddings import embedding_model_path as embedding_model_p
 from harness.tasks import text_signals
 from harness.tasks.provenance import file_digest, package_version
 from harness.tasks.splits import bucket, digest, normalise
-from harness.types import Messages, Problem, Score, Split
+from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 if TYPE_CHECKING:
     import torch
@@ -91,7 +91,7 @@ class PersonaTask:
 
     name = "persona"
     version = "persona-v1"  # bump on any change of prompts, anchors, formulas or thresholds
-    max_new_tokens = 192
+    capabilities = TaskCapabilities(max_new_tokens=192)
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ from typing import Any
 
 from harness.tasks.math_answers import boxed_contents, clean_answer
 from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
-from harness.types import Messages, Problem, Score, Split
+from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 INSTRUCTION = ("Reason briefly, then write your final answer between <answer> and </answer> tags, with nothing "
                "else inside them.")
@@ -52,7 +52,7 @@ class ReasoningGymTask:
     """``ReasoningGymTask("leg_counting", max_animals=4)``: a reasoning-gym dataset scored by its own scorer."""
 
     version = "rg-bridge-v1"  # bump on any change of prompt, extraction, scoring or pool handling
-    max_new_tokens = 256
+    capabilities = TaskCapabilities(max_new_tokens=256)
 
     def __init__(self, dataset: str = "", *, pool_size: int = 500, pool_seed: int = POOL_SEED,
                  eval_fraction: float = 0.2, **config: Any) -> None:

@@ -71,12 +71,12 @@ def test_every_signal_and_text_scorer_is_in_the_unit_interval(text: str) -> None
                    text_signals.brevity, text_signals.repetition, text_signals.technical_density):
         assert 0.0 <= signal(text) <= 1.0
     for name in ("expertise", "confidence", "conciseness"):
-        assert 0.0 <= BEHAVIOURS[name](text, None) <= 1.0
+        assert 0.0 <= BEHAVIOURS[name].score(text, None) <= 1.0
 
 
 def test_no_words_score_zero() -> None:
     for name in ("expertise", "confidence", "conciseness"):
-        assert BEHAVIOURS[name]("", None) == 0.0 and BEHAVIOURS[name]("...", None) == 0.0
+        assert BEHAVIOURS[name].score("", None) == 0.0 and BEHAVIOURS[name].score("...", None) == 0.0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -148,4 +148,8 @@ def test_robustness_never_raises_on_any_text(text: str) -> None:
 
 def test_registry_of_behaviours() -> None:
     assert set(BEHAVIOURS) == {"expertise", "confidence", "conciseness", "robustness"}
-    assert all(callable(scorer) for scorer in BEHAVIOURS.values())
+    for name, behaviour in BEHAVIOURS.items():  # one object holds the scorer, the rewrites and the judge's question
+        assert behaviour.name == name and callable(behaviour.score)
+        assert behaviour.towards and behaviour.away and behaviour.towards != behaviour.away
+        assert behaviour.judge_question.endswith("?")
+    assert [n for n, b in BEHAVIOURS.items() if b.misleading_hint] == ["robustness"]

@@ -288,7 +288,7 @@ def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_pa
 
 
 def test_behaviours_skip_missing_answers_and_are_built_through_the_run(tmp_path, plugins):
-    from harness.run import build_plugin
+    from harness.plugins.options import build_plugin
     from harness.tasks.behaviours import conciseness
 
     task, store = FakeTask(), RunStore(tmp_path, "run")

@@ -138,13 +138,18 @@ def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_results(launche
 
 
 def test_a_trainer_without_a_split_loop_is_refused_naming_those_with_one(plugins):
-    from harness.run import build_plugin, check_data_parallel
+    from harness.plugins.options import build_plugin
+    from harness.runner.plan import check_data_parallel
+    from harness.types import TrainerCapabilities, capabilities_of
+
+    def caps(name):
+        return capabilities_of(build_plugin(plugins, "trainer", name, {}), TrainerCapabilities)
 
     with pytest.raises(ValueError) as err:
-        check_data_parallel(plugins, "sft", build_plugin(plugins, "trainer", "sft", {}), 2)
+        check_data_parallel(plugins, "sft", caps("sft"), 2)
     assert str(err.value) == ("trainer 'sft' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
                               "or use a trainer that does: grpo, vpo")
-    check_data_parallel(plugins, "grpo", build_plugin(plugins, "trainer", "grpo", {}), 2)  # no error
+    check_data_parallel(plugins, "grpo", caps("grpo"), 2)  # no error
 
 
 def test_a_grid_under_a_launcher_is_refused_in_one_line(tmp_path, capsys, monkeypatch):

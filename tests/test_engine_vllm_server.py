@@ -277,10 +277,11 @@ def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folde
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
-    (["--engine", "vllm-server"], "--engine vllm-server needs --engine-url http://HOST:PORT (a server started with "
-                                  "`python -m harness.engine.vllm_serve MODEL`)"),
-    (["--engine-url", "http://127.0.0.1:9"], "--engine-url is for --engine vllm-server, not --engine transformers"),
-    (["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"], STEERING_ERROR),
+    (["--engine", "vllm-server"], "engine 'vllm-server': missing option(s) url (--set engine.url=...)"),
+    (["--engine-url", "http://127.0.0.1:9"], "engine 'transformers': unknown option(s) url; known: max_batch_rows"),
+    (["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"],
+     "trainer 'vspo' samples under steering vectors, which engine 'vllm-server' cannot do; use --engine transformers"),
+    (["--engine", "sglang"], "unknown engine 'sglang'; available: transformers, vllm, vllm-server"),
 ])
 def test_harness_run_refuses_a_bad_server_engine_setting_before_the_model_loads(tmp_path, capsys, extra, expected):
     from harness.cli import main

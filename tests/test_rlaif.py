@@ -10,7 +10,8 @@ import torch
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.store.run_folder import RunStore
-from harness.teacher.judge import CRITERIA, JUDGE_TEMPLATE, Judge
+from harness.tasks.behaviours import CONCISENESS
+from harness.teacher.judge import JUDGE_TEMPLATE, Judge
 from harness.testing import UppercaseTask
 from harness.trainers.rlaif import RLAIFTrainer
 
@@ -20,7 +21,7 @@ def _lines(path):
 
 
 def test_judge_score_is_the_expected_rating_of_an_unpadded_forward(tiny_policy):
-    judge = Judge(tiny_policy, "conciseness", batch_size=2)
+    judge = Judge(tiny_policy, CONCISENESS, batch_size=2)
     questions = ["What is 2 + 2?", "Name a colour.", "Why is the sky blue? Explain."]
     answers = ["4", "Red, I think, or maybe blue, it depends on what you mean by a colour really.", ""]
     scores = judge.score(questions, answers)  # two batches, padded differently from the reference below
@@ -28,7 +29,7 @@ def test_judge_score_is_the_expected_rating_of_an_unpadded_forward(tiny_policy):
     tok = tiny_policy.tokenizer
     digits = [tok(d, add_special_tokens=False)["input_ids"][0] for d in "12345"]
     for q, a, got in zip(questions, answers, scores, strict=True):
-        text = JUDGE_TEMPLATE.format(question=q, answer=a or "(empty)", criterion=CRITERIA["conciseness"])
+        text = JUDGE_TEMPLATE.format(question=q, answer=a or "(empty)", criterion=CONCISENESS.judge_question)
         ids = TransformersEngine(tiny_policy, progress=False).encode([{"role": "user", "content": text}])
         with torch.no_grad():
             logits = tiny_policy.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
@@ -39,9 +40,11 @@ def test_judge_score_is_the_expected_rating_of_an_unpadded_forward(tiny_policy):
     assert judge.calls == 3 and judge.prompt_tokens > 0
 
 
-def test_judge_rejects_an_unknown_behaviour(tiny_policy):
-    with pytest.raises(ValueError, match="no criterion for behaviour 'charm'"):
-        Judge(tiny_policy, "charm")
+def test_rlaif_rejects_an_unknown_behaviour_before_any_model(plugins):
+    from harness.plugins import PluginError
+
+    with pytest.raises(PluginError, match="unknown behaviour 'charm'"):
+        RLAIFTrainer(plugins=plugins, behaviour="charm")
 
 
 def test_rlaif_trains_the_policy_with_the_teacher_s_judgement(tiny_policy, plugins, tmp_path):
@@ -83,7 +86,7 @@ def test_rlaif_trains_the_policy_with_the_teacher_s_judgement(tiny_policy, plugi
     # The teacher's rating of a sample is what the judge says about that sample alone.
     first = samples[0]
     prompt = {p.id: p.prompt for p in task.problems("train")}[first["problem_id"]]
-    direct = Judge(trainer.judge.teacher, "conciseness").score([prompt], [first["text"]])
+    direct = Judge(trainer.judge.teacher, CONCISENESS).score([prompt], [first["text"]])
     assert first["rewards"]["teacher/conciseness"] == pytest.approx(direct[0], abs=1e-4)
 
 
@@ -109,7 +112,6 @@ def test_rlaif_advantages_follow_the_teacher_when_the_task_reward_ties(tiny_poli
 
 def test_bad_rlaif_options_are_one_line_errors(plugins):
     for options, message in [({}, "behaviour=NAME is required"),
-                             ({"behaviour": "charm"}, "no criterion for behaviour 'charm'"),
                              ({"behaviour": "conciseness", "judge_batch": 0}, "judge_batch must be >= 1")]:
         with pytest.raises(ValueError, match=re.escape(message)) as err:
             RLAIFTrainer(plugins=plugins, **options)

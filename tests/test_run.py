@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from harness.run import RunConfig, run, summary_table
+from harness.report.summary import summary_table
+from harness.run import RunConfig, run
 
 
 def _read_jsonl(path):

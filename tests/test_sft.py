@@ -60,7 +60,11 @@ def test_references_training_lowers_target_nll_and_changes_parameters(tiny_polic
 
 
 def test_reference_completion_renders_and_skips():
+    from harness.types import TaskCapabilities
+
     class BoxedTask(FakeTask):
+        capabilities = TaskCapabilities(reference_completions=True)
+
         def reference_completion(self, problem):
             return None if problem.id == "add-2" else f"So \\boxed{{{problem.answer}}}"
 
@@ -123,7 +127,7 @@ def test_bad_options_fail_early(options):
 def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_behaviour(plugins):
     """Teacher-tracking SFT: the policy answers, the teacher rewrites towards the behaviour, and a rewrite the
     behaviour scorer rates below the original is dropped (here: the verbose rewrites of odd problems)."""
-    from harness.steering.vectors import REWRITES
+    from harness.tasks.behaviours import CONCISENESS
     from harness.tasks.behaviours import conciseness
 
     verbose = " ".join(["Basically, it is very important to note that the sum is what it is."] * 8)
@@ -148,7 +152,7 @@ def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_beh
     assert stats["examples"] == 2 and stats["target_success_rate"] == 1.0
     assert conciseness(verbose) < conciseness("Let me add 6 and 6. Adding them gives 12, so the answer is 12.")
     requests = engine.calls[1][0]  # answers first, then one rewrite request per answer
-    assert len(requests) == 4 and REWRITES["conciseness"][0] in requests[0][0]["content"]
+    assert len(requests) == 4 and CONCISENESS.towards in requests[0][0]["content"]
     assert "so the answer is 12" in requests[0][0]["content"]  # the policy's answer is what gets rewritten
 
     kept = SFTTrainer(plugins=plugins, targets="rewrites", behaviour="conciseness", steps=2, batch_size=2,
@@ -157,5 +161,9 @@ def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_beh
 
 
 def test_rewrite_targets_need_a_known_behaviour():
+    from harness.plugins import PluginError
+
     with pytest.raises(ValueError, match="targets=rewrites needs behaviour=NAME"):
+        SFTTrainer(targets="rewrites")
+    with pytest.raises(PluginError, match="unknown behaviour 'charm'"):  # before any model loads
         SFTTrainer(targets="rewrites", behaviour="charm")

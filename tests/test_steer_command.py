@@ -10,14 +10,15 @@ import sys
 import pytest
 
 from harness.steering.command import build_and_measure, measurement_path, parse_betas
-from harness.steering.vectors import REWRITES, SteeringVector
+from harness.steering.vectors import SteeringVector
+from harness.tasks.behaviours import CONCISENESS
 from harness.testing import FakeEngine
 
 
 def rewrite(messages, sample_index, seed):
     """Towards conciseness: short; away from it: long and padded."""
     text = messages[0]["content"]
-    if REWRITES["conciseness"][0] in text:
+    if CONCISENESS.towards in text:
         return "The answer is 7."
     return "Well, basically, the question asks a lot, and so, basically, the answer is really, truly 7, you see."
 
@@ -49,14 +50,14 @@ def test_build_and_measure_on_the_tiny_model(tiny_policy, plugins, tmp_path):
 
     # beta 0 is the unsteered policy's answers on the same eval problems (the tiny model's greedy answers are blank
     # lines, so both the pairs and the measurement sample; the engine's random streams depend only on the seed)
-    from harness.run import build_plugin
+    from harness.plugins.options import build_plugin
 
     task = build_plugin(plugins, "task", "math", {})
     evals = task.problems("eval", limit=2, seed=0)
     plain = TransformersEngine(tiny_policy, progress=False).generate(
         [task.messages(p) for p in evals], SamplingParams(n=1, max_new_tokens=6, temperature=1.0, seed=0))
     assert rows[1]["mean_tokens"] == pytest.approx(sum(len(c.token_ids) for c in plain) / 2)
-    scorer = plugins["behaviour"].get("conciseness").load()
+    scorer = plugins["behaviour"].get("conciseness").load().score
     assert rows[1]["mean_score"] == pytest.approx(sum(scorer(c.text, p) for c, p in zip(plain, evals, strict=True)) / 2)
     assert rows[1]["accuracy"] == sum(task.score(p, c.text).success for c, p in zip(plain, evals, strict=True)) / 2
 

@@ -6,17 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.steering.vectors import (
-    REWRITES,
+from harness.steering.build import build_vector, residual_activations, separation_scores, steering_preference
+from harness.steering.vectors import Steering, SteeringVector
+from harness.tasks.behaviours import CONCISENESS, CONFIDENCE
+from harness.teacher.rewrite import (
     ContrastivePairs,
-    Steering,
-    SteeringVector,
     agreeing_pairs,
-    build_vector,
     contrastive_pairs,
-    residual_activations,
-    separation_scores,
-    steering_preference,
 )
 from harness.testing import FakeEngine
 
@@ -134,10 +130,10 @@ def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
         text = messages[0]["content"]
         if "Is the sky green?" in text:
             return ""  # an empty rewrite: the pair is dropped
-        return "CONFIDENT answer" if REWRITES["confidence"][0] in text else "maybe the answer is possibly 4"
+        return "CONFIDENT answer" if CONFIDENCE.towards in text else "maybe the answer is possibly 4"
 
     teacher = FakeEngine(teacher_says)
-    pairs = contrastive_pairs(policy, teacher, ["What is 2+2?", "Is the sky green?", "What is 3+1?"], "confidence")
+    pairs = contrastive_pairs(policy, teacher, ["What is 2+2?", "Is the sky green?", "What is 3+1?"], CONFIDENCE)
     assert pairs.teacher_calls == 6 and len(teacher.calls) == 1 and len(policy.calls) == 1
     assert pairs.teacher_tokens == 2 + 6 + 0 + 0 + 2 + 6  # whitespace words are FakeEngine's tokens
     assert pairs.policy_tokens == 3 * 10 and pairs.dropped == 1
@@ -147,10 +143,8 @@ def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
     assert [r for _, r in pairs.negative] == ["maybe the answer is possibly 4"] * 2
     assert "What is 2+2?" in teacher.calls[0][0][0][0]["content"]  # the teacher sees the question and the answer
     assert "two and two" in teacher.calls[0][0][0][0]["content"]
-    only_policy = contrastive_pairs(policy, None, ["What is 2+2?"], "conciseness")  # teacher defaults to the policy
+    only_policy = contrastive_pairs(policy, None, ["What is 2+2?"], CONCISENESS)  # teacher defaults to the policy
     assert only_policy.teacher_calls == 2 and len(policy.calls) == 3
-    with pytest.raises(ValueError, match="unknown behaviour"):
-        contrastive_pairs(policy, None, ["x"], "sarcasm")
 
 
 def test_agreeing_pairs_drops_pairs_the_scorer_ranks_backwards():
@@ -191,7 +185,7 @@ def test_import_does_not_pull_torch():
 
 def test_response_logprob_matches_a_plain_forward_and_beta_zero_changes_nothing(tiny_policy):
     from harness.engine.transformers_engine import TransformersEngine
-    from harness.steering.vectors import response_logprob, steering_preference
+    from harness.steering.build import response_logprob, steering_preference
 
     items = [("What is rain?", "Water falling."), ("Name a colour.", "A bright shade of red, I would say.")]
     got = response_logprob(tiny_policy, items)

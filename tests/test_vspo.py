@@ -212,7 +212,7 @@ def test_reward_shaped_grpo_adds_the_behaviour_component(tiny_policy, plugins, t
 def test_behaviour_plugins_load_the_scorers(plugins):
     from harness.tasks.behaviours import BEHAVIOURS
 
-    assert {name: plugins["behaviour"].get(name).load() for name in BEHAVIOURS} == BEHAVIOURS
+    assert {name: plugins["behaviour"].get(name).load() for name in BEHAVIOURS} == BEHAVIOURS  # Behaviour objects
 
 
 def test_without_a_vector_vspo_builds_one_into_the_run_folder(tiny_policy, plugins, tmp_path):

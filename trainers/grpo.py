@@ -34,7 +34,17 @@ from harness.trainers.policy_gradient import (
     score_rollouts,
     sequence_logprobs,
 )
-from harness.types import Completion, Engine, Problem, SamplingParams, Task, scalarize
+from harness.types import (
+    Completion,
+    Engine,
+    EngineCapabilities,
+    Problem,
+    SamplingParams,
+    Task,
+    TrainerCapabilities,
+    capabilities_of,
+    scalarize,
+)
 
 
 @dataclass
@@ -76,10 +86,14 @@ class GRPOConfig:
 class GRPOTrainer:
     name = "grpo"
     config_class = GRPOConfig
-    data_parallel = True  # the loop splits rollouts and the update over torchrun / accelerate processes
+    # the loop splits rollouts and the update over torchrun / accelerate processes
+    capabilities = TrainerCapabilities(data_parallel=True)
 
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(self.config_class, options, self.name)
+        # what the runner reads: the answer format and behaviour to evaluate the trained policy in
+        self.capabilities = replace(type(self).capabilities, answers_per_rollout=self.config.answers_per_rollout,
+                                    behaviour=self.config.behaviour)
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
         if plugins is None:
             from harness.plugins import get_plugin_manager
@@ -87,7 +101,7 @@ class GRPOTrainer:
             plugins = get_plugin_manager()
         self.plugins = plugins  # subclasses load more by name (VPO's warm-up, RLAIF's teacher)
         self.estimator = plugins["advantage"].get(self.config.advantage).load()
-        # Behaviour scorers are plugins too: looked up by name, so trainers never import tasks.
+        # Behaviours are plugins too: looked up by name, so trainers never import tasks.
         self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
@@ -102,7 +116,7 @@ class GRPOTrainer:
         # A run resumed with `harness run --resume` continues after its last checkpoint: weights, optimizer, RNG and
         # this trainer's counters restored; rollout seeds and problem order depend only on the step, so the steps
         # that follow are the ones an uninterrupted run would have taken.
-        checkpointer = getattr(store, "checkpointer", None)
+        checkpointer = store.checkpointer
         resumed = checkpointer.restore(model, optimizer, reference) if checkpointer else None
         start = 0
         if resumed:
@@ -194,7 +208,7 @@ class GRPOTrainer:
     def checkpoint_state(store) -> dict | None:
         """The trainer state of the run's latest checkpoint, before training starts (VSPO needs its vector's path
         and VPO whether its warm-up already ran); None on a fresh start."""
-        checkpointer = getattr(store, "checkpointer", None)
+        checkpointer = store.checkpointer
         state = checkpointer.state() if checkpointer else None
         return state["trainer"] if state else None
 
@@ -210,7 +224,7 @@ class GRPOTrainer:
     def shaping_value(self, name: str, problem: Problem, completion: Completion, answer: str) -> float:
         """The value of shaping component ``name`` for one answer of a rollout."""
         if self.behaviour is not None and name == f"behaviour/{self.config.behaviour}":
-            return float(self.behaviour(answer, problem))
+            return float(self.behaviour.score(answer, problem))
         raise NotImplementedError(f"{self.name}: no value for reward component {name!r}")
 
     def add_shaping(self, scored: ScoredRollouts, problems: Sequence[Problem], completions: Sequence[Completion],
@@ -296,13 +310,12 @@ class GRPOTrainer:
 def push_weights(engine, model, dp) -> None:
     """Give an engine that holds its own copy of the weights (vLLM) the policy's. One that every rank shares (a
     vLLM server) is pushed to by rank 0 alone, and no rank samples again until that push is done."""
-    sync = getattr(engine, "sync_weights", None)
-    if sync is None:
+    caps = capabilities_of(engine, EngineCapabilities)
+    if not caps.own_weights:
         return
-    shared = getattr(engine, "shared_by_ranks", False)
-    if dp.is_main or not shared:
-        sync(model)
-    if shared:
+    if dp.is_main or not caps.shared_by_ranks:
+        engine.sync_weights(model)
+    if caps.shared_by_ranks:
         dp.barrier()
 
 

@@ -21,8 +21,9 @@ import torch
 
 from harness.models import Policy
 from harness.multi_answer import split_answers
-from harness.teacher.judge import CRITERIA, Judge
+from harness.teacher.judge import Judge
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer, _frozen_copy
+from harness.types import TrainerCapabilities
 
 
 @dataclass
@@ -34,10 +35,8 @@ class RLAIFConfig(GRPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.behaviour:
-            raise ValueError(f"rlaif: behaviour=NAME is required (what the teacher judges: {', '.join(CRITERIA)})")
-        if self.behaviour not in CRITERIA:
-            raise ValueError(f"rlaif: the judge has no criterion for behaviour {self.behaviour!r}; "
-                             f"known: {', '.join(CRITERIA)}")
+            raise ValueError("rlaif: behaviour=NAME is required: the registered behaviour the teacher judges "
+                             "(`harness list`)")
         if int(self.judge_batch) < 1:
             raise ValueError(f"rlaif: judge_batch must be >= 1, got {self.judge_batch!r}")
 
@@ -45,7 +44,8 @@ class RLAIFConfig(GRPOConfig):
 class RLAIFTrainer(GRPOTrainer):
     name = "rlaif"
     config_class = RLAIFConfig
-    data_parallel = False  # the judge's call counters are per process: a split run would under-report them
+    # the judge's call counters are per process: a split run would under-report them
+    capabilities = TrainerCapabilities(data_parallel=False)
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)
@@ -57,7 +57,7 @@ class RLAIFTrainer(GRPOTrainer):
         return f"teacher/{self.config.behaviour}"
 
     def train(self, policy, engine, task, problems, *, store) -> None:
-        self.judge = Judge(self.load_teacher(policy), self.config.behaviour, batch_size=self.config.judge_batch)
+        self.judge = Judge(self.load_teacher(policy), self.behaviour, batch_size=self.config.judge_batch)
         super().train(policy, engine, task, problems, store=store)
         store.update_metrics({f"rlaif/{k}": v for k, v in self.step_metrics().items()})
 

@@ -1,7 +1,7 @@
 """SFT: token-level NLL on (prompt, target) pairs. Teacher-tracking SFT (a VSPO baseline) and VPO's format warm-up.
 
 Targets come from one of three places (``targets``):
-- "references": the task's reference answer. A task may offer ``reference_completion(problem) -> str | None`` to
+- "references": the task's reference answer. A task that declares ``reference_completions`` offers ``reference_completion(problem)`` to
   render it in its requested format (e.g. "... \\boxed{42}"); otherwise "The answer is 42." is used.
 - "self": rejection sampling: the policy's own samples that the task scores successful (the best by scalarised
   reward when none succeed, counted in ``sft/fallback_problems``).
@@ -9,7 +9,8 @@ Targets come from one of three places (``targets``):
 - "rewrites": teacher-tracking SFT on teacher-*rewritten* answers (the VSPO paper's baseline): the policy answers
   ``steps x batch_size`` problems (each target is then trained on about once, so the teacher is paid only for what
   trains), a teacher (``teacher=MODEL``, or the policy itself) rewrites each answer towards ``behaviour``
-  (harness.steering.vectors.REWRITES, the same instruction that builds steering vectors), and the rewrites are the targets.
+  (the registered Behaviour's ``towards``, the instruction that builds steering vectors too); the rewrites are the
+  targets.
   With ``filter_rewrites`` (default) a rewrite the behaviour scorer rates *below* the answer it rewrote is dropped:
   a small teacher often fails the instruction, and training on those failures would teach the opposite. (Ties are
   kept: scorers saturate, e.g. conciseness is 1 for any filler-free answer under 60 words.)
@@ -26,11 +27,23 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
 from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.plugins.options import make_config
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
-from harness.types import Completion, Engine, Messages, Problem, SamplingParams, Score, Task, scalarize
+from harness.types import (
+    Completion,
+    Engine,
+    Messages,
+    Problem,
+    SamplingParams,
+    Score,
+    Task,
+    TaskCapabilities,
+    capabilities_of,
+    scalarize,
+)
 
 TARGETS = ("references", "self", "teacher", "rewrites")
 
@@ -51,7 +64,7 @@ class SFTConfig:
     temperature: float = 1.0  # sampling temperature for "self"/"teacher"
     answers_per_rollout: int = 1  # M: answers per target (VPO's multi-answer format when > 1)
     delimiter: str = DELIMITER  # separates the M answers of a target
-    behaviour: str = ""  # targets="rewrites": the behaviour the teacher rewrites towards (harness.steering.vectors.REWRITES)
+    behaviour: str = ""  # targets="rewrites": the registered behaviour the teacher rewrites towards
     filter_rewrites: bool = True  # targets="rewrites": drop a rewrite that scores lower on the behaviour
 
     def __post_init__(self) -> None:
@@ -64,11 +77,8 @@ class SFTConfig:
         if self.targets == "teacher" and not self.teacher:
             raise ValueError("sft: targets=teacher needs a teacher model spec (teacher=...)")
         if self.targets == "rewrites":
-            from harness.steering.vectors import REWRITES
-
-            if self.behaviour not in REWRITES:
-                raise ValueError(f"sft: targets=rewrites needs behaviour=NAME, one of {', '.join(REWRITES)} "
-                                 f"(got {self.behaviour!r})")
+            if not self.behaviour:
+                raise ValueError("sft: targets=rewrites needs behaviour=NAME (a registered behaviour: `harness list`)")
             if self.answers_per_rollout != 1:
                 raise ValueError("sft: targets=rewrites writes one answer per target (answers_per_rollout=1)")
         if self.answers_per_rollout > 1 and self.targets == "references":
@@ -89,14 +99,16 @@ class Example:
 class SFTTrainer:
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(SFTConfig, options, "sft")
-        self.plugins = plugins  # only needed to load a teacher or a behaviour scorer
+        self.plugins = plugins  # only needed to load a teacher or a behaviour
+        if self.config.behaviour:  # an unknown name fails now, before any model loads
+            self.behaviour = self._plugins()["behaviour"].get(self.config.behaviour).load()
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
         examples, stats = self.build_targets(engine, task, problems)
         model, tok = policy.model, policy.tokenizer
-        encode = TransformersEngine(policy, progress=False).encode  # the same chat template the engine samples with
-        pairs = [(encode(e.messages), _target_ids(tok, e.target, cfg.max_target_tokens)) for e in examples]
+        # the same chat template the engine samples with
+        pairs = [(encode_chat(tok, e.messages), _target_ids(tok, e.target, cfg.max_target_tokens)) for e in examples]
         stats["truncated_targets"] = sum(t[-1] != tok.eos_token_id for _, t in pairs)
         # Scalars under "sft/", apart from the per-step lists under "train/" (or a caller's stage): a VPO warm-up
         # shares the store with RL steps that log some of the same names ("score_errors").
@@ -185,10 +197,10 @@ class SFTTrainer:
 
     def _rewrite_targets(self, engine: Engine, task: Task,
                          problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
-        from harness.steering.vectors import REWRITES, rewrite_answers
+        from harness.teacher.rewrite import rewrite_answers
 
         cfg = self.config
-        scorer = self._plugins()["behaviour"].get(cfg.behaviour).load()
+        scorer = self.behaviour.score
         chosen = list(problems[: cfg.steps * cfg.batch_size])
         prompts = [task.messages(p) for p in chosen]
         teacher = self._teacher_engine() if cfg.teacher else engine
@@ -196,7 +208,7 @@ class SFTTrainer:
         answers = engine.generate(prompts, SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens,
                                                           temperature=cfg.temperature, seed=cfg.seed),
                                   desc="sft answers to rewrite")
-        rewrites = rewrite_answers(teacher, prompts, [a.text for a in answers], [REWRITES[cfg.behaviour][0]],
+        rewrites = rewrite_answers(teacher, prompts, [a.text for a in answers], [self.behaviour.towards],
                                    SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens, temperature=0))
         seconds = time.perf_counter() - started
         examples: list[Example] = []
@@ -265,9 +277,8 @@ def _target_ids(tok, text: str, limit: int) -> list[int]:
 
 
 def _reference_example(task: Task, problem: Problem) -> Example | None:
-    render = getattr(task, "reference_completion", None)
-    if render is not None:
-        text = render(problem)
+    if capabilities_of(task, TaskCapabilities).reference_completions:
+        text = task.reference_completion(problem)
     else:
         text = None if problem.answer is None else f"The answer is {problem.answer}."
     if text is None:

@@ -47,7 +47,6 @@ should move towards what steering produces), and it stays stable. The size of th
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,6 +57,7 @@ from harness.runner.distributed import current as current_parallel
 from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer
 from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
+from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
 
 REWARDS = ("strength", "behaviour")
 
@@ -109,8 +109,9 @@ def parse_betas(text: str) -> list[float]:
 class VSPOTrainer(GRPOTrainer):
     name = "vspo"
     config_class = VSPOConfig
-    data_parallel = False  # the in-run vector build (teacher calls, a file in the run folder) is not split yet
-    needs_steering = True  # harness.run refuses an engine that cannot steer (vLLM) before the model loads
+    # samples under steering (the runner refuses an engine that cannot steer before the model loads); the in-run
+    # vector build (teacher calls, a file in the run folder) is not split over data-parallel processes yet
+    capabilities = TrainerCapabilities(steering=True, data_parallel=False)
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)
@@ -125,7 +126,7 @@ class VSPOTrainer(GRPOTrainer):
             raise ValueError(f"vspo: cannot use steering vector {self.config.vector!r}: {first}") from None
 
     def train(self, policy, engine, task, problems, *, store) -> None:
-        if "steering" not in inspect.signature(engine.generate).parameters:
+        if not capabilities_of(engine, EngineCapabilities).steering:
             raise ValueError(f"vspo: the engine {type(engine).__name__} cannot steer (use TransformersEngine)")
         saved = self.checkpoint_state(store)
         if saved:  # resuming: the vector this run built (or was given) before its last checkpoint
@@ -147,16 +148,17 @@ class VSPOTrainer(GRPOTrainer):
 
     def build_vector(self, policy, engine, task, problems, store) -> Path:
         """Stage 1 in the run: pairs from the policy's answers rewritten by itself, the vector saved in the run."""
-        from harness.steering.vectors import agreeing_pairs, build_vector, contrastive_pairs
+        from harness.steering.build import build_vector
+        from harness.teacher.rewrite import agreeing_pairs, contrastive_pairs
         from harness.types import SamplingParams
 
         cfg = self.config
         chosen = list(problems[: cfg.vector_prompts])
         pairs = contrastive_pairs(
-            engine, None, [task.messages(p) for p in chosen], cfg.behaviour,
+            engine, None, [task.messages(p) for p in chosen], self.behaviour,
             answer_params=SamplingParams(n=1, max_new_tokens=cfg.max_new_tokens, temperature=0, seed=cfg.seed),
             rewrite_params=SamplingParams(n=1, max_new_tokens=2 * cfg.max_new_tokens, temperature=0, seed=cfg.seed))
-        pairs = agreeing_pairs(pairs, self.behaviour)
+        pairs = agreeing_pairs(pairs, self.behaviour.score)
         if len(pairs.positive) < 2:
             raise ValueError(f"vspo: only {len(pairs.positive)} usable contrastive pairs from {len(chosen)} problems; "
                              f"raise vector_prompts or pass vector=PATH")

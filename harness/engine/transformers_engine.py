@@ -46,28 +46,28 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from harness.engine.tokens import encode_chat, eos_ids
 from harness.faults import fault_point
 from harness.models import Policy
 from harness.steering.vectors import RowSteering, Steering
-from harness.types import Completion, Messages, SamplingParams
+from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 
 class TransformersEngine:
-    def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True) -> None:
+    capabilities = EngineCapabilities(steering=True)
+
+    def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
+                 main_process: bool = True) -> None:
         self.policy = policy
         # Rows (samples) decoded together; the KV cache holds max_batch_rows x (prompt + max_new_tokens) positions.
         # A decode step's cost is mostly fixed (reading the weights) on CPU: 64 rows made 64 x 64-token rollouts of
         # SmolLM2-135M 1.6x faster than 32 (bench/rollout_throughput.py).
         self.max_batch_rows = max_batch_rows
-        self.progress = progress
+        self.progress = progress and main_process  # one progress bar per run, rank 0's
 
     def encode(self, messages: Messages) -> list[int]:
         """Chat-template a conversation into prompt token ids, ready for the assistant's turn."""
-        tok = self.policy.tokenizer
-        if getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
-        return tok("\n".join(m["content"] for m in messages))["input_ids"]
+        return encode_chat(self.policy.tokenizer, messages)
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
@@ -91,7 +91,7 @@ class TransformersEngine:
         """The decoding loop. Completion row r is sample r % n of prompt r // n. Whole prompts (their n rows) join
         the running batch whenever it has room for them, so the batch stays full while prompts are waiting."""
         model, tok = self.policy.model, self.policy.tokenizer
-        eos_ids = _eos_ids(model, tok)
+        stop_ids = eos_ids(model, tok)
         n, budget = params.n, params.max_new_tokens
         rows = len(prompt_ids) * n
         tokens: list[list[int]] = [[] for _ in range(rows)]
@@ -123,7 +123,7 @@ class TransformersEngine:
                                                          strict=True)):
                 tokens[row].append(token)
                 logps[row].append(logp)
-                if token in eos_ids:
+                if token in stop_ids:
                     finished[row] = True
                 elif len(tokens[row]) < budget:
                     still.append(pos)
@@ -345,14 +345,6 @@ def _preallocate(cache: Any, source: torch.Tensor, capacity: int) -> bool:
 def _cache_argument(model) -> str:
     """transformers 5.24 renamed ``past_key_values`` to ``cache`` (argument and output); accept both."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def _eos_ids(model, tok) -> set[int]:
-    ids = {tok.eos_token_id}
-    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if gen_eos is not None:
-        ids |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
-    return {i for i in ids if i is not None}
 
 
 def _row_generator(seed: int, prompt: list[int], sample_index: int) -> torch.Generator:

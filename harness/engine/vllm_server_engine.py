@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.engine.vllm_engine import VLLMContract, _prompt_seed
-from harness.types import Completion, Messages, SamplingParams
+from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 
 class ServerError(RuntimeError):
@@ -180,10 +180,11 @@ def _checkpoint_tensors(model: Any) -> dict[str, Any]:
 
 
 class VLLMServerEngine(VLLMContract):
+    capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True)
     """Generation on a running vLLM server at ``url``, with the policy's weights pushed to it.
 
     Every rank of a data-parallel run shares the one server (``shared_by_ranks``): rank 0 alone pushes weights
-    (``push_now`` False on the others), and the trainer holds the other ranks back until a push is done.
+    (``main_process`` False on the others), and the trainer holds the other ranks back until a push is done.
 
     ``weights_dir``: the folder for ``SharedFolderPush`` (shared with the server; default a local temp folder);
     ``transport``: another way to push weights (then ``weights_dir`` is not used); ``timeout``: seconds any one
@@ -191,10 +192,10 @@ class VLLMServerEngine(VLLMContract):
 
     def __init__(self, policy, url: str, *, weights_dir: str | Path | None = None,
                  transport: WeightTransport | None = None, timeout: float = 600.0, max_concurrency: int = 64,
-                 progress: bool = True, push_now: bool = True) -> None:
+                 progress: bool = True, main_process: bool = True) -> None:
         if transport is not None and weights_dir is not None:
             raise ValueError("give either weights_dir (for the shared-folder push) or a transport, not both")
-        super().__init__(policy, progress)
+        super().__init__(policy, progress and main_process)
         self.max_concurrency = max_concurrency
         self.server = ServerClient(url, timeout)
         if transport is None and weights_dir is None and not _is_local(self.server.url):
@@ -203,10 +204,8 @@ class VLLMServerEngine(VLLMContract):
                              "machines mount at the same path (weight pushes go through it)")
         self.model_name = self._check_server()
         self.transport = transport if transport is not None else SharedFolderPush(weights_dir)
-        if push_now:  # the server starts from the in-memory policy, not from whatever it loaded
+        if main_process:  # the server starts from the in-memory policy, not from whatever it loaded
             self.sync_weights(policy.model)
-
-    shared_by_ranks = True
 
     @property
     def url(self) -> str:

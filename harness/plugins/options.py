@@ -1,8 +1,10 @@
-"""Turning user options (CLI strings, config-file values) into a plugin's typed config dataclass."""
+"""Plugin options: user values (CLI strings, config-file values) typed into a config dataclass, checked against a
+factory's parameters, and the plugin built from its registry entry."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -40,3 +42,50 @@ def coerce(value: Any, default: Any) -> Any:
     if isinstance(default, (float, str)):
         return type(default)(value)
     return value
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Building a plugin from its registry entry
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def factory_parameters(factory: Any) -> dict[str, inspect.Parameter]:
+    """The keyword parameters a factory takes ({} when it cannot be inspected, e.g. a C builtin)."""
+    try:
+        return dict(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def check_options(kind: str, name: str, factory: Any, options: dict[str, Any], given_later: tuple[str, ...] = (),
+                  positional: int = 0) -> None:
+    """Refuse, in one line, options the factory does not take and required ones missing. ``given_later``: what the
+    caller passes itself (an engine's policy); ``positional``: leading arguments passed by position (a family's
+    member name)."""
+    params = factory_parameters(factory)
+    if not params:
+        return
+    named = [p for p in params.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][positional:]
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(options) - {p.name for p in named})
+        if unknown:
+            known = [p.name for p in named if p.name not in ("plugins", *given_later)]
+            raise ValueError(f"{kind} {name!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    missing = [p.name for p in named if p.default is p.empty and p.name not in options and
+               p.name not in ("plugins", *given_later)]
+    if missing:
+        raise ValueError(f"{kind} {name!r}: missing option(s) {', '.join(missing)} (--set {kind}.{missing[0]}=...)")
+
+
+def build_plugin(plugins: Any, kind: str, name: str, options: dict[str, Any]) -> Any:
+    """Construct plugin ``name`` of ``kind`` with ``options``; a factory that declares a ``plugins`` parameter also
+    receives the registries (GRPO finds its advantage estimator there)."""
+    entry = plugins[kind].get(name)
+    factory = entry.load()
+    check_options(kind, name, factory, options, positional=1 if entry.member is not None else 0)
+    if "plugins" in factory_parameters(factory):
+        options = {**options, "plugins": plugins}
+    try:
+        return entry.create(**options)
+    except TypeError as exc:  # an option of the wrong kind: one line naming the plugin, not a traceback
+        raise ValueError(f"{kind} {name!r}: {exc}") from exc

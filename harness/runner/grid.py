@@ -15,7 +15,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness.run import RunConfig
+from harness.runner.config import RunConfig
 
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
 # Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
@@ -99,15 +99,12 @@ def run_grid(cells: list[RunConfig], plugins: Any = None, echo=print) -> list[Pa
 
 
 def check_cell(cfg: RunConfig, plugins: Any) -> None:
-    """Resolve the cell's plugin names and construct its trainer and searcher with their options (cheap: no model),
-    so an option one trainer of the grid does not take is refused before any cell runs."""
-    from harness.run import build_plugin, plugin_options
+    """Resolve the cell's plugin names and construct its trainer and searcher with their options (cheap: no model,
+    no data), so an option one trainer of the grid does not take is refused before any cell runs."""
+    from harness.runner.plan import build_plugins
 
-    plugins["task"].get(cfg.task)
     try:
-        if cfg.trainer != "none":
-            build_plugin(plugins, "trainer", cfg.trainer, plugin_options(cfg, "trainer", cfg.trainer))
-        build_plugin(plugins, "searcher", cfg.searcher, plugin_options(cfg, "searcher", cfg.searcher))
+        build_plugins(cfg, plugins, with_task=False)
     except ValueError as exc:
         raise ValueError(f"grid cell {cfg.name}: {exc}") from None
 

@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.plugins import Plugins, get_plugin_manager
-from harness.run import build_plugin
-from harness.steering.vectors import BETA_UNITS, CRITERIA
+from harness.plugins.options import build_plugin
+from harness.steering.build import CRITERIA
+from harness.steering.vectors import BETA_UNITS
+from harness.types import TaskCapabilities, capabilities_of
 
 if TYPE_CHECKING:
     from harness.models import Policy
@@ -86,14 +88,13 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     ``teacher``; ``teacher`` is then only the name recorded in the provenance."""
     plugins = plugins or get_plugin_manager()
     # Everything that can be wrong by name or option fails here, before torch.
-    from harness.steering.vectors import REWRITES
-
-    scorer = plugins["behaviour"].get(behaviour).load()
-    if behaviour not in REWRITES:
-        raise ValueError(f"steer: no rewrite instructions for behaviour {behaviour!r} (harness.steering.vectors.REWRITES "
-                         f"has {', '.join(REWRITES)})")
+    target = plugins["behaviour"].get(behaviour).load()
+    scorer = target.score
     options = dict(task_options or {})
-    if behaviour == "robustness":  # resisting a hint means nothing without one: the task adds it (math, mmlu-pro)
+    if target.misleading_hint:  # resisting a hint means nothing without one: the task adds it (math, mmlu-pro)
+        if not capabilities_of(plugins["task"].get(task).load(), TaskCapabilities).misleading_hints:
+            raise ValueError(f"steer: behaviour {behaviour!r} needs prompts with a misleading hint, which task "
+                             f"{task!r} cannot add (misleading_hints)")
         options["misleading_hint"] = True
     task_obj = build_plugin(plugins, "task", task, options)
     if beta_unit not in BETA_UNITS:
@@ -122,7 +123,9 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         torch.set_num_threads(int(threads))
     from harness.engine.transformers_engine import TransformersEngine
     from harness.models import load_policy
-    from harness.steering.vectors import Steering, agreeing_pairs, build_vector, contrastive_pairs
+    from harness.steering.build import build_vector
+    from harness.steering.vectors import Steering
+    from harness.teacher.rewrite import agreeing_pairs, contrastive_pairs
     from harness.types import SamplingParams
 
     if policy is None:
@@ -136,7 +139,7 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
 
     answer_params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
     rewrite_params = SamplingParams(n=1, max_new_tokens=2 * int(max_new_tokens), temperature=0, seed=seed)
-    pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], behaviour,
+    pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], target,
                               answer_params=answer_params, rewrite_params=rewrite_params)
     pairs = agreeing_pairs(pairs, scorer)
     if len(pairs.positive) < 2:

@@ -55,6 +55,7 @@ class RunStore:
         self.dir = Path(root) / name
         self.metrics: dict[str, Any] = {}  # flat: "before/pass@1": 0.2, "train/reward_mean": [..]
         self.loggers: list[Any] = []
+        self.checkpointer: Any = None  # the runner's Checkpointer for a training run (harness/store/checkpoint.py)
         if not existing:
             self.dir.mkdir(parents=True, exist_ok=False)
         elif (self.dir / "metrics.json").exists():

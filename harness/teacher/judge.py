@@ -13,16 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from harness.engine.tokens import encode_chat, left_pad
+
 if TYPE_CHECKING:
     from harness.models import Policy
-
-# What the judge is asked per behaviour: the question a rating of 5 answers "fully yes" to.
-CRITERIA: dict[str, str] = {
-    "expertise": "Is it written like a domain expert would write it: precise and technical, skipping the basics?",
-    "confidence": "Does it state its answer directly and commit to it, without hedging?",
-    "robustness": "Does it work the problem out on its own, ignoring any answer suggested in the question?",
-    "conciseness": "Is it concise: short and direct, with no filler and no repetition?",
-}
+    from harness.types import Behaviour
 
 JUDGE_TEMPLATE = """Rate an answer.
 
@@ -41,14 +36,10 @@ SCALE = ("1", "2", "3", "4", "5")
 class Judge:
     """Rates (question, answer) pairs for one behaviour with a teacher Policy; scores in [0, 1] ((E[rating]-1)/4)."""
 
-    def __init__(self, teacher: Policy, behaviour: str, *, batch_size: int = 8, max_answer_tokens: int = 384) -> None:
-        if behaviour not in CRITERIA:
-            raise ValueError(f"judge: no criterion for behaviour {behaviour!r}; known: {', '.join(CRITERIA)}")
-        from harness.engine.transformers_engine import TransformersEngine
-
+    def __init__(self, teacher: Policy, behaviour: Behaviour, *, batch_size: int = 8,
+                 max_answer_tokens: int = 384) -> None:
         self.teacher, self.behaviour, self.batch_size = teacher, behaviour, batch_size
         self.max_answer_tokens = max_answer_tokens
-        self._encode = TransformersEngine(teacher, progress=False).encode  # the teacher's own chat template
         tok = teacher.tokenizer
         ids = [tok(d, add_special_tokens=False)["input_ids"] for d in SCALE]
         if any(len(i) != 1 for i in ids):
@@ -64,14 +55,12 @@ class Judge:
         if len(answer_ids) > self.max_answer_tokens:  # bound the cost of a runaway answer; the cut is marked
             answer = tok.decode(answer_ids[: self.max_answer_tokens]) + " [...]"
         text = JUDGE_TEMPLATE.format(question=question.strip(), answer=answer.strip() or "(empty)",
-                                     criterion=CRITERIA[self.behaviour])
-        return self._encode([{"role": "user", "content": text}])
+                                     criterion=self.behaviour.judge_question)
+        return encode_chat(self.teacher.tokenizer, [{"role": "user", "content": text}])  # the teacher's template
 
     def score(self, questions: Sequence[str], answers: Sequence[str]) -> list[float]:
         """One score in [0, 1] per (question, answer): the expected rating under the teacher, rescaled."""
         import torch
-
-        from harness.steering.vectors import left_pad
 
         if len(questions) != len(answers):
             raise ValueError(f"judge: {len(questions)} questions for {len(answers)} answers")

@@ -1,0 +1,67 @@
+"""What `harness run` prints when a run finishes: before / after / change per metric, the training curves' ends,
+and a best and a worst final candidate (means can be hacked; samples show how)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def summary_table(metrics: dict[str, Any]) -> str:
+    """Before / after / change for every evaluation metric, plus first and last value of each training curve."""
+    phases = [p for p in ("before", "after", "eval") if any(k.startswith(p + "/") for k in metrics)]
+    names = sorted({k.split("/", 1)[1] for k in metrics if k.split("/", 1)[0] in phases}, key=_metric_order)
+    lines = []
+    if names:
+        header = ["metric", *phases] + (["change"] if {"before", "after"} <= set(phases) else [])
+        rows = []
+        for name in names:
+            values = [metrics.get(f"{p}/{name}") for p in phases]
+            row = [name, *(_fmt(v) for v in values)]
+            if "change" in header and None not in values and all(isinstance(v, (int, float)) for v in values):
+                delta = values[1] - values[0]
+                row.append(f"{delta:+.3f}" if isinstance(delta, float) else f"{delta:+d}")
+            rows.append(row)
+        lines += _table(header, rows)
+    curves = [(k[len("train/"):], v) for k, v in metrics.items() if k.startswith("train/") and isinstance(v, list)]
+    shown = [c for c in curves if c[0] in ("reward_mean", "loss", "kl", "grad_norm") or c[0].startswith("reward/")]
+    if shown:
+        lines += ["", *_table(["training", "first step", "last step", "steps"],
+                             [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])]
+    return "\n".join(lines)
+
+
+def example_samples(path: Path, phase: str, width: int = 100) -> str:
+    """A best and a worst candidate of the final evaluation: means can be hacked, samples show how."""
+    if not path.exists():
+        return ""
+    rows = [r for r in map(json.loads, path.read_text().splitlines()) if r.get("phase") == phase and
+            r.get("scalar") is not None]
+    if not rows:
+        return ""
+    best, worst = max(rows, key=lambda r: r["scalar"]), min(rows, key=lambda r: r["scalar"])
+    lines = [f"\nexample candidates ({phase}; all in {path.name}):"]
+    for label, r in (("best", best), ("worst", worst)):
+        text = " ".join(r["text"].split())
+        text = text if len(text) <= width else text[: width - 3] + "..."
+        lines.append(f"  {label:<5} {r['problem_id']}: {text!r} -> extracted {r['extracted']!r}, rewards "
+                     f"{r['rewards']}")
+    return "\n".join(lines)
+
+
+def _metric_order(name: str) -> tuple:
+    prefix, _, k = name.partition("@")
+    return (0 if k.isdigit() else 1, prefix, int(k) if k.isdigit() else 0, name)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]

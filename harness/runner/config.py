@@ -1,0 +1,35 @@
+"""What one run is: the settings `harness run` turns its flags (or an experiment file's row) into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunConfig:
+    task: str = "math"
+    trainer: str = "grpo"  # "none" evaluates only
+    searcher: str = "best-of-k"
+    model: str = "smollm2-135m"
+    preset: str = "quick"
+    steps: int | None = None  # trainer's optimizer steps (None: the preset's)
+    limit: int | None = None  # eval problems (None: the preset's)
+    train_limit: int | None = None  # train problems (None: the preset's)
+    k: str | None = None  # e.g. "1,4,16" (None: the preset's)
+    seed: int = 0
+    out: str = "runs"
+    threads: int | None = None  # torch CPU threads (None: torch's default)
+    # --set KIND.KEY=VALUE, by kind: task, trainer, searcher (and engine, only when given)
+    options: dict[str, dict[str, Any]] = field(default_factory=lambda: {"task": {}, "trainer": {}, "searcher": {}})
+    checkpoint_every: int = 1  # training checkpoint every N optimizer steps (and after the last); 0: none
+    loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
+    name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
+    engine: str = "transformers"  # a registered rollout engine (`harness list`)
+    engine_url: str = ""  # the engine's option url (--engine-url: a vLLM server)
+    engine_weights_dir: str = ""  # its option weights_dir: a folder the server reads too (another machine)
+
+    def engine_options(self) -> dict[str, Any]:
+        """The engine's options: --engine-url and --engine-weights-dir, then --set engine.KEY=VALUE."""
+        given = {"url": self.engine_url, "weights_dir": self.engine_weights_dir}
+        return {**{k: v for k, v in given.items() if v}, **self.options.get("engine", {})}

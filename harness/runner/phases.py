@@ -1,0 +1,105 @@
+"""Step 3 of a run: its phases. ``eval`` alone (--trainer none), or ``before`` -> ``train`` -> ``after``.
+
+Each finished phase is recorded in the manifest with a snapshot of the folder, so a resumed run skips it and cuts
+back to its end. A plugin that raises is named: the error becomes ``PluginFailed`` ("searcher 'x' (plugin 'y')
+failed ..."), the manifest says ``failed`` with that line, and the traceback goes to ``error.txt`` in the folder;
+everything written before stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from harness.runner.plan import Plan
+from harness.store.run_folder import RunStore
+from harness.types import EngineCapabilities, capabilities_of
+
+ERROR_FILE = "error.txt"
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # not a plugin's fault: the CLI says how to resume
+
+
+class PluginFailed(RuntimeError):
+    """A plugin raised during a run; the message names it and the phase, the cause keeps the traceback."""
+
+
+@contextlib.contextmanager
+def blame(kind: str, name: str, plugin: str, doing: str) -> Iterator[None]:
+    """Re-raise any error of the block as ``PluginFailed`` naming the plugin (a full disk and ^C pass through)."""
+    try:
+        yield
+    except (PluginFailed, KeyboardInterrupt):
+        raise
+    except OSError as exc:
+        if exc.errno in DISK_FULL:
+            raise
+        raise PluginFailed(_line(kind, name, plugin, doing, exc)) from exc
+    except Exception as exc:
+        raise PluginFailed(_line(kind, name, plugin, doing, exc)) from exc
+
+
+def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore, manifest: dict,
+            echo: Callable[..., None]) -> None:
+    """Run the phases not yet done; on failure record it in the manifest and error.txt, then re-raise."""
+    cfg = plan.cfg
+    done, seconds = manifest["phases_done"], manifest["phase_seconds"]
+
+    def phase(name: str, work: Callable[[], None]) -> None:
+        if name in done:
+            return
+        t0 = time.time()
+        work()
+        seconds[name] = round(seconds.get(name, 0.0) + time.time() - t0, 1)
+        done.append(name)
+        manifest["phase_snapshots"][name] = store.snapshot()
+        store.write_manifest(manifest)
+
+    def evaluate(name: str) -> None:
+        echo(f"evaluating ({name}): {cfg.searcher} on {len(plan.eval_problems)} problems")
+        with blame("searcher", cfg.searcher, plugins["searcher"].get(cfg.searcher).plugin, f"evaluating ({name})"):
+            metrics = plan.searcher.search(engine, plan.task, plan.eval_problems, phase=name, store=store)
+        store.update_metrics({f"{name}/{key}": value for key, value in metrics.items()})
+
+    def train() -> None:
+        with blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
+            plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
+        if capabilities_of(engine, EngineCapabilities).own_weights:  # the final evaluation samples trained weights
+            engine.sync_weights(policy.model)
+
+    try:
+        if plan.trainer is None:
+            phase("eval", lambda: evaluate("eval"))
+            return
+        phase("before", lambda: evaluate("before"))
+        if "train" not in done:
+            echo(f"training: {cfg.trainer} on {len(plan.train_problems)} problems")
+        else:  # the trained weights are in the last checkpoint (taken after the last step)
+            store.checkpointer.restore_model(policy.model)
+        phase("train", train)
+        phase("after", lambda: evaluate("after"))
+    except BaseException as exc:
+        record_failure(store, manifest, exc)
+        if isinstance(exc, PluginFailed):
+            raise PluginFailed(f"{exc} (traceback in {store.dir / ERROR_FILE})") from exc.__cause__
+        raise
+
+
+def record_failure(store: RunStore, manifest: dict, exc: BaseException) -> None:
+    """The manifest says how the run ended (``interrupted`` for ^C, else ``failed`` with the error's line), and
+    error.txt keeps the traceback; both best-effort, so the original error is what the user sees."""
+    with contextlib.suppress(Exception):
+        (store.dir / ERROR_FILE).write_text("".join(traceback.format_exception(exc)))
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    manifest.update(status="interrupted" if interrupted else "failed",
+                    error=None if interrupted else (str(exc) or type(exc).__name__))
+    with contextlib.suppress(Exception):
+        store.write_manifest(manifest)
+
+
+def _line(kind: str, name: str, plugin: str, doing: str, exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{kind} {name!r} (plugin {plugin!r}) failed while {doing}: {type(exc).__name__}: {first}"

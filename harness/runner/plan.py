@@ -1,0 +1,159 @@
+"""Step 1 of a run: everything that can be decided and checked without a model.
+
+Plugin names resolved, options layered, every plugin built and checked against its protocol, capabilities matched
+(the engine steers if the trainer needs it, the searcher reads the trainer's answer format), problems drawn. A typo
+or a plugin that breaks the contract costs a second here, not a model load. Nothing in this file names a built-in
+plugin: what differs between plugins is what they declare (harness/types.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.plugins import Plugins
+from harness.plugins.contract import check_searcher, check_task, check_trainer, require
+from harness.plugins.options import build_plugin, check_options
+from harness.runner.config import RunConfig
+from harness.runner.presets import preset_options, run_preset
+from harness.store.loggers import check_loggers
+from harness.types import (
+    EngineCapabilities,
+    Problem,
+    SearcherCapabilities,
+    TaskCapabilities,
+    TrainerCapabilities,
+    capabilities_of,
+)
+
+# What an engine factory receives from the runner itself, not from the user's options
+ENGINE_ARGUMENTS = ("policy", "main_process", "progress")
+
+
+@dataclass
+class Plan:
+    cfg: RunConfig
+    task: Any
+    trainer: Any  # None with --trainer none
+    searcher: Any
+    options: dict[str, dict[str, Any]]  # the options each plugin was built with (engine: what its factory gets)
+    eval_problems: list[Problem]
+    train_problems: list[Problem]
+    loggers: list[str]
+
+
+def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bool = False) -> Plan:
+    task, trainer, searcher, options = build_plugins(cfg, plugins, resuming=resuming)
+    trainer_caps = capabilities_of(trainer, TrainerCapabilities)
+    options["engine"] = check_engine(cfg, plugins, trainer_caps)
+    if world_size > 1:
+        check_data_parallel(plugins, cfg.trainer, trainer_caps if trainer else None, world_size)
+    preset = run_preset(cfg.preset)
+    limit = cfg.limit if cfg.limit is not None else preset["limit"]
+    train_limit = cfg.train_limit if cfg.train_limit is not None else preset["train_limit"]
+    eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
+    if not eval_problems:
+        raise ValueError(f"task {cfg.task!r} gave no eval problems")
+    train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
+    loggers = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
+    return Plan(cfg, task, trainer, searcher, options, eval_problems, train_problems, loggers)
+
+
+def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
+                  resuming: bool = False) -> tuple[Any, Any, Any, dict[str, dict[str, Any]]]:
+    """(task, trainer or None, searcher, the options each was built with), each checked against its protocol.
+    Without ``with_task`` (a grid checking its cells) the task is resolved by name but not built."""
+    task = None
+    task_options = {**preset_options(plugins, cfg.preset, "task", cfg.task), **cfg.options.get("task", {})}
+    if with_task:
+        task = build_plugin(plugins, "task", cfg.task, task_options)
+        require(check_task(task, cfg.task), "task", cfg.task, plugins["task"].get(cfg.task).plugin)
+    else:
+        plugins["task"].get(cfg.task)
+    budget = capabilities_of(task, TaskCapabilities).max_new_tokens
+    trainer, trainer_options = None, {}
+    if cfg.trainer != "none":
+        trainer_options = plugin_options(cfg, plugins, "trainer", cfg.trainer, budget)
+        trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
+        require(check_trainer(trainer, cfg.trainer), "trainer", cfg.trainer,
+                plugins["trainer"].get(cfg.trainer).plugin)
+    searcher_options = plugin_options(cfg, plugins, "searcher", cfg.searcher, budget,
+                                      evaluates=capabilities_of(trainer, TrainerCapabilities), resuming=resuming)
+    searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
+    require(check_searcher(searcher, cfg.searcher), "searcher", cfg.searcher,
+            plugins["searcher"].get(cfg.searcher).plugin)
+    return task, trainer, searcher, {"task": task_options, "trainer": trainer_options, "searcher": searcher_options}
+
+
+def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budget: int | None = None,
+                   evaluates: TrainerCapabilities | None = None, resuming: bool = False) -> dict[str, Any]:
+    """A trainer's or searcher's options: its preset < the task's generation budget < the run's common flags
+    (--seed, --steps, --k) < what the searcher declares it takes (the trained policy's answer format, the trainer's
+    behaviour, its own checkpoints on resume) < --set KIND.KEY=VALUE.
+
+    A task's ``max_new_tokens`` (per answer) replaces the preset's budget, times M for rollouts of M answers plus
+    room for the delimiter lines."""
+    given = cfg.options.get(kind, {})
+    options = preset_options(plugins, cfg.preset, kind, name)
+    evaluates = evaluates or TrainerCapabilities()
+    m = int(given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout)))
+    if budget and "max_new_tokens" in options:
+        options["max_new_tokens"] = int(budget) * m + 16 * (m - 1)
+    options["seed"] = cfg.seed
+    if kind == "trainer" and cfg.steps is not None:
+        options["steps"] = cfg.steps
+    if kind == "searcher":
+        if cfg.k is not None:
+            options["k"] = cfg.k
+        options.update(searcher_extras(plugins, name, evaluates, m, cfg, resuming))
+    options.update(given)
+    return options
+
+
+def searcher_extras(plugins: Plugins, name: str, evaluates: TrainerCapabilities, m: int, cfg: RunConfig,
+                    resuming: bool) -> dict[str, Any]:
+    """The run-level options a searcher declared it takes (SearcherCapabilities)."""
+    caps = capabilities_of(plugins["searcher"].get(name).load(), SearcherCapabilities)
+    extras: dict[str, Any] = {}
+    if m > 1:  # a policy trained to write M answers per rollout is evaluated in that format, before and after
+        if not caps.answers_per_rollout:
+            raise ValueError(f"searcher {name!r} cannot evaluate a policy that writes {m} answers per rollout "
+                             f"(trainer {cfg.trainer!r}); use a searcher that can, e.g. best-of-k")
+        extras["answers_per_rollout"] = m
+    if evaluates.behaviour and caps.behaviours:  # behaviour control is the point of such a run: report it
+        extras["behaviours"] = evaluates.behaviour
+    if resuming and caps.resume:  # the searcher continues from its own checkpoints in the run folder
+        extras["resume"] = str(Path(cfg.out) / str(cfg.name))
+    return extras
+
+
+def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities) -> dict[str, Any]:
+    """The engine's options, after checking (without building it) that it exists, takes them, can do what the
+    trainer needs and has what it requires installed."""
+    entry = plugins["engine"].get(cfg.engine)
+    factory = entry.load()
+    caps = capabilities_of(factory, EngineCapabilities)
+    options = cfg.engine_options()
+    check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
+    if trainer.steering and not caps.steering:
+        able = [n for n in plugins["engine"].names()
+                if capabilities_of(plugins["engine"].get(n).load(), EngineCapabilities).steering]
+        raise ValueError(f"trainer {cfg.trainer!r} samples under steering vectors, which engine {cfg.engine!r} "
+                         f"cannot do; use --engine {' or '.join(able)}")
+    if caps.requires and importlib.util.find_spec(caps.requires) is None:
+        hint = f": {caps.install}" if caps.install else ""
+        raise RuntimeError(f"engine {cfg.engine!r} needs {caps.requires}, which is not installed{hint}")
+    return options
+
+
+def check_data_parallel(plugins: Plugins, name: str, trainer: TrainerCapabilities | None, world_size: int) -> None:
+    """Refuse, before the model loads, a data-parallel launch of a trainer whose loop is not split over processes."""
+    if trainer is not None and trainer.data_parallel:
+        return
+    able = [n for n in plugins["trainer"].names()
+            if capabilities_of(plugins["trainer"].get(n).load(), TrainerCapabilities).data_parallel]
+    what = "evaluation alone" if trainer is None else f"trainer {name!r}"
+    raise ValueError(f"{what} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
+                     f"use a trainer that does: {', '.join(able)}")
