@@ -9,7 +9,7 @@ Sources (option ``source``):
 
 Train and eval are disjoint by content: a source with train/test splits keeps them (minus any train problem whose
 text is also in test); a single pool is cut by a hash of the normalised problem text, never by seeds (reasoning-gym
-item i of seed s+1 is item i+1 of seed s, see DESIGN.md; tasks/splits.py).
+item i of seed s+1 is item i+1 of seed s; see tasks/splits.py).
 
 "length" prefers concise completions: with n = len(completion.strip()) characters,
     length = 1                                          if n <= length_target

@@ -2,7 +2,7 @@
 
 Problems are reasoning-gym's own items, scored by the dataset's own ``score_answer(answer, entry)``. Options:
   pool_size (500), pool_seed, eval_fraction (0.2)  the pool: ONE generation with one seed, deduplicated by question
-                                                   and split by a content hash (tasks/splits.py; why: DESIGN.md)
+                                                   and split by a content hash (tasks/splits.py says why)
   anything else                                    a field of the dataset's config dataclass, e.g.
                                                    ``--set task.max_terms=3 --set task.operators=+,-``; strings are
                                                    converted to the field's annotated type (int, bool, lists, ...)

@@ -106,7 +106,7 @@ def test_reasoning_gym_seeds_overlap_which_is_why_there_is_one_pool() -> None:
 
     a, b = reasoning_gym.create_dataset("leg_counting", seed=7, size=5), reasoning_gym.create_dataset(
         "leg_counting", seed=8, size=5)
-    assert a[1]["question"] == b[0]["question"]  # DESIGN.md: item i+1 of seed s is item i of seed s+1
+    assert a[1]["question"] == b[0]["question"]  # item i+1 of seed s is item i of seed s+1
 
 
 @pytest.mark.parametrize("name", ["basic_arithmetic", "leg_counting", "spell_backward", "maze"])

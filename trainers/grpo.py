@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from harness.faults import fault_point
 from harness.multi_answer import DELIMITER, instruct, split_answers
+from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
 from harness.runner.distributed import current as current_parallel
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
@@ -100,7 +101,10 @@ class GRPOTrainer:
 
             plugins = get_plugin_manager()
         self.plugins = plugins  # subclasses load more by name (VPO's warm-up, RLAIF's teacher)
-        self.estimator = plugins["advantage"].get(self.config.advantage).load()
+        entry = plugins["advantage"].get(self.config.advantage)
+        self.estimator = entry.load()
+        # a wrong return type or shape fails now, in one line, not after a step's rollouts
+        require(check_estimator(self.estimator), "advantage", entry.name, entry.plugin)
         # Behaviours are plugins too: looked up by name, so trainers never import tasks.
         self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None
 

@@ -1,4 +1,4 @@
-"""VSPO (steering-vector policy optimization, DESIGN.md): GRPO whose rollouts are sampled under a steering vector.
+"""VSPO (steering-vector policy optimization, arXiv 2605.15604): GRPO whose rollouts are sampled under a steering vector.
 
 Stage 2 of the method. The G rollouts of a prompt are sampled with strengths beta_1..beta_G: rollout j adds
 ``betas[j] * v`` to the output of decoder layer ``v.layer`` (``engine.generate(..., steering=Steering(v, betas))``).

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.plugins import Plugins
-from harness.plugins.contract import check_searcher, check_task, check_trainer, require
+from harness.plugins.contract import check_engine_factory, check_searcher, check_task, check_trainer, require
 from harness.plugins.options import build_plugin, check_options
 from harness.runner.config import RunConfig
 from harness.runner.presets import preset_options, run_preset
@@ -134,6 +134,7 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
     trainer needs and has what it requires installed."""
     entry = plugins["engine"].get(cfg.engine)
     factory = entry.load()
+    require(check_engine_factory(factory, cfg.engine), "engine", cfg.engine, entry.plugin)
     caps = capabilities_of(factory, EngineCapabilities)
     options = cfg.engine_options()
     check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
