@@ -42,6 +42,20 @@ class NoSource(FakeTask):
     data_source = None  # the mistake: a task without data_source()
 
 
+class Stumbles:
+    """A trainer that fails halfway through its progress bar."""
+
+    def __init__(self, seed: int = 0) -> None:
+        pass
+
+    def train(self, policy, engine, task, problems, *, store):
+        from tqdm.auto import tqdm
+
+        for step in tqdm(range(4), desc="stumbling"):
+            if step == 2:
+                raise ValueError("lost my footing")
+
+
 def bad_estimator(rewards, groups, weights, **context):
     return [0.0] * len(groups)  # the mistake: a list, not a tensor
 
@@ -57,6 +71,10 @@ class Package:
     @hookimpl
     def harness_register_searchers(self, registry):
         registry.add("majority", Majority, "majority vote")
+
+    @hookimpl
+    def harness_register_trainers(self, registry):
+        registry.add("stumbles", Stumbles)
 
     @hookimpl
     def harness_register_advantage_estimators(self, registry):
@@ -145,3 +163,12 @@ def test_a_clashing_or_misspelt_package_is_skipped_and_runs_go_on(installed, tmp
     assert len(warnings) == 2
     assert any("'my-dist:clash'" in w and "'math'" in w for w in warnings)
     assert any("'my-dist:typo'" in w and "harness_register_task" in w for w in warnings)
+
+
+def test_a_trainer_failing_under_its_progress_bar_gets_a_line_of_its_own(installed, tmp_path, capsys):
+    installed()
+    assert main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "harness: error" in line]
+    assert line.startswith("harness: error: trainer 'stumbles' (plugin 'my-dist:pkg') failed while training: "
+                           "ValueError: lost my footing"), err  # not glued behind the bar's last frame
