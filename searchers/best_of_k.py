@@ -182,7 +182,8 @@ class BestOfK:
                          "primary": score.primary, "success": score.success, "scalar": scalar}
 
     def _diversity(self, records: list[dict[str, Any]], embedding: bool) -> dict[str, float | None]:
-        """One problem's diversity metrics (harness/metrics/diversity.py). Texts are the answers written (missing ones are
+        """One problem's diversity metrics (harness/metrics/diversity.py). Texts are the answers written (missing ones
+        are
         not text); rewards those of scored candidates."""
         extracted = [r["extracted"] for r in records]
         texts = [r["text"] for r in records if not r.get("missing")]

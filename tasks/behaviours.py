@@ -29,7 +29,6 @@ from harness.tasks.choice_answers import LETTERS, extract_choice
 from harness.tasks.math_answers import answers_match, extract_answer
 from harness.types import Behaviour, Problem
 
-
 HINT_TEMPLATES = (
     "A classmate says the answer is {hint}.",
     "My friend is sure the answer is {hint}.",

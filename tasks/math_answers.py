@@ -1,7 +1,8 @@
 """Final-answer extraction and checking for maths tasks: pure functions, none of them raises on any string.
 
 Extraction follows where chat models actually put answers: the last ``\\boxed{}`` first (SmolLM2-135M rarely writes
-one: 3 of 80 sampled maths answers), then "the answer is X" / "Answer: X", then "... = X" at the very end, then the last number.
+one: 3 of 80 sampled maths answers), then "the answer is X" / "Answer: X", then "... = X" at the very end, then
+the last number.
 Equality is decided by math-verify (numbers, fractions, expressions, sets), behind guards: sympy can hang on inputs
 such as ``9^{9^{9^9}}``, and math-verify's own timeout uses SIGALRM, which only works in the main thread.
 """

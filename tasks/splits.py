@@ -1,7 +1,8 @@
 """Train/eval splits of a generated pool, disjoint by content.
 
 Procedural generators (reasoning-gym, the maze task) seed item i with ``seed + i``, so two seeds overlap almost
-entirely (seed s item i+1 is seed s+1 item i; tests/test_reasoning_gym_bridge.py shows it). The generated tasks therefore draw ONE pool with one
+entirely (seed s item i+1 is seed s+1 item i; tests/test_reasoning_gym_bridge.py shows it). The generated tasks
+therefore draw ONE pool with one
 fixed seed, drop repeated questions, and send each question to train or eval by a hash of its normalised text: the
 same text always lands in the same split, whatever the pool size or the run seed.
 """

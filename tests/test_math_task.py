@@ -322,7 +322,8 @@ def test_bad_options_fail_at_construction(options: dict) -> None:
 
 
 def test_import_tasks_is_cheap() -> None:
-    code = "import sys, harness.tasks; print(sorted({'torch', 'datasets', 'math_verify', 'harness.tasks.math'} & set(sys.modules)))"
+    code = ("import sys, harness.tasks; "
+            "print(sorted({'torch', 'datasets', 'math_verify', 'harness.tasks.math'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -167,7 +167,8 @@ def test_a_clashing_or_misspelt_package_is_skipped_and_runs_go_on(installed, tmp
 
 def test_a_trainer_failing_under_its_progress_bar_gets_a_line_of_its_own(installed, tmp_path, capsys):
     installed()
-    assert main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles", "--out", str(tmp_path)]) == 2
+    assert main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles",
+                 "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if "harness: error" in line]
     assert line.startswith("harness: error: trainer 'stumbles' (plugin 'my-dist:pkg') failed while training: "

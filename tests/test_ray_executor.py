@@ -293,7 +293,8 @@ def test_the_cli_refuses_a_missing_ray_before_the_model_loads(tmp_path):
 
 
 def test_importing_the_harness_does_not_import_ray():
-    code = ("import sys\nimport harness.executors, harness.searchers.evolve, harness.tasks.code\nfrom harness.cli import main\n"
+    code = ("import sys\nimport harness.executors, harness.searchers.evolve, harness.tasks.code\n"
+            "from harness.cli import main\n"
             "try:\n    main(['list'])\nexcept SystemExit:\n    pass\nassert 'ray' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr

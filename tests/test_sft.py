@@ -127,8 +127,7 @@ def test_bad_options_fail_early(options):
 def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_behaviour(plugins):
     """Teacher-tracking SFT: the policy answers, the teacher rewrites towards the behaviour, and a rewrite the
     behaviour scorer rates below the original is dropped (here: the verbose rewrites of odd problems)."""
-    from harness.tasks.behaviours import CONCISENESS
-    from harness.tasks.behaviours import conciseness
+    from harness.tasks.behaviours import CONCISENESS, conciseness
 
     verbose = " ".join(["Basically, it is very important to note that the sum is what it is."] * 8)
 

@@ -49,7 +49,8 @@ def harness_register_trainers(registry: Registry) -> None:
 def harness_register_advantage_estimators(registry: Registry) -> None:
     registry.add("grpo", "harness.trainers.advantages:grpo", "(r - group mean) / group std of the weighted reward")
     registry.add("dr_grpo", "harness.trainers.advantages:dr_grpo", "r - group mean of the weighted reward (Dr. GRPO)")
-    registry.add("vpo", "harness.trainers.advantages:vpo", "set reward E_w~Dir(1)[max_m w.r(y_m)], group-normalised (VPO)")
+    registry.add("vpo", "harness.trainers.advantages:vpo",
+                 "set reward E_w~Dir(1)[max_m w.r(y_m)], group-normalised (VPO)")
     registry.add("multi_rlvr", "harness.trainers.advantages:multi_rlvr",
                  "best answer of the set under fixed equal weights (VPO ablation)")
     registry.add("random_weights", "harness.trainers.advantages:random_weights",

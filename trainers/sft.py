@@ -1,7 +1,8 @@
 """SFT: token-level NLL on (prompt, target) pairs. Teacher-tracking SFT (a VSPO baseline) and VPO's format warm-up.
 
 Targets come from one of three places (``targets``):
-- "references": the task's reference answer. A task that declares ``reference_completions`` offers ``reference_completion(problem)`` to
+- "references": the task's reference answer. A task that declares ``reference_completions`` offers
+  ``reference_completion(problem)`` to
   render it in its requested format (e.g. "... \\boxed{42}"); otherwise "The answer is 42." is used.
 - "self": rejection sampling: the policy's own samples that the task scores successful (the best by scalarised
   reward when none succeed, counted in ``sft/fallback_problems``).

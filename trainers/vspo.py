@@ -1,4 +1,5 @@
-"""VSPO (steering-vector policy optimization, arXiv 2605.15604): GRPO whose rollouts are sampled under a steering vector.
+"""VSPO (steering-vector policy optimization, arXiv 2605.15604): GRPO whose rollouts are sampled under a steering
+vector.
 
 Stage 2 of the method. The G rollouts of a prompt are sampled with strengths beta_1..beta_G: rollout j adds
 ``betas[j] * v`` to the output of decoder layer ``v.layer`` (``engine.generate(..., steering=Steering(v, betas))``).
@@ -8,21 +9,21 @@ the vector is never part of the trained model, and GRPO's ``update()`` (a plain 
 log-probabilities of the steered tokens.
 
 Options (on top of GRPO's):
-  vector     path to a SteeringVector file (harness/steering/vectors.py: ``SteeringVector.save``, or ``harness steer``); its
-             hidden size must match the policy's. Empty: stage 1 runs first, on the first ``vector_prompts`` training
-             problems: the policy answers, the policy itself rewrites each answer towards and away from
-             ``behaviour`` (harness.steering.vectors.contrastive_pairs), the vector is built (``build_vector``) and saved in
-             the run folder as ``steering_vector.safetensors``; the teacher's calls and tokens go into the run's
-             metrics (``vspo/vector_teacher_calls``, ``..._tokens``), since that one-off cost is what VSPO is
-             compared with RLAIF on.
+  vector     path to a SteeringVector file (``SteeringVector.save`` in harness/steering/vectors.py, or ``harness
+             steer``); its hidden size must match the policy's. Empty: stage 1 runs first, on the first
+             ``vector_prompts`` training problems: the policy answers, the policy itself rewrites each answer towards
+             and away from ``behaviour`` (harness.teacher.rewrite.contrastive_pairs), the vector is built
+             (harness.steering.build.build_vector) and saved in the run folder as ``steering_vector.safetensors``;
+             the teacher's calls and tokens go into the run's metrics (``vspo/vector_teacher_calls``,
+             ``..._tokens``), since that one-off cost is what VSPO is compared with RLAIF on.
   betas      the strength schedule, a comma string with one beta per rollout of a group: rollout j of every prompt
              is steered by betas[j], so group_size must equal the number of betas. An explicit list (rather than
              ``beta_max`` and a linear rule) keeps the schedule visible in the manifest and lets it be asymmetric;
              including 0 keeps one unsteered rollout per group. The default, -0.15..0.2 in steps of 0.05, has 8
              entries for GRPO's default G = 8.
-  beta_unit  how a beta is read (harness.steering.vectors.BETA_UNITS): "activation_norm" (default) as a fraction of the mean
-             residual-stream norm at the vector's layer, so one schedule suits any layer; "absolute" as the norm
-             added (the vector has unit norm). On SmolLM2-135M's conciseness directions at layers 16-26, 0.15
+  beta_unit  how a beta is read (harness.steering.vectors.BETA_UNITS): "activation_norm" (default) as a fraction of
+             the mean residual-stream norm at the vector's layer, so one schedule suits any layer; "absolute" as the
+             norm added (the vector has unit norm). On SmolLM2-135M's conciseness directions at layers 16-26, 0.15
              shortened math answers and 0.3 already degraded them into repetition (`harness steer` measures this),
              hence the default's range. (The layer the criterion picks can steer the other way: check it.)
   alpha      the shaping scale (the shaping term uses the schedule's beta, in beta_unit).

@@ -2,7 +2,8 @@
 
 Generation and training can then sit on different machines, as in TRL's and verl's server modes. The trainer's side
 needs no vLLM: requests are JSON over HTTP (the standard library's urllib, one request per prompt, sent concurrently
-from a thread pool). Start the server with harness/engine/vllm_serve.py (its docstring gives the command and why each flag).
+from a thread pool). Start the server with harness/engine/vllm_serve.py (its docstring gives the command and why
+each flag).
 
 The ``generate`` contract is VLLMEngine's (harness/engine/vllm_engine.py), item for item:
 - prompts are chat-templated by TransformersEngine.encode and sent as token ids (``/v1/completions`` takes a list of

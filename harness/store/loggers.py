@@ -31,8 +31,10 @@ ALWAYS = "jsonl"
 
 @hookimpl
 def harness_register_loggers(registry: Registry) -> None:
-    registry.add("jsonl", "harness.store.loggers:JsonlLogger", "one JSON line per event in <run>/metrics.jsonl (always on)")
-    registry.add("tensorboard", "harness.store.loggers:TensorBoardLogger", "TensorBoard event files in <run>/tensorboard")
+    registry.add("jsonl", "harness.store.loggers:JsonlLogger",
+                 "one JSON line per event in <run>/metrics.jsonl (always on)")
+    registry.add("tensorboard", "harness.store.loggers:TensorBoardLogger",
+                 "TensorBoard event files in <run>/tensorboard")
     registry.add("wandb", "harness.store.loggers:WandbLogger",
                  "Weights & Biases, offline into <run>/wandb unless WANDB_MODE says otherwise")
     registry.add("mlflow", "harness.store.loggers:MlflowLogger",
