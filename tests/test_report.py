@@ -128,7 +128,8 @@ def test_report_shows_every_metric_a_searcher_returns(tmp_path):
     behaviour/: it still reaches the HTML, the Markdown and the CSV, formatted."""
     _fake_run(tmp_path / "runs", "third-party", [(0, [True, False]), (1, [False, False])], phase="after",
               extra={"after/majority@8": 0.625, "after/num_tokens": 12345.0, "after/tiny": 0.00004,
-                     "after/not_a_number": "n/a"})
+                     "after/rate": 1.0, "after/not_a_number": "n/a"})
+    _fake_run(tmp_path / "runs", "other", [(0, [True, True])], phase="after", extra={"after/rate": 0.5})
     html = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None)
     page = html.read_text()
     other = page[page.index("<h2>Other metrics</h2>"):]
@@ -136,10 +137,11 @@ def test_report_shows_every_metric_a_searcher_returns(tmp_path):
     assert '<td class="num">12,345</td>' in other and '<td class="num">4.00e-05</td>' in other
     assert "not_a_number" not in page  # only numbers are indexed
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "## Other metrics\n\n| run | phase | majority@8 | num_tokens | tiny |\n|---|---|---|---|---|\n" in md
-    assert "| third-party | after | 0.625 | 12,345 | 4.00e-05 |" in md
-    (row,) = csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines())
-    assert float(row["majority@8"]) == 0.625 and row["phase"] == "after"
+    assert ("## Other metrics\n\n| run | phase | majority@8 | num_tokens | rate | tiny |\n|---|---|---|---|---|---|\n"
+            "| other | after | - | - | 0.500 | - |\n"
+            "| third-party | after | 0.625 | 12,345 | 1.000 | 4.00e-05 |\n") in md  # a rate of 1 reads 1.000
+    rows = list(csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines()))
+    assert [(r["run"], r["majority@8"]) for r in rows] == [("other", ""), ("third-party", "0.625")]
 
 
 def test_report_says_which_folders_it_skipped_and_why(tmp_path, monkeypatch):

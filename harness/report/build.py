@@ -90,21 +90,22 @@ def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     return {"rows": rows, "columns": data.headline_columns(rows), "runs": runs, "at_k": at_k,
             "behaviour_plots": plots.behaviour_vs_accuracy(rows, plot_dir), "diversity": diversity,
             "behaviour": behaviour, "other": other, "all_other": data.other_columns(rows), "skipped": [],
-            "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number}
+            "whole": data.whole_columns(rows), "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number}
 
 
 def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def fmt_number(value: float | None) -> str:
-    """Any metric: counts (tokens, candidates) as integers with thousands separators, others to 3 decimals, tiny
-    values in scientific notation rather than as 0.000."""
+def fmt_number(value: float | None, whole: bool = False) -> str:
+    """Any metric: a column of whole numbers (tokens, candidates) as integers with thousands separators, others to
+    3 decimals (so a rate of exactly 1 still reads 1.000 beside 0.500), tiny values in scientific notation rather
+    than as 0.000."""
     if value is None:
         return "-"
-    if float(value).is_integer():
+    if whole:
         return f"{int(value):,}"
-    return f"{value:.2e}" if abs(value) < 1e-3 else f"{value:,.3f}"
+    return f"{value:.2e}" if value and abs(value) < 1e-3 else f"{value:,.3f}"
 
 
 def fmt_ci(estimate: data.Estimate | None) -> str:
@@ -164,7 +165,7 @@ def markdown(context: dict[str, Any]) -> str:
         lines += ["", "## Other metrics", "", "| run | phase | " + " | ".join(other) + " |",
                   "|" + "---|" * (2 + len(other))]
         for row in context["rows"]:
-            cells = [row.run, row.phase, *(fmt_number(row.other.get(n)) for n in other)]
+            cells = [row.run, row.phase, *(fmt_number(row.other.get(n), n in context["whole"]) for n in other)]
             lines.append("| " + " | ".join(cells) + " |")
     if context["skipped"]:
         lines += ["", "## Skipped", "", *(f"- `{folder}`: {why}" for folder, why in context["skipped"])]

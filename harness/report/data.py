@@ -140,6 +140,15 @@ def other_columns(rows: list[Row], leave_out: tuple[str, ...] = ()) -> list[str]
     return sorted({name for row in rows for name in row.other if not name.startswith(leave_out)})
 
 
+def whole_columns(rows: list[Row]) -> set[str]:
+    """The non-headline metrics whose every value is a whole number (counts: tokens, candidates, calls)."""
+    values: dict[str, list[float]] = {}
+    for row in rows:
+        for name, value in row.other.items():
+            values.setdefault(name, []).append(value)
+    return {name for name, vs in values.items() if all(float(v).is_integer() for v in vs)}
+
+
 def headline_columns(rows: list[Row]) -> list[str]:
     """pass@k, then best@k, then solved@c, each by increasing k: the columns any row has."""
     names = {name for row in rows for name in row.headline}
