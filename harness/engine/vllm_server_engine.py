@@ -181,7 +181,6 @@ def _checkpoint_tensors(model: Any) -> dict[str, Any]:
 
 
 class VLLMServerEngine(VLLMContract):
-    capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True)
     """Generation on a running vLLM server at ``url``, with the policy's weights pushed to it.
 
     Every rank of a data-parallel run shares the one server (``shared_by_ranks``): rank 0 alone pushes weights
@@ -190,6 +189,8 @@ class VLLMServerEngine(VLLMContract):
     ``weights_dir``: the folder for ``SharedFolderPush`` (shared with the server; default a local temp folder);
     ``transport``: another way to push weights (then ``weights_dir`` is not used); ``timeout``: seconds any one
     request may take (a generate request is one prompt's n samples); ``max_concurrency``: requests in flight."""
+
+    capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True)
 
     def __init__(self, policy, url: str, *, weights_dir: str | Path | None = None,
                  transport: WeightTransport | None = None, timeout: float = 600.0, max_concurrency: int = 64,
