@@ -44,7 +44,8 @@ from typing import Any
 import torch
 import transformers
 
-from harness.engine.transformers_engine import TransformersEngine, _eos_ids
+from harness.engine.tokens import encode_chat, eos_ids
+from harness.engine.transformers_engine import TransformersEngine
 from harness.models import Policy, load_policy
 from harness.plugins import get_plugin_manager
 from harness.types import Engine, Messages, SamplingParams
@@ -76,8 +77,10 @@ def generate_method(policy: Policy, prompts: Sequence[Messages], n: int, prompts
                     logprobs: bool) -> Method:
     """Plain ``model.generate``, batched ``prompts_per_batch`` prompts at a time (left padding)."""
     model, tok = policy.model, policy.tokenizer
-    encode = TransformersEngine(policy, progress=False).encode  # the same chat template and token ids
-    eos = _eos_ids(model, tok)
+    def encode(messages):  # the same chat template and token ids as the engine
+        return encode_chat(tok, messages)
+
+    eos = eos_ids(model, tok)
 
     def run(seed: int, max_new_tokens: int) -> dict[str, Any]:
         tokens = rows = finished = 0
