@@ -199,7 +199,7 @@ def test_humaneval_splits_are_disjoint_by_content_and_deterministic() -> None:
 
 def test_task_protocol_and_budget() -> None:
     task = CodeTask()
-    assert isinstance(task, Task) and task.name == "code" and CodeTask.max_new_tokens == 384
+    assert isinstance(task, Task) and task.name == "code" and CodeTask.capabilities.max_new_tokens == 384
     problem = task.problems("eval", limit=1)[0]
     assert problem.meta["code_prompt"] in task.messages(problem)[0]["content"]
 

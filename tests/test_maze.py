@@ -129,7 +129,7 @@ def test_score_never_raises_and_rewards_are_consistent(completion: str) -> None:
 
 def test_splits_are_disjoint_by_content_and_deterministic() -> None:
     task = MazeTask(pool_size=300)
-    assert isinstance(task, Task) and task.name == "maze" and task.version and task.max_new_tokens > 0
+    assert isinstance(task, Task) and task.name == "maze" and task.version and task.capabilities.max_new_tokens > 0
     train, evaluation = task.problems("train"), task.problems("eval")
     assert train and evaluation and len(train) + len(evaluation) <= 300
     assert not {normalise(p.prompt) for p in train} & {normalise(p.prompt) for p in evaluation}

@@ -127,7 +127,7 @@ def test_reward_vector() -> None:
     # Format counts the final answer: an early "(B)" corrected to a bare "C" is not in the requested form.
     assert task.score(_problem(), "The answer is (B). Hmm, the answer is C.").rewards["format"] == 0.0
     assert task.reward_weights == {"correct": 1.0, "format": 0.25}
-    assert task.max_new_tokens == 256
+    assert task.capabilities.max_new_tokens == 256
 
 
 def test_length_decays_with_characters_and_silence_earns_nothing() -> None:

@@ -93,14 +93,14 @@ def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budge
     (--seed, --steps, --k) < what the searcher declares it takes (the trained policy's answer format, the trainer's
     behaviour, its own checkpoints on resume) < --set KIND.KEY=VALUE.
 
-    A task's ``max_new_tokens`` (per answer) replaces the preset's budget, times M for rollouts of M answers plus
-    room for the delimiter lines."""
+    A task's ``max_new_tokens`` (per answer) replaces the preset's budget; either is per answer, so rollouts of M
+    answers get M times it plus room for the delimiter lines."""
     given = cfg.options.get(kind, {})
     options = preset_options(plugins, cfg.preset, kind, name)
     evaluates = evaluates or TrainerCapabilities()
     m = int(given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout)))
-    if budget and "max_new_tokens" in options:
-        options["max_new_tokens"] = int(budget) * m + 16 * (m - 1)
+    if "max_new_tokens" in options:  # the task's per-answer budget, else the preset's
+        options["max_new_tokens"] = int(budget or options["max_new_tokens"]) * m + 16 * (m - 1)
     options["seed"] = cfg.seed
     if kind == "trainer" and cfg.steps is not None:
         options["steps"] = cfg.steps
