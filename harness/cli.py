@@ -57,9 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run_p = sub.add_parser(
         "run", parents=[common], help="evaluate a model, train it, evaluate again; write a run folder",
-                           description="Evaluate the model with the searcher, train it with the trainer, evaluate "
-                                       "again, and write manifest.json, metrics.json, samples.jsonl and "
-                                       "steps.jsonl to a new folder under --out.")
+        description="Evaluate the model with the searcher, train it with the trainer, evaluate again, and write "
+                    "manifest.json, metrics.json, samples.jsonl and steps.jsonl to a new folder under --out.")
     run_p.add_argument("--task", help="task name, or a comma-separated list for a grid (see `harness list`; "
                                       "default: math)")
     run_p.add_argument("--trainer", help="trainer name, 'none' to evaluate only, or a list: grpo,vpo,vspo "
@@ -106,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     steer_p = sub.add_parser(
         "steer", parents=[common], help="build a steering vector for a behaviour, save it, and measure its effect",
         description="Build a steering vector: the policy answers --prompts train problems, a teacher rewrites each "
-                    "answer towards and away from the behaviour, and the layer whose difference of means separates "
-                    "the two sets best is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
+                    "answer towards and away from the behaviour, the difference of means at the layer --criterion "
+                    "picks is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
                     "eval problems at each beta and report mean tokens and mean behaviour score (a table, and JSON "
                     "next to the vector: <stem>.measure.json).",
         epilog="Example: harness steer --behaviour conciseness --model smollm2-135m --task math --prompts 16 "
@@ -157,13 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     index_p = sub.add_parser(
         "index", parents=[common], help="rebuild the results store (results.sqlite) of a folder of runs",
-                             description="Delete FOLDER/results.sqlite and index every run folder under FOLDER again: "
-                                         "the run folders are the record, the store only indexes them.")
+        description="Delete FOLDER/results.sqlite and index every run folder under FOLDER again: the run folders "
+                    "are the record, the store only indexes them.")
     index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
     index_p.set_defaults(func=cmd_index)
 
     list_p = sub.add_parser(
-        "list", parents=[common], help="list tasks, trainers, searchers, estimators and models with their plugin")
+        "list", parents=[common], help="list every registered plugin (tasks, trainers, searchers, estimators, "
+                                       "behaviours, engines, models, loggers) with the package that added it")
     list_p.set_defaults(func=cmd_list)
     return parser
 

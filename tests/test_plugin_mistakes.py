@@ -173,3 +173,13 @@ def test_a_trainer_failing_under_its_progress_bar_gets_a_line_of_its_own(install
     (line,) = [line for line in err.splitlines() if "harness: error" in line]
     assert line.startswith("harness: error: trainer 'stumbles' (plugin 'my-dist:pkg') failed while training: "
                            "ValueError: lost my footing"), err  # not glued behind the bar's last frame
+
+
+def test_debug_raises_the_plugin_s_error_with_its_traceback(installed, tmp_path):
+    from harness.runner.phases import PluginFailed
+
+    installed()
+    with pytest.raises(PluginFailed) as err:
+        main([*RUN, "--task", "adds", "--searcher", "majority", "--set", "searcher.fail=true", "--out", str(tmp_path),
+              "--debug"])
+    assert isinstance(err.value.__cause__, KeyError)  # the plugin's own exception, with its traceback
