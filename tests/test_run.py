@@ -101,3 +101,30 @@ def test_summary_table_hand_made():
     assert lines[2].split() == ["pass@1", "0.250", "0.500", "+0.250"]
     assert lines[3].split() == ["pass@16", "0.500", "1.000", "+0.500"]
     assert any(line.split() == ["reward_mean", "0.100", "0.400", "3"] for line in lines)
+
+
+def test_every_trainer_and_searcher_builds_with_each_preset(plugins):
+    from harness.runner.plan import build_plugins
+
+    for preset in ("quick", "full"):
+        for trainer in plugins["trainer"].names():
+            for searcher in plugins["searcher"].names():
+                assert plugins["trainer"].get(trainer).presets.get(preset), (trainer, preset)
+                assert plugins["searcher"].get(searcher).presets.get(preset), (searcher, preset)
+                cfg = RunConfig(trainer=trainer, searcher=searcher, preset=preset)
+                if (trainer, searcher) == ("vpo", "evolve"):  # evolve cannot read VPO's answer sets: refused
+                    with pytest.raises(ValueError, match="cannot evaluate a policy that writes 4 answers"):
+                        build_plugins(cfg, plugins)
+                    continue
+                build_plugins(cfg, plugins)
+
+
+def test_a_trainer_targeting_robustness_gets_hinted_problems(plugins):
+    from harness.runner.plan import build_plugins
+
+    shaped = {"trainer": {"behaviour": "robustness", "behaviour_weight": 0.5}}
+    task, _, searcher, options = build_plugins(RunConfig(options={"task": {}, **shaped, "searcher": {}}), plugins)
+    assert options["task"]["misleading_hint"] is True and options["searcher"]["behaviours"] == "robustness"
+    assert all(p.id.endswith("+hint") and p.meta["misleading_hint"] for p in task.problems("eval", limit=3))
+    with pytest.raises(ValueError, match="behaviour 'robustness' needs problems with a misleading hint"):
+        build_plugins(RunConfig(task="maze", options={"task": {}, **shaped, "searcher": {}}), plugins)

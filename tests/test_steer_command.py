@@ -117,3 +117,27 @@ def test_steer_unknown_name_is_one_line_error(tmp_path, flag, value, message):
     assert len(lines) == 1 and lines[0].startswith(message)
     assert result.stdout.strip().splitlines()[-1] == "heavy="  # refused before torch
     assert not any(tmp_path.iterdir())
+
+
+def test_the_robustness_behaviour_builds_end_to_end(tiny_policy, plugins, tmp_path):
+    """Robustness is scored against each problem's misleading hint: the pairs carry their problems into the scorer
+    (it used to be called with None and raise), and the task is built with hints."""
+    from harness.tasks.behaviours import ROBUSTNESS
+
+    def rewrite_hint(messages, sample_index, seed):
+        text = messages[0]["content"]
+        return "I work it out myself: the answer is 12." if ROBUSTNESS.towards in text else "As suggested, it is 3."
+
+    out = tmp_path / "robust.safetensors"
+    result = build_and_measure(behaviour="robustness", out=out, model="tiny-random", task="math", prompts=4,
+                               teacher="scripted", max_new_tokens=6, betas="0,4", beta_unit="raw_norm",
+                               eval_prompts=2, temperature=1.0, plugins=plugins, policy=tiny_policy,
+                               teacher_engine=FakeEngine(rewrite_hint), echo=lambda _: None)
+    vec = SteeringVector.load(out, model=tiny_policy)
+    assert vec.behaviour == "robustness" and result["pairs"] >= 2
+    assert all(0.0 <= r["mean_score"] <= 1.0 for r in result["measurement"])
+
+
+def test_a_behaviour_needing_hints_is_refused_on_a_task_that_cannot_add_them(plugins, tmp_path):
+    with pytest.raises(ValueError, match="needs prompts with a misleading hint, which task 'maze' cannot add"):
+        build_and_measure(behaviour="robustness", out=tmp_path / "v.safetensors", task="maze", plugins=plugins)

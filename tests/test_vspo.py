@@ -238,3 +238,21 @@ def test_without_a_vector_vspo_builds_one_into_the_run_folder(tiny_policy, plugi
     assert metrics["vspo/vector_layer"] == vector.layer
     steps = _lines(store.dir / "steps.jsonl")
     assert len(steps) == 1 and steps[0]["steer_logratio"] != 0
+
+
+def test_vspo_s_in_run_vector_can_be_rewritten_by_another_teacher(tiny_policy, plugins, tmp_path):
+    class SampledEngine(TransformersEngine):  # a random model's greedy answers come back empty: sample instead
+        def generate(self, prompts, params, *, desc="", steering=None):
+            return super().generate(prompts, replace(params, temperature=1.0), desc=desc, steering=steering)
+
+    task = UppercaseTask()
+    trainer = VSPOTrainer(plugins=plugins, behaviour="conciseness", betas="-0.2,0,0.2,0.4", group_size=4,
+                          prompts_per_step=1, steps=1, max_new_tokens=6, vector_prompts=3, teacher="tiny-random")
+    teacher = trainer.teacher_engine(tiny_policy)
+    assert teacher is not None and teacher.policy.model is not tiny_policy.model  # a model of its own
+    # the random teacher's greedy rewrites are empty too: it samples here, as the policy does
+    trainer.teacher_engine = lambda policy: SampledEngine(teacher.policy, progress=False)
+    store = RunStore(tmp_path, "run")
+    trainer.train(tiny_policy, SampledEngine(tiny_policy, progress=False), task, task.problems("train"), store=store)
+    vector = SteeringVector.load(store.dir / "steering_vector.safetensors", tiny_policy)
+    assert vector.provenance["teacher"] == "tiny-random"

@@ -35,14 +35,17 @@ def harness_register_trainers(registry: Registry) -> None:
                  "VSPO: GRPO with rollouts sampled under a steering vector at strengths betas, reward r0 + alpha "
                  "beta (or alpha x a behaviour score); the unsteered policy is updated",
                  # builds a conciseness vector in the run (16 problems) unless trainer.vector is set
-                 presets={"quick": {**_QUICK_RL, "steps": 8, "behaviour": "conciseness", "vector_prompts": 16}})
+                 presets={"quick": {**_QUICK_RL, "steps": 8, "behaviour": "conciseness", "vector_prompts": 16},
+                          "full": {**_FULL_RL, "behaviour": "conciseness", "vector_prompts": 64}})
     registry.add("rlaif", "harness.trainers.rlaif:RLAIFTrainer",
                  "RLAIF: GRPO with a teacher's online judgement of each rollout in the reward (r0 + alpha x judge); "
                  "teacher calls and tokens reported",
-                 presets={"quick": {**_QUICK_RL, "steps": 8, "behaviour": "conciseness"}})
+                 presets={"quick": {**_QUICK_RL, "steps": 8, "behaviour": "conciseness"},
+                          "full": {**_FULL_RL, "behaviour": "conciseness"}})
     registry.add("sft", "harness.trainers.sft:SFTTrainer",
                  "SFT on references, the policy's own successful samples, or a teacher's (teacher-tracking)",
-                 presets={"quick": {"steps": 8, "batch_size": 4, "lr": 2e-5}})
+                 presets={"quick": {"steps": 8, "batch_size": 4, "lr": 2e-5},
+                          "full": {"steps": 200, "batch_size": 16, "lr": 1e-5}})
 
 
 @hookimpl

@@ -11,9 +11,10 @@ log-probabilities of the steered tokens.
 Options (on top of GRPO's):
   vector     path to a SteeringVector file (``SteeringVector.save`` in harness/steering/vectors.py, or ``harness
              steer``); its hidden size must match the policy's. Empty: stage 1 runs first, on the first
-             ``vector_prompts`` training problems: the policy answers, the policy itself rewrites each answer towards
-             and away from ``behaviour`` (harness.teacher.rewrite.contrastive_pairs), the vector is built
-             (harness.steering.build.build_vector) and saved in the run folder as ``steering_vector.safetensors``;
+             ``vector_prompts`` training problems: the policy answers, the teacher (``teacher=MODEL``, by default the
+             policy itself) rewrites each answer towards and away from ``behaviour``
+             (harness.teacher.rewrite.contrastive_pairs), the vector is built (harness.steering.build.build_vector)
+             and saved in the run folder as ``steering_vector.safetensors``;
              the teacher's calls and tokens go into the run's metrics (``vspo/vector_teacher_calls``,
              ``..._tokens``), since that one-off cost is what VSPO is compared with RLAIF on.
   betas      the strength schedule, a comma string with one beta per rollout of a group: rollout j of every prompt
@@ -73,6 +74,7 @@ class VSPOConfig(GRPOConfig):
     beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.vectors.BETA_UNITS)
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
     reward: str = "strength"  # "strength" (alpha * beta) or "behaviour" (alpha * the behaviour scorer's score)
+    teacher: str = ""  # model spec of the teacher that rewrites answers for the in-run vector; "" = the policy
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -147,8 +149,20 @@ class VSPOTrainer(GRPOTrainer):
     def state_dict(self) -> dict:
         return {"vector": self.config.vector}
 
+    def teacher_engine(self, policy):
+        """The engine of the model named by ``teacher`` (None: the policy answers and rewrites alike)."""
+        if not self.config.teacher:
+            return None
+        from harness.engine.transformers_engine import TransformersEngine
+        from harness.models import load_policy
+
+        teacher = load_policy(self.config.teacher, self.plugins["model"])
+        teacher.model.to(next(policy.model.parameters()).device)
+        return TransformersEngine(teacher, progress=False)
+
     def build_vector(self, policy, engine, task, problems, store) -> Path:
-        """Stage 1 in the run: pairs from the policy's answers rewritten by itself, the vector saved in the run."""
+        """Stage 1 in the run: pairs from the policy's answers rewritten by the teacher (the policy itself unless
+        ``teacher`` names a model), the vector saved in the run."""
         from harness.steering.build import build_vector
         from harness.teacher.rewrite import agreeing_pairs, contrastive_pairs
         from harness.types import SamplingParams
@@ -156,14 +170,15 @@ class VSPOTrainer(GRPOTrainer):
         cfg = self.config
         chosen = list(problems[: cfg.vector_prompts])
         pairs = contrastive_pairs(
-            engine, None, [task.messages(p) for p in chosen], self.behaviour,
+            engine, self.teacher_engine(policy), [task.messages(p) for p in chosen], self.behaviour, problems=chosen,
             answer_params=SamplingParams(n=1, max_new_tokens=cfg.max_new_tokens, temperature=0, seed=cfg.seed),
             rewrite_params=SamplingParams(n=1, max_new_tokens=2 * cfg.max_new_tokens, temperature=0, seed=cfg.seed))
         pairs = agreeing_pairs(pairs, self.behaviour.score)
         if len(pairs.positive) < 2:
             raise ValueError(f"vspo: only {len(pairs.positive)} usable contrastive pairs from {len(chosen)} problems; "
                              f"raise vector_prompts or pass vector=PATH")
-        vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=cfg.behaviour, teacher="policy",
+        vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=cfg.behaviour,
+                              teacher=cfg.teacher or "policy",
                               probe_pairs=int(cfg.probe_pairs), probe_every=int(cfg.probe_every),
                               provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)})
         path = store.dir / "steering_vector.safetensors"

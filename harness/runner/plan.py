@@ -79,12 +79,28 @@ def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
         trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
         require(check_trainer(trainer, cfg.trainer), "trainer", cfg.trainer,
                 plugins["trainer"].get(cfg.trainer).plugin)
+        if with_task and wants_hints(cfg, plugins, capabilities_of(trainer, TrainerCapabilities), task):
+            task_options["misleading_hint"] = True  # the behaviour means nothing without a hint to resist
+            task = build_plugin(plugins, "task", cfg.task, task_options)
     searcher_options = plugin_options(cfg, plugins, "searcher", cfg.searcher, budget,
                                       evaluates=capabilities_of(trainer, TrainerCapabilities), resuming=resuming)
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     require(check_searcher(searcher, cfg.searcher), "searcher", cfg.searcher,
             plugins["searcher"].get(cfg.searcher).plugin)
     return task, trainer, searcher, {"task": task_options, "trainer": trainer_options, "searcher": searcher_options}
+
+
+def wants_hints(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities, task: Any) -> bool:
+    """Whether the trainer targets a behaviour about misleading hints (robustness) and the user left the task's
+    hints unset: then the task must add them, or the run is refused."""
+    if not trainer.behaviour or "misleading_hint" in cfg.options.get("task", {}):
+        return False
+    if not plugins["behaviour"].get(trainer.behaviour).load().misleading_hint:
+        return False
+    if not capabilities_of(task, TaskCapabilities).misleading_hints:
+        raise ValueError(f"behaviour {trainer.behaviour!r} needs problems with a misleading hint, which task "
+                         f"{cfg.task!r} cannot add (TaskCapabilities.misleading_hints)")
+    return True
 
 
 def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budget: int | None = None,

@@ -139,7 +139,7 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
 
     answer_params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
     rewrite_params = SamplingParams(n=1, max_new_tokens=2 * int(max_new_tokens), temperature=0, seed=seed)
-    pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], target,
+    pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], target, problems=train,
                               answer_params=answer_params, rewrite_params=rewrite_params)
     pairs = agreeing_pairs(pairs, scorer)
     if len(pairs.positive) < 2:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.types import Behaviour, Completion, Engine, Messages, SamplingParams
+from harness.types import Behaviour, Completion, Engine, Messages, Problem, SamplingParams
 
 Pair = tuple["Messages | str", str]  # (prompt: chat messages or a user message's text, response text)
 
@@ -39,6 +39,7 @@ class ContrastivePairs:
     policy_tokens: int  # tokens the policy generated for the base answers
     dropped: int  # prompts left out because the base answer or a rewrite came back empty
     disagreeing: int = 0  # pairs left out by ``agreeing_pairs``: the scorer ranked the two rewrites the wrong way
+    problems: list[Problem | None] | None = None  # the problem behind each pair, for scorers that need it
 
     def provenance(self) -> dict[str, Any]:
         return {"teacher_calls": self.teacher_calls, "teacher_tokens": self.teacher_tokens,
@@ -53,37 +54,45 @@ def agreeing_pairs(pairs: ContrastivePairs, scorer: Any) -> ContrastivePairs:
     of math answers came out no shorter than its "verbose" ones); such a pair pulls the difference of means
     the wrong way. Ties are kept: scorers saturate (conciseness is 1 for any filler-free answer under 60 words),
     and a tie says nothing against the pair."""
-    keep = [i for i, ((_, pos), (_, neg)) in enumerate(zip(pairs.positive, pairs.negative, strict=True))
-            if float(scorer(pos, None)) >= float(scorer(neg, None))]
+    problems = pairs.problems or [None] * len(pairs.positive)  # robustness scores against the problem's hint
+    keep = [i for i, ((_, pos), (_, neg), problem) in enumerate(zip(pairs.positive, pairs.negative, problems,
+                                                                      strict=True))
+            if float(scorer(pos, problem)) >= float(scorer(neg, problem))]
     return replace(pairs, positive=[pairs.positive[i] for i in keep], negative=[pairs.negative[i] for i in keep],
+                   problems=[problems[i] for i in keep] if pairs.problems else None,
                    disagreeing=pairs.disagreeing + len(pairs.positive) - len(keep))
 
 
 def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prompts: Sequence[Messages | str],
-                      behaviour: Behaviour, *, answer_params: Any = None,
-                      rewrite_params: Any = None) -> ContrastivePairs:
+                      behaviour: Behaviour, *, answer_params: Any = None, rewrite_params: Any = None,
+                      problems: Sequence[Problem] | None = None) -> ContrastivePairs:
     """The policy answers ``prompts`` (greedy by default); the teacher (any Engine; None: the policy's own engine)
     rewrites each answer once towards and once away from ``behaviour``. For a behaviour with ``misleading_hint``
-    (robustness), pass prompts that carry a misleading hint (the task's ``misleading_hint=True``)."""
+    (robustness), pass prompts that carry a misleading hint (the task's ``misleading_hint=True``), and the
+    ``problems`` behind the prompts, which its scorer reads (the hint, the reference)."""
     teacher = teacher_engine if teacher_engine is not None else policy_engine
     answer_params = answer_params or SamplingParams(n=1, max_new_tokens=128, temperature=0)
     rewrite_params = rewrite_params or SamplingParams(n=1, max_new_tokens=256, temperature=0)
     if answer_params.n != 1 or rewrite_params.n != 1:
         raise ValueError("contrastive_pairs takes one base answer per prompt and one rewrite per request (n=1)")
+    if problems is not None and len(problems) != len(prompts):
+        raise ValueError(f"contrastive_pairs: {len(problems)} problems for {len(prompts)} prompts")
     messages = [as_messages(p) for p in prompts]
     answers = policy_engine.generate(messages, answer_params, desc="base answers")
     rewrites = rewrite_answers(teacher, messages, [a.text for a in answers], (behaviour.towards, behaviour.away),
                                rewrite_params)
-    positive, negative = [], []
+    positive, negative, kept = [], [], []
     for i, (prompt, answer) in enumerate(zip(messages, answers, strict=True)):
         pos, neg = rewrites[2 * i].text.strip(), rewrites[2 * i + 1].text.strip()
         if answer.text.strip() and pos and neg:
             positive.append((prompt, pos))
             negative.append((prompt, neg))
+            kept.append(i)
     return ContrastivePairs(
         behaviour=behaviour.name, positive=positive, negative=negative, base_answers=[a.text for a in answers],
         teacher_calls=len(rewrites), teacher_tokens=sum(len(r.token_ids) for r in rewrites),
-        policy_tokens=sum(len(a.token_ids) for a in answers), dropped=len(messages) - len(positive))
+        policy_tokens=sum(len(a.token_ids) for a in answers), dropped=len(messages) - len(positive),
+        problems=[problems[i] for i in kept] if problems is not None else None)
 
 
 def rewrite_answers(teacher: Engine, prompts: Sequence[Messages | str], answers: Sequence[str],
