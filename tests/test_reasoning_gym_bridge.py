@@ -135,7 +135,8 @@ def test_duplicates_are_dropped_and_reported() -> None:
 
 def test_task_protocol_messages_and_data_source(tasks: dict) -> None:
     task = tasks["leg_counting"]
-    assert isinstance(task, Task) and task.name == "rg:leg_counting" and task.version and task.capabilities.max_new_tokens
+    assert isinstance(task, Task) and task.name == "rg:leg_counting" and task.version
+    assert task.capabilities.max_new_tokens
     problem = task.problems("eval", limit=1)[0]
     content = task.messages(problem)[0]["content"]
     assert content.startswith(problem.prompt) and "<answer>" in content and "</answer>" in content

@@ -123,7 +123,7 @@ def test_a_trainer_targeting_robustness_gets_hinted_problems(plugins):
     from harness.runner.plan import build_plugins
 
     shaped = {"trainer": {"behaviour": "robustness", "behaviour_weight": 0.5}}
-    task, _, searcher, options = build_plugins(RunConfig(options={"task": {}, **shaped, "searcher": {}}), plugins)
+    task, _, _, options = build_plugins(RunConfig(options={"task": {}, **shaped, "searcher": {}}), plugins)
     assert options["task"]["misleading_hint"] is True and options["searcher"]["behaviours"] == "robustness"
     assert all(p.id.endswith("+hint") and p.meta["misleading_hint"] for p in task.problems("eval", limit=3))
     with pytest.raises(ValueError, match="behaviour 'robustness' needs problems with a misleading hint"):
