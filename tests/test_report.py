@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.metrics.unbiased import pass_at_k
-from harness.report.build import build_report
-from harness.report.data import bootstrap, leaderboard, wilson
+from harness.metrics.unbiased import best_at_k, pass_at_k
+from harness.report import compare
+from harness.report.build import build_report, verdict
+from harness.report.data import Estimate, bootstrap, leaderboard, wilson
 from harness.report.screenshot import find_chromium, screenshot
 from harness.run import RunConfig, run
 from harness.store.results_db import connect, find_runs, index_run, rebuild
@@ -56,7 +57,10 @@ def test_report_table_matches_the_runs_metrics(two_runs, tmp_path):
     assert {"math-pass-at-k.png", "math-best-at-k.png"} <= plots
     assert any(p.startswith("train-") for p in plots)  # the GRPO run's reward curves
     md = (tmp_path / "report" / "report.md").read_text()
-    assert md.count("\n| math |") == 3 and "![math pass@k](plots/math-pass-at-k.png)" in md
+    assert md.split("\n## ")[0].count("\n| math |") == 3 and "![math pass@k](plots/math-pass-at-k.png)" in md
+    # The trained run against its own before-evaluation, and against the evaluation-only run on the same problems.
+    assert "## After - before, per run" in md and "## Method - method, same problems and seed" in md
+    assert "| grpo - none (base model) | 3 |" in md
     data = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
     assert len(data["table"]) == 3 and data["rows"][0]["headline"]["pass@1"]["value"] is not None
 
@@ -218,9 +222,294 @@ def test_html_report_renders_in_headless_chromium(two_runs, tmp_path):
     out, _ = two_runs
     html = build_report([out], tmp_path / "report", echo=lambda _: None)
     png = Path(__file__).parent / "artifacts" / "report.png"
-    problems = screenshot(html, png, click="#leaderboard th:nth-child(8)")
+    problems = screenshot(html, png, click="#leaderboard th:last-child")
     assert problems == []
     assert png.stat().st_size > 10_000
     # The check can fail: a page whose image is missing is reported.
     (tmp_path / "report" / "plots" / "math-pass-at-k.png").unlink()
     assert any("math-pass-at-k.png" in p for p in screenshot(html, tmp_path / "broken.png"))
+
+
+# -- paired differences, seeds, solved-only-by, baselines: hand-made runs with before and after evaluations --------
+
+
+def _trained_run(root: Path, name: str, trainer: str, seed: int, phases: dict[str, dict[str, list[float]]],
+                 m: int = 1, ks: tuple[int, ...] = (1, 2), manifest: dict | None = None) -> Path:
+    """A hand-made run folder of a trained run: per phase, per problem id, each candidate's scalar (1.0 = success,
+    anything else a failure). Metrics are computed as best-of-k does: per candidate with m = 1, over whole rollouts
+    of m answers (set-level, k a multiple of m) otherwise. ``manifest`` fields are merged into the manifest."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    metrics: dict[str, float] = {}
+    with open(folder / "samples.jsonl", "w") as f:
+        for phase, problems in phases.items():
+            for pid, scalars in problems.items():
+                for i, scalar in enumerate(scalars):
+                    f.write(json.dumps({"problem_id": pid, "phase": phase, "sample_index": i, "rollout_index": i // m,
+                                        "answer_index": i % m, "text": f"t{i}", "success": scalar == 1.0,
+                                        "scalar": scalar, "rewards": {"correct": scalar}}) + "\n")
+            for k in ks:
+                if k % m:
+                    continue
+                per_pass, per_best = [], []
+                for scalars in problems.values():
+                    rollouts = [scalars[j:j + m] for j in range(0, len(scalars), m)]
+                    per_pass.append(pass_at_k(len(rollouts), sum(1.0 in r for r in rollouts), k // m))
+                    per_best.append(best_at_k([max(r) for r in rollouts], k // m))
+                metrics[f"{phase}/pass@{k}"] = math.fsum(per_pass) / len(per_pass)
+                metrics[f"{phase}/best@{k}"] = math.fsum(per_best) / len(per_best)
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    searcher = {"n": "4", "k": ",".join(map(str, ks)), "seed": seed, **({"answers_per_rollout": m} if m > 1 else {})}
+    problems = len(next(iter(phases.values())))
+    base = {"status": "complete", "seed": seed, "task": {"name": "math", "eval_problems": problems},
+            "config": {"task": "math", "trainer": trainer, "searcher": "best-of-k", "model": "m", "preset": "quick",
+                       "seed": seed, "k": ",".join(map(str, ks)), "steps": 1, "name": name, "threads": 1,
+                       "options": {"searcher": {"n": "4"}}},
+            "resolved_options": {"searcher": searcher, "trainer": {"seed": seed}}}
+    for key, value in (manifest or {}).items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    (folder / "manifest.json").write_text(json.dumps(base))
+    return folder
+
+
+ALL = [1.0, 1.0, 1.0, 1.0]
+NONE = [0.0, 0.0, 0.0, 0.0]
+
+
+def _rows(root: Path):
+    db = root / "results.sqlite"
+    rebuild(db, find_runs([root]))
+    return leaderboard(connect(db))
+
+
+def test_paired_differences_computed_by_hand(tmp_path):
+    problems = ["p0", "p1", "p2"]
+    # grpo: nothing solved before, everything after: +1 on every problem, so every resample gives +1.
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems},
+                                               "after": {p: ALL for p in problems}})
+    # vpo: the same before; after identical to before: 0 on every problem.
+    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {p: NONE for p in problems},
+                                             "after": {p: NONE for p in problems}})
+    rows = _rows(tmp_path)
+    by_run = {d.runs[0]: d for d in compare.after_minus_before(rows)}
+    for name in ("pass@1", "pass@2", "best@1", "best@2"):
+        assert by_run["grpo"].metrics[name].as_dict() == {"value": 1.0, "low": 1.0, "high": 1.0}
+        assert by_run["vpo"].metrics[name].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
+    assert by_run["grpo"].problems == 3 and by_run["grpo"].a == "grpo after" and by_run["grpo"].b == "before"
+    (between,) = compare.method_differences(rows)
+    assert (between.a, between.b, between.seed, between.problems) == ("grpo", "vpo", 0, 3)
+    assert between.metrics["pass@2"].as_dict() == {"value": 1.0, "low": 1.0, "high": 1.0}
+    # Identical sides: 0 with interval [0, 0]; the same resampled problems on both sides.
+    same = {"a": 0.25, "b": 1.0, "c": 0.5}
+    assert compare.paired(same, dict(same))[0].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
+    # Two problems, differences (1, 0): resampled means 0, 0.5, 1 with p = 1/4, 1/2, 1/4: the interval is [0, 1].
+    estimate, differences = compare.paired({"x": 1.0, "y": 0.5}, {"x": 0.0, "y": 0.5})
+    assert differences == [1.0, 0.0] and estimate.as_dict() == {"value": 0.5, "low": 0.0, "high": 1.0}
+    # The paired interval is the plain bootstrap of the per-problem differences, draw for draw.
+    a, b = {f"q{i}": (i % 3) / 2 for i in range(9)}, {f"q{i}": (i % 2) / 1 for i in range(9)}
+    estimate, differences = compare.paired(a, b)
+    assert (estimate.low, estimate.high) == bootstrap(differences)
+
+
+def test_methods_are_paired_only_on_the_same_footing(tmp_path):
+    two = {"p0": ALL, "p1": NONE}
+    _trained_run(tmp_path, "grpo-s0", "grpo", 0, {"before": two, "after": two})
+    _trained_run(tmp_path, "vpo-s1", "vpo", 1, {"before": two, "after": two})  # another seed: no pair
+    _trained_run(tmp_path, "sft-s0-other-k", "sft", 0, {"before": two, "after": two}, ks=(1,))  # other k: no pair
+    # Same footing, one more problem: compared on the two problems both evaluated, and said so.
+    _trained_run(tmp_path, "rlaif-s0", "rlaif", 0, {"before": {**two, "p2": ALL}, "after": {**two, "p2": ALL}})
+    (pair,) = compare.method_differences(_rows(tmp_path))
+    assert (pair.a, pair.b, pair.problems) == ("grpo", "rlaif", 2)
+    assert "on the 2 problems both evaluated (2 vs 3)" in pair.note
+    assert pair.metrics["pass@1"].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
+
+
+def test_a_multi_answer_run_is_compared_at_the_same_budget_with_set_level_figures(tmp_path):
+    # VPO writes M = 2 answers per rollout: p0's rollouts [1, 0], [0, 0] -> one of 2 rollouts succeeds: set-level
+    # pass@2 (one rollout) = 1/2, pass@4 = 1; the pooled per-answer pass@2 would be 1 - C(3,2)/C(4,2) = 1/2, pass@4 1.
+    # p1's rollouts [1, 1], [0, 0]: set-level pass@2 = 1/2, where the pooled figure is 1 - C(2,2)/C(4,2) = 5/6.
+    vpo = {"p0": [1.0, 0.0, 0.0, 0.0], "p1": [1.0, 1.0, 0.0, 0.0]}
+    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": vpo}, m=2, ks=(2, 4))
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": {"p0": NONE, "p1": ALL}},
+                 ks=(2, 4))
+    rows = _rows(tmp_path)
+    after = next(r for r in rows if r.run == "vpo" and r.phase == "after")
+    assert after.headline["pass@2"].value == pytest.approx(0.5)
+    assert after.values["pass@2"] == {"p0": pytest.approx(0.5), "p1": pytest.approx(0.5)}  # set-level, per problem
+    assert after.headline["pass@2"].low is not None  # the recomputation reproduces the run's figure
+    (pair,) = compare.method_differences(rows)
+    assert (pair.a, pair.b) == ("grpo", "vpo") and pair.note.startswith("answers per rollout 1 vs 2")
+    # grpo - vpo at pass@2: p0: 0 - 1/2, p1: 1 - 1/2: mean 0.
+    assert pair.metrics["pass@2"].value == pytest.approx(0.0)
+
+
+def test_a_run_written_before_set_level_figures_still_gets_its_intervals(tmp_path):
+    # The same M = 2 samples, with the pooled per-answer pass@2 the searcher used to report: recognised as such.
+    folder = _trained_run(tmp_path, "old-vpo", "vpo", 0, {"after": {"p0": [1.0, 1.0, 0.0, 0.0]}}, m=2, ks=(2,))
+    (folder / "metrics.json").write_text(json.dumps({"after/pass@2": 5 / 6, "after/best@2": 5 / 6}))
+    (row,) = _rows(tmp_path)
+    assert row.values["pass@2"] == {"p0": pytest.approx(5 / 6)} and row.headline["pass@2"].low is not None
+
+
+def test_means_over_seeds_with_the_pooled_bootstrap(tmp_path):
+    _trained_run(tmp_path, "grpo-s0", "grpo", 0, {"before": {"a": NONE, "b": NONE}, "after": {"a": ALL, "b": NONE}})
+    _trained_run(tmp_path, "grpo-s1", "grpo", 1, {"before": {"c": NONE, "d": NONE}, "after": {"c": ALL, "d": ALL}})
+    _trained_run(tmp_path, "grpo-s2-lr", "grpo", 2, {"before": {"e": NONE}, "after": {"e": ALL}},
+                 manifest={"config": {"options": {"searcher": {"n": "4"}, "trainer": {"lr": "1e-4"}}}})
+    rows = compare.merge_baselines(_rows(tmp_path))
+    groups = {g.label: g for g in compare.over_seeds(rows)}
+    assert set(groups) == {"grpo (after)", "base model (before: grpo)"}  # the lr=1e-4 run is not grouped
+    after = groups["grpo (after)"]
+    assert after.seeds == [0, 1] and after.runs == ["grpo-s0", "grpo-s1"]
+    # Seed 0's per-problem values (1, 0): its resampled mean is 0, 0.5 or 1 (p = 1/4, 1/2, 1/4); seed 1's (1, 1)
+    # always 1; their average 0.5, 0.75 or 1: the 2.5th and 97.5th percentiles are 0.5 and 1.
+    assert after.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
+    assert after.spread["pass@1"] == (0.5, 1.0)
+    assert groups["base model (before: grpo)"].metrics["pass@1"].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
+    # One group alone is the leaderboard's own bootstrap, draw for draw.
+    assert compare.pooled_bootstrap([[1.0, 0.0, 0.5]]) == bootstrap([1.0, 0.0, 0.5])
+    # No variation inside a seed: the interval is the seeds' mean, whatever the seeds' spread (shown beside it).
+    assert compare.pooled_bootstrap([[1.0] * 3, [0.0] * 3]) == (0.5, 0.5)
+    # after - before, over the two seeds: per-seed differences (1, 0) and (1, 1), as above.
+    (diff,) = compare.differences_over_seeds(compare.after_minus_before(_rows(tmp_path)))
+    assert diff.label == "grpo after - before" and diff.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.5,
+                                                                                         "high": 1.0}
+
+
+def test_solved_only_by(tmp_path):
+    before = {p: NONE for p in ("p0", "p1", "p2", "p3", "p4")}
+    before["p0"] = [0.0, 1.0, 0.0, 0.0]  # the base model solves p0 (in grpo's before-evaluation only)
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": before, "after": {**before, "p0": NONE, "p1": ALL,
+                                                                          "p2": ALL, "p4": ALL}})
+    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {**before, "p0": NONE},
+                                             "after": {**before, "p0": NONE, "p2": ALL, "p3": ALL, "p4": ALL}})
+    # The base model solves p4 too; "x9" is evaluated by this run only (another seed's draw): left out.
+    _trained_run(tmp_path, "none", "none", 1, {"eval": {"p4": ALL, "x9": ALL}})
+    (table,) = compare.solved_only_by(_rows(tmp_path))
+    assert table.methods == ["base model", "grpo", "vpo"]
+    assert table.only == {"base model": ["p0"], "grpo": ["p1"], "vpo": ["p3"]}
+    assert (table.compared, table.left_out, table.by_all, table.by_none) == (5, 1, 1, 0)  # p2: 2 methods
+
+
+def test_solved_only_by_compares_the_problems_every_method_evaluated(tmp_path):
+    problems = {f"p{i:02d}": ALL for i in range(12)}
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems}, "after": problems})
+    _trained_run(tmp_path, "sft", "sft", 0, {"before": {p: NONE for p in problems},
+                                             "after": {**{p: NONE for p in problems}, "p00": ALL}})
+    (table,) = compare.solved_only_by(_rows(tmp_path))
+    assert table.only["grpo"] == [f"p{i:02d}" for i in range(1, 12)] and table.only["sft"] == []
+    assert (table.compared, table.left_out, table.by_all, table.by_none) == (12, 0, 0, 0)
+    html = build_report([tmp_path], tmp_path / "report", echo=lambda _: None)
+    page = html.read_text()
+    assert "p01, p02, p03, p04, p05, p06, p07, p08, ... and 3 more" in page  # truncated, with the count
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| grpo | 11 | p01, p02, p03, p04, p05, p06, p07, p08, ... and 3 more |" in md
+
+
+def test_one_baseline_row_per_base_model_evaluation(tmp_path):
+    problems = {"p0": [1.0, 0.0, 0.0, 0.0], "p1": NONE}
+    for trainer in ("grpo", "sft", "rlaif"):
+        _trained_run(tmp_path, trainer, trainer, 0, {"before": problems, "after": problems})
+    # The same base model and settings, other figures: kept apart, and the manifests' difference named.
+    _trained_run(tmp_path, "vspo", "vspo", 0, {"before": {"p0": ALL, "p1": NONE}, "after": problems},
+                 manifest={"config": {"threads": 2}})
+    # Another answer format (the trainer's M = 2): another evaluation, kept apart and said why.
+    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": problems, "after": problems}, m=2)
+    every = _rows(tmp_path)
+    assert sum(r.phase == "before" for r in every) == 5
+    rows = compare.merge_baselines(every)
+    before = {r.trainer: r for r in rows if r.phase == "before"}
+    assert set(before) == {"grpo, rlaif, sft", "vspo", "vpo"}
+    merged = before["grpo, rlaif, sft"]
+    assert merged.shared_by == ["grpo", "rlaif", "sft"]
+    assert "one row for the before-evaluations of 3 runs" in merged.note
+    assert "kept apart from the before-evaluation of vspo (pass@1 0.125 vs 0.500; differing: threads 1 vs 2)" in \
+        merged.note
+    assert before["vpo"].note == ("evaluated apart from the before-evaluation of grpo, rlaif, sft (grpo): answers per "
+                                  "rollout 2 vs 1 (the trainer's answer format); evaluated apart from the "
+                                  "before-evaluation of vspo (vspo): answers per rollout 2 vs 1 (the trainer's answer "
+                                  "format)")
+    assert len(rows) == len(every) - 2  # after rows untouched
+    html = build_report([tmp_path], tmp_path / "report", echo=lambda _: None)
+    table = list(csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines()))
+    assert [(r["trainer"], r["shared_by"]) for r in table if r["phase"] == "before"].count(
+        ("grpo, rlaif, sft", "grpo,rlaif,sft")) == 1
+    page = html.read_text()
+    assert "kept apart from the before-evaluation of vspo" in page
+
+
+def test_the_report_answers_is_a_better_than_b(tmp_path):
+    """Two trainers x two seeds: the page, report.md and leaderboard.json carry paired differences with intervals,
+    means over seeds, and the solved-only-by table."""
+    for seed, ids in ((0, ("a", "b")), (1, ("c", "d"))):
+        _trained_run(tmp_path, f"grpo-s{seed}", "grpo", seed, {"before": {p: NONE for p in ids},
+                                                               "after": {ids[0]: ALL, ids[1]: NONE}})
+        _trained_run(tmp_path, f"vpo-s{seed}", "vpo", seed, {"before": {p: NONE for p in ids},
+                                                             "after": {p: NONE for p in ids}})
+    html = build_report([tmp_path], tmp_path / "report", echo=lambda _: None)
+    page = html.read_text()
+    for section in ("After − before, per trained run", "Method − method, on the same problems", "Over seeds",
+                    "Solved only by", 'id="between-methods"', 'id="differences-over-seeds"'):
+        assert section in page
+    assert "grpo − vpo" in page
+    # Two problems, differences (1, 0) at each seed: +0.5 [0, 1], which cannot tell the methods apart: no colour.
+    assert '<td class="num better"' not in page and '<td class="num worse"' not in page
+    assert (verdict(Estimate(1.0, 1.0, 1.0)), verdict(Estimate(-0.5, -1.0, -0.01)), verdict(Estimate(0.5, 0.0, 1.0)),
+            verdict(Estimate(0.5))) == ("better", "worse", "", "")
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| math | m | best-of-k | 0 | grpo - vpo | 2 | +0.500 [+0.00, +1.00] |" in md
+    assert "| grpo | 2 | a, c |" in md and "| vpo | 0 | - |" not in md
+    exported = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
+    kinds = [d["kind"] for d in exported["differences"]]
+    assert kinds.count("after - before") == 4 and kinds.count("method - method") == 2
+    seeds = {g["label"]: g for g in exported["over_seeds"]}
+    assert seeds["grpo - vpo"]["metrics"]["pass@1"]["value"] == 0.5 and seeds["grpo - vpo"]["seeds"] == [0, 1]
+    assert exported["solved_only_by"][0]["only"] == {"base model": [], "grpo": ["a", "c"], "vpo": []}
+    assert len(exported["table"]) == 6  # one before row per seed (grpo's and vpo's are the same evaluation)
+
+
+def test_a_store_indexed_before_outcomes_were_recorded_is_upgraded(tmp_path):
+    db = tmp_path / "results.sqlite"
+    old = sqlite3.connect(db)
+    old.execute("CREATE TABLE problems (run_dir TEXT, phase TEXT, problem_id TEXT, n INTEGER, successes INTEGER, "
+                "scalars TEXT, PRIMARY KEY (run_dir, phase, problem_id))")
+    old.execute("INSERT INTO problems VALUES ('r', 'eval', 'p0', 2, 1, '[1.0, 0.0]')")
+    old.commit()
+    old.close()
+    folder = _fake_run(tmp_path / "runs", "a", [(0, [True, False])])
+    index_run(db, folder)
+    conn = connect(db)
+    assert [r["outcomes"] for r in conn.execute("SELECT outcomes FROM problems ORDER BY run_dir")] == [
+        '[[null, 1, null, 0], [null, 0, null, 0]]', None]
+
+
+def test_solved_at_c_is_paired_from_evolve_s_call_numbers(tmp_path):
+    """evolve's records carry the model call that made each candidate: solved@c per problem is "a success within the
+    first c calls", so solved@c gets a paired difference too (the leaderboard keeps Wilson's interval)."""
+    folder = tmp_path / "evolve"
+    folder.mkdir()
+    # before: p0 solved at call 3, p1 at call 1, p2 never; after: p0 at call 1, p1 at call 1, p2 at call 4.
+    calls = {"before": {"p0": [(1, False), (3, True)], "p1": [(1, True)], "p2": [(1, False), (2, False)]},
+             "after": {"p0": [(1, True)], "p1": [(1, True), (2, False)], "p2": [(2, False), (4, True)]}}
+    metrics = {}
+    with open(folder / "samples.jsonl", "w") as f:
+        for phase, problems in calls.items():
+            for pid, candidates in problems.items():
+                for i, (call, ok) in enumerate(candidates):
+                    f.write(json.dumps({"problem_id": pid, "phase": phase, "sample_index": i, "call": call,
+                                        "success": ok, "scalar": float(ok), "text": "x"}) + "\n")
+            for c in (1, 4):
+                metrics[f"{phase}/solved@{c}"] = sum(any(ok and call <= c for call, ok in cands)
+                                                     for cands in problems.values()) / 3
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "manifest.json").write_text(json.dumps({
+        "status": "complete", "seed": 0, "task": {"eval_problems": 3},
+        "config": {"task": "code", "trainer": "grpo", "searcher": "evolve", "model": "m"}}))
+    rows = _rows(tmp_path)
+    before = next(r for r in rows if r.phase == "before")
+    assert before.values["solved@1"] == {"p0": 0.0, "p1": 1.0, "p2": 0.0}
+    assert before.headline["solved@1"].low == pytest.approx(wilson(1 / 3, 3)[0])
+    (diff,) = compare.after_minus_before(rows)
+    # solved@1: (1, 1, 0) - (0, 1, 0) -> (+1, 0, 0): mean 1/3; solved@4: (1, 1, 1) - (1, 1, 0) -> (0, 0, +1).
+    assert diff.metrics["solved@1"].value == pytest.approx(1 / 3) and diff.values["solved@1"] == [1.0, 0.0, 0.0]
+    assert diff.metrics["solved@4"].value == pytest.approx(1 / 3) and diff.metrics["solved@4"].low == 0.0

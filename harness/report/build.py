@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from harness.report import data, plots
+from harness.report import compare, data, plots
 from harness.store.results_db import RESULTS_DB, connect, find_runs, rebuild
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -35,14 +34,15 @@ def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
     try:
         skipped += [(Path(folder), why) for folder, why in data.skipped_runs(conn)]
         shown = _say_skipped(skipped, echo)
-        rows = data.leaderboard(conn)
-        if not rows:
+        every_row = data.leaderboard(conn)
+        if not every_row:
             raise ValueError(f"none of the {len(run_dirs)} run folders is complete with evaluation metrics")
-        context = _context(conn, rows, out / "plots")
+        context = _context(conn, every_row, out / "plots")
     finally:
         conn.close()
     context["skipped"] = shown
-    write_exports(rows, context["columns"], out)
+    rows = context["rows"]
+    write_exports(rows, context["columns"], out, context)
     (out / "report.md").write_text(markdown(context))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined)
@@ -66,13 +66,21 @@ def _say_skipped(skipped: list[tuple[Path, str]], echo) -> list[tuple[str, str]]
     return shown
 
 
-def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
+IDENTITY = ("task", "trainer", "searcher", "model", "seed", "phase", "problems")
+ALWAYS_SHOWN = ("trainer", "seed", "phase")  # the others become one line above the table when every row shares them
+SPLIT_AT = 8  # headline metrics one leaderboard table holds on a 1200-pixel page, intervals included
+
+
+def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
+    """What the templates need. ``every_row`` has one row per run and phase; the leaderboard (``rows``) has one
+    "before" row per base-model evaluation (compare.merge_baselines)."""
+    rows = compare.merge_baselines(every_row)
     tasks = sorted({r.task for r in rows})
     at_k = [(task, kind, f) for task in tasks for kind in ("pass", "best")
             if (f := plots.at_k_curves(rows, task, kind, plot_dir))]
     runs = []
-    for run_dir in dict.fromkeys(r.run_dir for r in rows):
-        mine = [r for r in rows if r.run_dir == run_dir]
+    for run_dir in dict.fromkeys(r.run_dir for r in every_row):
+        mine = [r for r in every_row if r.run_dir == run_dir]
         manifest = data.manifest(conn, run_dir)
         runs.append({
             "name": mine[0].run, "rows": mine, "manifest": manifest,
@@ -87,10 +95,41 @@ def _context(conn, rows: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     # Every other number a searcher returned (its own metrics too, e.g. a plugin's "majority@8"): nothing it
     # reports is dropped from the page, whatever it is called.
     other = data.other_columns(rows, leave_out=("diversity/", "behaviour/"))
-    return {"rows": rows, "columns": data.headline_columns(rows), "runs": runs, "at_k": at_k,
-            "behaviour_plots": plots.behaviour_vs_accuracy(rows, plot_dir), "diversity": diversity,
+    columns = data.headline_columns(rows)
+    after_before = compare.after_minus_before(every_row)
+    between = compare.method_differences(every_row)
+    seeds = compare.over_seeds(rows)
+    seed_differences = compare.differences_over_seeds(after_before + between)
+    tables = split(columns)
+    constant = [(c, getattr(rows[0], c)) for c in IDENTITY
+                if c not in ALWAYS_SHOWN and len({getattr(r, c) for r in rows}) == 1]
+    return {"rows": rows, "columns": columns, "runs": runs, "at_k": at_k,
+            # The page's leaderboard: identity columns every row shares are said once above it, and with more
+            # than SPLIT_AT metrics, success (pass@k, solved@c) stays in it and best@k gets a table of its own,
+            # so neither runs off the page.
+            "main_columns": tables[0][1], "best_columns": tables[1][1] if len(tables) > 1 else [],
+            "identity": [c for c in IDENTITY if c not in dict(constant)], "constant": constant,
+            "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)], "split": split,
+            "notes": [(r, r.note) for r in rows if r.note],
+            "after_before": after_before, "between": between, "seeds": seeds, "seed_differences": seed_differences,
+            "solved_only": compare.solved_only_by(every_row), "show_ids": compare.SHOW_IDS,
+            "difference_columns": compare.headline_names(after_before + between),
+            "seed_columns": compare.headline_names(seeds),
+            "seed_difference_columns": compare.headline_names(seed_differences),
+            "behaviour_plots": plots.behaviour_vs_accuracy(every_row, plot_dir), "diversity": diversity,
             "behaviour": behaviour, "other": other, "all_other": data.other_columns(rows), "skipped": [],
-            "whole": data.whole_columns(rows), "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number}
+            "whole": data.whole_columns(rows), "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number,
+            "fmt_diff": fmt_diff, "fmt_diff_ci": fmt_diff_ci, "verdict": verdict, "ids": _ids}
+
+
+def split(columns: list[str]) -> list[tuple[str, list[str]]]:
+    """A table's headline columns as (caption, columns) per table: one table, or with more than SPLIT_AT columns,
+    pass@k and solved@c in the first and best@k in a second (caption "best@k"), so neither runs off the page."""
+    if len(columns) <= SPLIT_AT or all(c.startswith("best@") for c in columns) \
+            or not any(c.startswith("best@") for c in columns):
+        return [("", columns)]
+    return [("", [c for c in columns if not c.startswith("best@")]), ("best@k", [c for c in columns
+                                                                             if c.startswith("best@")])]
 
 
 def fmt(value: float | None) -> str:
@@ -116,6 +155,29 @@ def fmt_ci(estimate: data.Estimate | None) -> str:
     return f"{estimate.value:.3f} [{estimate.low:.2f}, {estimate.high:.2f}]"
 
 
+def fmt_diff(value: float | None) -> str:
+    """A difference, signed: +0.125, -0.062, 0.000."""
+    if value is None:
+        return "-"
+    return "0.000" if abs(value) < 5e-4 else f"{value:+.3f}"
+
+
+def fmt_diff_ci(estimate: data.Estimate | None) -> str:
+    """A difference and its interval: +0.125 [-0.12, +0.38]."""
+    if estimate is None:
+        return "-"
+    if estimate.low is None:
+        return fmt_diff(estimate.value)
+    return f"{fmt_diff(estimate.value)} [{estimate.low:+.2f}, {estimate.high:+.2f}]"
+
+
+def verdict(estimate: data.Estimate | None) -> str:
+    """"better" / "worse" where the 95% interval of A - B excludes 0, else "" (cannot tell)."""
+    if estimate is None or estimate.low is None:
+        return ""
+    return "better" if estimate.low > 0 else "worse" if estimate.high < 0 else ""
+
+
 def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, Any]]:
     """The leaderboard as flat records: identity columns, value / low / high of every headline metric, then every
     other metric of any row (None where a row lacks it)."""
@@ -124,6 +186,8 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     for row in rows:
         record: dict[str, Any] = {k: getattr(row, k) for k in ("task", "trainer", "searcher", "model", "seed",
                                                                "phase", "problems", "run")}
+        record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
+        record["note"] = row.note
         for name in columns:
             estimate = row.headline.get(name)
             record[name] = estimate.value if estimate else None
@@ -134,28 +198,38 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     return records
 
 
-def write_exports(rows: list[data.Row], columns: list[str], out: Path) -> None:
+def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: dict[str, Any] | None = None
+                  ) -> None:
+    """leaderboard.csv (the table), leaderboard.json (the table, each row in full, and, with the report's context,
+    the paired differences, the means over seeds and the solved-only-by lists)."""
     records = table_records(rows, columns)
     with open(out / "leaderboard.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    full = [{**{k: v for k, v in asdict(r).items() if k != "headline"},
-             "headline": {n: e.as_dict() for n, e in r.headline.items()}} for r in rows]
-    (out / "leaderboard.json").write_text(json.dumps({"table": records, "rows": full}, indent=1, default=str) + "\n")
+    everything: dict[str, Any] = {"table": records, "rows": [r.export() for r in rows]}
+    if context is not None:
+        everything["differences"] = [d.export() for d in context["after_before"] + context["between"]]
+        everything["over_seeds"] = [g.export() for g in context["seeds"] + context["seed_differences"]]
+        everything["solved_only_by"] = [t.export() for t in context["solved_only"]]
+    (out / "leaderboard.json").write_text(json.dumps(everything, indent=1, default=str) + "\n")
 
 
 def markdown(context: dict[str, Any]) -> str:
     """The leaderboard and the figures as Markdown a README can include (figure paths relative to the report)."""
     columns = context["columns"]
     lines = ["# Leaderboard", "",
-             "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k, Wilson for solved@c].", "",
+             "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k, Wilson for solved@c]. "
+             "One before row per evaluation of the base model.", "",
              "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
              "|" + "---|" * (6 + len(columns))]
     for row in context["rows"]:
         cells = [row.task, row.trainer, row.searcher, row.model, str(row.seed), row.phase,
                  *(fmt_ci(row.headline.get(c)) for c in columns)]
         lines.append("| " + " | ".join(cells) + " |")
+    if context["notes"]:
+        lines += ["", *(f"- {r.trainer} / {r.searcher} ({r.phase}) s{r.seed}: {note}" for r, note in context["notes"])]
+    lines += _markdown_comparisons(context)
     for task, kind, name in context["at_k"]:
         lines += ["", f"![{task} {kind}@k](plots/{name})"]
     for behaviour, name in context["behaviour_plots"]:
@@ -170,3 +244,48 @@ def markdown(context: dict[str, Any]) -> str:
     if context["skipped"]:
         lines += ["", "## Skipped", "", *(f"- `{folder}`: {why}" for folder, why in context["skipped"])]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
+    """The paired differences, the means over seeds and the solved-only-by lists, as Markdown."""
+    lines: list[str] = []
+    columns = context["difference_columns"]
+    for title, diffs in (("After - before, per run", context["after_before"]),
+                         ("Method - method, same problems and seed", context["between"])):
+        if not diffs:
+            continue
+        lines += ["", f"## {title}", "", "Mean paired difference [95% paired bootstrap over the problems].", "",
+                  "| task | model | searcher | seed | A - B | problems | " + " | ".join(columns) + " | note |",
+                  "|" + "---|" * (7 + len(columns))]
+        for d in diffs:
+            cells = [d.task, d.model, d.searcher, str(d.seed), f"{d.a} - {d.b}", str(d.problems),
+                     *(fmt_diff_ci(d.metrics.get(c)) for c in columns), d.note]
+            lines.append("| " + " | ".join(cells) + " |")
+    groups = context["seeds"] + context["seed_differences"]
+    if groups:
+        names = compare.headline_names(groups)
+        lines += ["", "## Over seeds", "",
+                  "Mean of the seeds' figures [95% bootstrap over problems pooled across the seeds, resampled within "
+                  "each seed] (the lowest and highest seed's figure).", "",
+                  "| task | model | searcher | what | seeds | " + " | ".join(names) + " |",
+                  "|" + "---|" * (5 + len(names))]
+        for g in groups:
+            show = fmt_diff_ci if g.kind != "run" else fmt_ci
+            cells = [g.task, g.model, g.searcher, g.label, ",".join(map(str, g.seeds)),
+                     *(f"{show(g.metrics[c])} (seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})" if c in g.metrics
+                       else "-" for c in names)]
+            lines.append("| " + " | ".join(cells) + " |")
+    if context["solved_only"]:
+        lines += ["", "## Solved only by", ""]
+        for t in context["solved_only"]:
+            lines += [f"{t.task}, {t.model}: {t.compared} problems evaluated by every method ({t.left_out} left out), "
+                      f"{t.by_all} solved by all, {t.by_none} by none.", "",
+                      "| method | solved only by it | problems |", "|---|---|---|"]
+            lines += [f"| {m} | {len(ids)} | {_ids(ids, context['show_ids'])} |" for m, ids in t.only.items()]
+            lines.append("")
+    return lines
+
+
+def _ids(ids: list[str], show: int) -> str:
+    """Problem ids, the first ``show`` of them, and how many more."""
+    return ", ".join(ids[:show]) + (f", ... and {len(ids) - show} more" if len(ids) > show else "")

@@ -4,6 +4,15 @@ pass@k / best@k / solved@c with a 95% confidence interval over problems.
 Intervals: pass@k and best@k are means of per-problem estimates, so the interval is a percentile bootstrap over
 problems (resampling problems, not samples: it answers "how much would this number move on other problems like
 these"). solved@c is a fraction of problems solved, so it gets the Wilson score interval.
+
+Per-problem values are recomputed from the samples (the store's ``problems`` table) and kept on each row
+(``Row.values``) only where they reproduce the figure the run reported, so an interval or a paired difference
+(harness/report/compare.py) is never computed from numbers that mean something else. With M answers per rollout
+(``resolved_options.searcher.answers_per_rollout``) pass@k and best@k are set-level, as best-of-k reports them: the
+rollout is the unit (it succeeds when any of its answers does, its best is its best answer, a missing answer is a
+failure and never its best, a rollout cut short by n is left out), and the unbiased estimators run over the R whole
+rollouts with k/M draws (k a multiple of M). A run written before that change (per-answer figures over pooled
+candidates) is recognised by its figures: the pooled recomputation is tried when the set-level one does not match.
 """
 
 from __future__ import annotations
@@ -49,6 +58,16 @@ class Row:
     problems: int
     headline: dict[str, Estimate] = field(default_factory=dict)  # "pass@4" -> Estimate
     other: dict[str, float] = field(default_factory=dict)  # every other scalar of the phase (diversity/..., ...)
+    shared_by: list[str] = field(default_factory=list)  # a "before" row standing for several runs: their trainers
+    note: str = ""  # why this row is as it is (merged baselines, baselines kept apart)
+    # Not exported: per-problem values of each headline metric that reproduce its figure ("pass@4" -> {id: value}),
+    # which problems any candidate solved, and the run's manifest (for grouping runs).
+    values: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
+    solved: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    manifest: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    EXPORTED = ("run", "run_dir", "task", "trainer", "searcher", "model", "seed", "phase", "problems", "other",
+                "shared_by", "note")
 
     @property
     def anchor(self) -> str:
@@ -57,6 +76,15 @@ class Row:
     @property
     def label(self) -> str:
         return f"{self.trainer} / {self.searcher} ({self.phase})"
+
+    @property
+    def answers_per_rollout(self) -> int:
+        return answers_per_rollout(self.manifest)
+
+    def export(self) -> dict[str, Any]:
+        """The row as JSON-ready data (leaderboard.json): identity, other metrics, headline estimates."""
+        return {**{k: getattr(self, k) for k in self.EXPORTED},
+                "headline": {n: e.as_dict() for n, e in self.headline.items()}}
 
 
 def leaderboard(conn: sqlite3.Connection, seed: int = 0) -> list[Row]:
@@ -67,39 +95,111 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0) -> list[Row]:
     for run in runs:
         metrics = {r["key"]: r["value"] for r in conn.execute("SELECT key, value FROM metrics WHERE run_dir = ?",
                                                               (run["run_dir"],))}
+        manifest = json.loads(run["manifest"])
+        m = answers_per_rollout(manifest)
         for phase in PHASES:
             mine = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(phase + "/")}
             if not mine:
                 continue
-            per_problem = conn.execute("SELECT n, successes, scalars FROM problems WHERE run_dir = ? AND phase = ? "
-                                       "ORDER BY problem_id", (run["run_dir"], phase)).fetchall()
-            problems = int(json.loads(run["manifest"]).get("task", {}).get("eval_problems") or len(per_problem))
+            per_problem = conn.execute("SELECT * FROM problems WHERE run_dir = ? AND phase = ? ORDER BY problem_id",
+                                       (run["run_dir"], phase)).fetchall()
+            problems = int(manifest.get("task", {}).get("eval_problems") or len(per_problem))
             row = Row(run["name"], run["run_dir"], run["task"], run["trainer"], run["searcher"], run["model"],
-                      run["seed"], phase, problems)
+                      run["seed"], phase, problems, manifest=manifest,
+                      solved={p["problem_id"]: p["successes"] > 0 for p in per_problem})
             for name, value in sorted(mine.items(), key=lambda kv: _order(kv[0])):
                 match = HEADLINE.match(name)
-                if match:
-                    row.headline[name] = Estimate(value, *interval(match[1], int(match[2]), value, per_problem,
-                                                                   problems, seed))
-                else:
+                if not match:
                     row.other[name] = value
+                    continue
+                kind, k = match[1], int(match[2])
+                values = problem_values(kind, k, value, per_problem, problems, m)
+                if values is not None:
+                    row.values[name] = values
+                if kind == "solved":
+                    row.headline[name] = Estimate(value, *wilson(value, problems))
+                elif values is not None:
+                    row.headline[name] = Estimate(value, *bootstrap(list(values.values()), seed))
+                else:  # the samples do not reproduce the metric (another searcher's records): no interval
+                    row.headline[name] = Estimate(value)
             rows.append(row)
     return rows
 
 
-def interval(kind: str, k: int, value: float, per_problem: list, problems: int, seed: int = 0
+def answers_per_rollout(manifest: dict[str, Any]) -> int:
+    """M, the answers a rollout writes, from the run's resolved searcher options (1 when not set)."""
+    searcher = (manifest.get("resolved_options") or {}).get("searcher") or {}
+    try:
+        return max(1, int(searcher.get("answers_per_rollout", 1)))
+    except (TypeError, ValueError):
+        return 1
+
+
+def problem_values(kind: str, k: int, value: float, per_problem: list, problems: int, m: int = 1
+                   ) -> dict[str, float] | None:
+    """{problem id: that problem's pass@k, best@k or solved@k} from the store's per-problem rows, or None where no
+    recomputation reproduces ``value`` (the run's own figure): set-level (M > 1, the rollout as unit) first, then
+    over the pooled candidates (M = 1, or a run written before set-level figures)."""
+    if not per_problem:
+        return None
+    tries = (("solved", 1),) if kind == "solved" else tuple(dict.fromkeys([(kind, m), (kind, 1)]))
+    for each, mm in tries:
+        values = {}
+        for p in per_problem:
+            one = _one_problem(each, k, p, mm)
+            if one is None:
+                break
+            values[p["problem_id"]] = one
+        else:
+            denominator = problems if kind == "solved" else len(values)
+            if len(values) == denominator and math.isclose(math.fsum(values.values()) / denominator, value,
+                                                           abs_tol=1e-6):
+                return values
+    return None
+
+
+def _one_problem(kind: str, k: int, p: Any, m: int) -> float | None:
+    """One problem's estimate, or None when its record cannot give one (too few candidates, no call numbers)."""
+    scalars = json.loads(p["scalars"])
+    outcomes = json.loads(p["outcomes"]) if p["outcomes"] else None  # None: indexed before the column existed
+    if kind == "solved":  # evolve: solved within the first k model calls
+        if outcomes is None or any(o[1] and (len(o) < 3 or o[2] is None) for o in outcomes):
+            return None
+        return float(any(o[1] and o[2] <= k for o in outcomes))
+    if m == 1:
+        if p["n"] < k:
+            return None
+        return pass_at_k(p["n"], p["successes"], k) if kind == "pass" else best_at_k(scalars, k)
+    if outcomes is None or k % m:
+        return None
+    rollouts, successful, bests = rollout_outcomes(outcomes, scalars, m)
+    if k // m > rollouts:
+        return None
+    return pass_at_k(rollouts, successful, k // m) if kind == "pass" else best_at_k(bests, k // m)
+
+
+def rollout_outcomes(outcomes: list[list], scalars: list[float], m: int) -> tuple[int, int, list[float]]:
+    """One problem's candidates (``outcomes``: [rollout_index, success, call, missing] each, as indexed, with their
+    ``scalars``) -> (R whole rollouts, how many have a successful answer, each one's best scalar), by best-of-k's
+    rules (harness/metrics/unbiased.py ``rollout_outcomes``): a rollout with fewer than M candidates (cut by n) is
+    left out, a missing answer is a failure and never a rollout's best, a rollout with no written answer scores 0."""
+    groups: dict[Any, list[tuple[list, float]]] = {}
+    for position, (outcome, scalar) in enumerate(zip(outcomes, scalars, strict=True)):
+        key = outcome[0] if outcome[0] is not None else f"#{position}"
+        groups.setdefault(key, []).append((outcome, scalar))
+    whole = [answers for answers in groups.values() if len(answers) == m]
+    successful = sum(any(o[1] for o, _ in answers) for answers in whole)
+    bests = [max((s for o, s in answers if not (len(o) > 3 and o[3])), default=0.0) for answers in whole]
+    return len(whole), successful, bests
+
+
+def interval(kind: str, k: int, value: float, per_problem: list, problems: int, seed: int = 0, m: int = 1
              ) -> tuple[float | None, float | None]:
     """95% interval of a headline metric; (None, None) where the per-problem data cannot give one."""
     if kind == "solved":
         return wilson(value, problems)
-    if kind == "pass":
-        values = [pass_at_k(p["n"], p["successes"], k) for p in per_problem if p["n"] >= k]
-    else:
-        values = [best_at_k(json.loads(p["scalars"]), k) for p in per_problem if p["n"] >= k]
-    if len(values) != len(per_problem) or not values or not math.isclose(sum(values) / len(values), value,
-                                                                         abs_tol=1e-6):
-        return None, None  # the samples do not reproduce the metric (another searcher's records): no interval
-    return bootstrap(values, seed)
+    values = problem_values(kind, k, value, per_problem, problems, m)
+    return (None, None) if values is None else bootstrap(list(values.values()), seed)
 
 
 def bootstrap(values: list[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:

@@ -8,6 +8,7 @@ the same file: WAL mode lets readers go on while one writer holds the lock, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sqlite3
@@ -28,11 +29,14 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS metrics (run_dir TEXT, key TEXT, value REAL, PRIMARY KEY (run_dir, key));
 CREATE TABLE IF NOT EXISTS curves (run_dir TEXT, key TEXT, step INTEGER, value REAL, PRIMARY KEY (run_dir, key, step));
 CREATE TABLE IF NOT EXISTS problems (run_dir TEXT, phase TEXT, problem_id TEXT, n INTEGER, successes INTEGER,
-    scalars TEXT, PRIMARY KEY (run_dir, phase, problem_id));
+    scalars TEXT, outcomes TEXT, PRIMARY KEY (run_dir, phase, problem_id));
 CREATE TABLE IF NOT EXISTS examples (run_dir TEXT, phase TEXT, which TEXT, problem_id TEXT, text TEXT,
     extracted TEXT, scalar REAL, rewards TEXT, PRIMARY KEY (run_dir, phase, which));
 """
 TABLES = ("runs", "metrics", "curves", "problems", "examples")
+# Columns added after a table's first version: (table, column, type). A store written before them gets them on
+# connect (NULL in its old rows, which a report reads as "not recorded"); `harness index` fills them.
+ADDED_COLUMNS = (("problems", "outcomes", "TEXT"),)
 
 
 def connect(db: Path | str) -> sqlite3.Connection:
@@ -41,6 +45,10 @@ def connect(db: Path | str) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(SCHEMA)
+    for table, column, kind in ADDED_COLUMNS:
+        if column not in {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it in between
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
     return conn
 
 
@@ -57,7 +65,8 @@ def index_run(db: Path | str, run_dir: Path | str) -> None:
         conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (key, *rows["run"]))
         conn.executemany("INSERT INTO metrics VALUES (?,?,?)", [(key, *m) for m in rows["metrics"]])
         conn.executemany("INSERT INTO curves VALUES (?,?,?,?)", [(key, *c) for c in rows["curves"]])
-        conn.executemany("INSERT INTO problems VALUES (?,?,?,?,?,?)", [(key, *p) for p in rows["problems"]])
+        conn.executemany("INSERT INTO problems (run_dir, phase, problem_id, n, successes, scalars, outcomes) "
+                         "VALUES (?,?,?,?,?,?,?)", [(key, *p) for p in rows["problems"]])
         conn.executemany("INSERT INTO examples VALUES (?,?,?,?,?,?,?,?)", [(key, *e) for e in rows["examples"]])
         conn.commit()
     except BaseException:
@@ -136,14 +145,26 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     scalars = [(k, float(v)) for k, v in metrics.items() if _number(v)]
     curves = [(k, step, float(v)) for k, values in metrics.items() if isinstance(values, list)
               for step, v in enumerate(values) if _number(v)]
-    problems, examples = _per_problem(run_dir / "samples.jsonl")
+    problems, examples = _read_samples(run_dir / "samples.jsonl")
     return {"run": run, "metrics": scalars, "curves": curves, "problems": problems, "examples": examples}
 
 
 def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
-    """(phase, problem, n, successes, scalars) per problem and the best and worst candidate per phase. A scorer
-    error (scalar None) is a failure for pass@k and takes the problem's lowest known value for best@k, as in
-    best-of-k, so the numbers recomputed from here equal the ones the run printed."""
+    """(phase, problem, n, successes, scalars) per problem and the best and worst candidate per phase: what
+    ``_read_samples`` gives, without the outcomes."""
+    problems, examples = _read_samples(samples)
+    return [p[:5] for p in problems], examples
+
+
+def _read_samples(samples: Path) -> tuple[list[tuple], list[tuple]]:
+    """(phase, problem, n, successes, scalars, outcomes) per problem and the best and worst candidate per phase.
+
+    A scorer error (scalar None) is a failure for pass@k and takes the problem's lowest known value for best@k, as
+    in best-of-k, so the numbers recomputed from here equal the ones the run printed. ``outcomes`` (JSON) lists,
+    for each candidate in the order written, ``[rollout_index, success, call, missing]`` (None where the record has
+    no such field; missing 0/1): the rollout lets a report score an M-answer rollout as one unit (set-level pass@k,
+    where a missing answer is never a rollout's best), the model call at which it was made (evolve) gives each
+    problem's solved@c."""
     by_problem: dict[tuple[str, str], list[dict]] = defaultdict(list)
     if samples.exists():
         for line in samples.read_text().splitlines():
@@ -159,8 +180,10 @@ def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
         known = [r["scalar"] for r in records if _number(r.get("scalar"))]
         floor = min(known, default=0.0)
         values = [float(r["scalar"]) if _number(r.get("scalar")) else floor for r in records]
+        outcomes = [[_whole(r.get("rollout_index")), int(bool(r.get("success"))), _whole(r.get("call")),
+                     int(bool(r.get("missing")))] for r in records]
         problems.append((phase, problem_id, len(records), sum(bool(r.get("success")) for r in records),
-                         json.dumps(values)))
+                         json.dumps(values), json.dumps(outcomes)))
         by_phase[phase].extend(r for r in records if _number(r.get("scalar")))
     examples = []
     for phase, records in by_phase.items():
@@ -172,6 +195,10 @@ def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
                              json.dumps(record.get("extracted"), default=str), float(record["scalar"]),
                              json.dumps(record.get("rewards", {}))))
     return problems, examples
+
+
+def _whole(value: Any) -> int | None:
+    return int(value) if _number(value) and float(value).is_integer() else None
 
 
 def _number(value: Any) -> bool:
