@@ -16,8 +16,11 @@ never re-splits.
 
 Tests: HumanEval's ``check(candidate)`` is cut into its asserts (tasks/code_tests.py; all 164 split); MBPP's
 test_list (not its challenge tests) and jsonl tests are one test each; LiveCodeBench's public and private tests are
-one each, functional ones called through the guard, stdin/stdout ones compared here, line by line, numbers as
-decimals (its own rule), so their expected outputs never enter the sandbox.
+one each, stdin/stdout ones compared here, line by line, numbers as decimals (its own rule). Every test is decided
+outside the program's interpreter: function tests run in the sandbox's judge, which calls the candidate in the
+sandbox and gets its results back as plain data (harness.sandbox), and stdio outputs are compared here, so no
+expected value ever enters the sandbox. A result that is not plain data (an object with its own ``__eq__``, a
+generator) fails its test; an instance of a subclass (a Counter for a dict) counts as its base type's value.
 
 Reward vector, the same components for every problem (trainers stack vectors across problems):
   all_pass (primary)  1 when the run completed and every test passed
@@ -89,7 +92,7 @@ class CodeTask:
     """Python problems scored by unit tests in the sandbox. Options are keyword arguments; all have defaults."""
 
     name = "code"
-    version = "code-v1"  # bump on any change of data, prompt, extraction or scoring
+    version = "code-v2"  # bump on any change of data, prompt, extraction or scoring (v2: the judge decides)
     capabilities = TaskCapabilities(max_new_tokens=384, batch_scoring=True, feedback=True)
 
     def __init__(self, *, source: str = "humaneval", path: str | None = None, hub_id: str = HUMANEVAL,

@@ -1,52 +1,24 @@
 """Test code for the code task: HumanEval's ``check(candidate)`` cut into its asserts, and each test made
-self-contained for the sandbox.
+self-contained for the sandbox's judge.
 
-Every test the sandbox runs is trusted code of this shape:
+Every test the sandbox runs is trusted code of this shape, run by the judge (harness.sandbox), never in the
+program's interpreter:
 
-    <GUARD>                      # _vh_guarded: the candidate's results must be plain built-in values
-    <setup>                      # trusted helpers: the prompt's own functions, the test file's imports and constants
-    def _vh_test(candidate):
-        <one assert, with the setup statements that precede it in check()>
-    _vh_test(_vh_guarded(<target>))
+    <setup>                                  # trusted helpers: the prompt's own functions, the test file's imports
+    candidate = _vh_program(<target>)        # the function under test: a handle; calls cross as plain data
+    <one assert, with the setup statements that precede it in check()>
 
-Why each piece: a function scope, so ``str = ...`` inside a check cannot shadow a builtin for the program; the
-prompt's helpers defined again on the test's side, so a program that redefines ``poly`` or ``encode_cyclic`` cannot
-make HumanEval/32 or /38 pass; the guard, so an object whose ``__eq__`` always says True (the best-known reward hack
-for assert tests) fails instead of passing.
+Why each piece: the prompt's helpers defined on the judge's side, so a program that redefines ``poly`` or
+``encode_cyclic`` cannot make HumanEval/32 or /38 pass; builtins are the judge's own, so a program's top-level
+``def abs`` cannot change what a test computes; the candidate's results come back as plain data, so an object whose
+``__eq__`` always says True (the best-known reward hack for assert tests) fails instead of passing, and a Counter
+equal to the expected dict passes.
 """
 
 from __future__ import annotations
 
 import ast
-import textwrap
 from dataclasses import dataclass
-
-GUARD = '''\
-def _vh_plain(value, depth=0):
-    kind = type(value)
-    for plain in (bool, int, float, complex, str, bytes, type(None)):
-        if kind is plain:  # identity, not ==: a metaclass can make == say anything
-            return
-    if depth < 100:
-        if kind is list or kind is tuple or kind is set or kind is frozenset:
-            for item in value:
-                _vh_plain(item, depth + 1)
-            return
-        if kind is dict:
-            for key, item in value.items():
-                _vh_plain(key, depth + 1)
-                _vh_plain(item, depth + 1)
-            return
-    raise TypeError("the function returned a %s; tests accept built-in values only" % kind.__name__)
-
-
-def _vh_guarded(function):
-    def guarded(*args, **kwargs):
-        result = function(*args, **kwargs)
-        _vh_plain(result)
-        return result
-    return guarded
-'''
 
 
 @dataclass(frozen=True)
@@ -97,7 +69,8 @@ def prompt_helpers(prompt: str, entry_point: str) -> str:
 
 
 def rename_calls(test: str, name: str) -> str:
-    """MBPP-style tests call the function by name; rewritten to ``candidate`` so the guard sees every call."""
+    """MBPP-style tests call the function by name; rewritten to ``candidate``, the one name bound to the program's
+    function (a test's other free names would come from the program too)."""
     try:
         tree = ast.parse(test)
     except SyntaxError:
@@ -111,10 +84,9 @@ def rename_calls(test: str, name: str) -> str:
 
 
 def sandbox_test(test: str, target: str, setup: str = "") -> str:
-    """One test as the sandbox runs it: ``target`` is the expression for the function under test (its name, or
-    ``Solution().method`` for LeetCode-style problems)."""
-    body = textwrap.indent(test, "    ")
-    return f"{GUARD}\n{setup}\n\ndef _vh_test(candidate):\n{body}\n\n_vh_test(_vh_guarded({target}))\n"
+    """One test as the sandbox's judge runs it: ``target`` is the program's expression for the function under test
+    (its name, or ``Solution().method`` for LeetCode-style problems)."""
+    return f"{setup}\ncandidate = _vh_program({target!r})\n{test}\n"
 
 
 def _names(node: ast.AST) -> set[str]:

@@ -1,6 +1,7 @@
 """The sandbox against hostile programs: each is stopped or refused, scores as a failure, and leaves this process
-(and the machine) unharmed. Most attacks run inside a test that passes only if the attack failed, so
-``all_passed`` means "contained"."""
+(and the machine) unharmed. Tests run in the judge, outside the sandbox (tests/test_verdict_integrity.py): so most
+attacks here are source that the program runs (``inside``), called by a test that passes only if the attack failed,
+and ``all_passed`` means "contained"."""
 
 from __future__ import annotations
 
@@ -34,9 +35,18 @@ def run_tests(program: str, tests: list[str], **options) -> sandbox.SandboxResul
 
 
 def fails(attack: str) -> str:
-    """A test that passes only when ``attack`` raises (an OSError, usually)."""
+    """Source that raises only when ``attack`` does not (an OSError, usually): run it with ``inside``."""
     body = "\n".join("    " + line for line in attack.splitlines())
     return f"try:\n{body}\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('the attack worked')"
+
+
+# A program that runs source it is given, in the sandbox: the way to probe the sandbox from a test.
+INSIDE = "def inside(source):\n    exec(source, {'__name__': 'inside'})\n"
+
+
+def inside(source: str) -> str:
+    """A test that passes when ``source``, run by the program (INSIDE) in the sandbox, raises nothing."""
+    return f"inside({source!r})"
 
 
 @pytest.fixture
@@ -188,7 +198,7 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> Non
                  f"assert open({kept!r}).read() == open({deeper!r}).read() == 'keep me'",
                  # its own folder is the private /tmp: writable, and gone with the run
                  f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'"]
-        result = run_tests("", tests)
+        result = run_tests(INSIDE, [inside(t) for t in tests])
         assert result.all_passed, result.errors
         assert [v.read_text() for v in victims] == ["keep me", "keep me"]
         assert sorted(str(p) for p in tree.rglob("*")) == before  # nothing created, moved or removed
@@ -208,7 +218,7 @@ def test_the_harness_environment_files_and_processes_are_out_of_sight(monkeypatc
         "import os\nassert os.getuid() == 65534 and os.getgid() == 65534 and os.getgroups() == []",
         fails(f"open('/proc/{os.getpid()}/environ').read()"),
     ]
-    result = run_tests("", tests)
+    result = run_tests(INSIDE, [inside(t) for t in tests])
     assert result.all_passed, result.errors
 
 
@@ -218,7 +228,7 @@ def test_there_is_no_network() -> None:
     tests = [fails(f"import socket\nsocket.create_connection(({host!r}, {port}), timeout=2)")
              for host, port in [("1.1.1.1", 80), ("127.0.0.1", 22), ("::1", 80)]]
     tests.append(fails("import urllib.request\nurllib.request.urlopen('http://pypi.org', timeout=2)"))
-    result = run_tests("", tests)
+    result = run_tests(INSIDE, [inside(t) for t in tests])
     assert result.all_passed, result.errors
 
 
@@ -255,7 +265,7 @@ def test_exiting_early_is_a_failure() -> None:
 
 def test_a_test_that_outlives_the_deadline_keeps_earlier_results() -> None:
     # 5 s: time enough for the first test on a loaded machine; the second never ends before the deadline
-    result = run_tests("import time", ["pass", "time.sleep(3600)", "pass"], timeout_s=5)
+    result = run_tests("import time\ndef wait():\n    time.sleep(3600)\n", ["pass", "wait()", "pass"], timeout_s=5)
     assert result.status == "timeout" and result.passed == [True, False, False]
 
 
@@ -324,6 +334,8 @@ def test_verdict_needs_the_sentinel_and_the_nonce() -> None:
     assert cpu.status == "timeout" and cpu.passed == [True, False] and "CPU" in cpu.detail
     segfault = verdict([*ok[:2], b"n0nce X 139"])
     assert segfault.status == "crashed" and "exit status 139" in segfault.detail
+    broken = verdict([*ok[:2], b"n0nce P the program wrote on its reply channel", b"n0nce X 137"])
+    assert broken.status == "crashed" and broken.passed == [True, False] and "reply protocol" in broken.detail
 
 
 def test_verdict_turns_missing_namespaces_into_warnings(capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,8 +347,8 @@ def test_verdict_turns_missing_namespaces_into_warnings(capsys: pytest.CaptureFi
 
 def test_without_namespaces_the_run_degrades_but_works(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "NAMESPACES", ())
-    result = run_tests("import os\ncwd = os.getcwd()", ["assert cwd.startswith('/tmp/vh-sandbox-')",
-                                                         "open('x', 'w').write('x')"])
+    result = run_tests("import os\ncwd = os.getcwd()\n" + INSIDE, ["assert cwd.startswith('/tmp/vh-sandbox-')",
+                                                                  inside("open('x', 'w').write('x')")])
     assert result.all_passed, result.errors
     assert not list(Path("/tmp").glob("vh-sandbox-*"))  # its folder is removed when its tests are done
 

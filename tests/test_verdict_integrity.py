@@ -1,0 +1,428 @@
+"""Verdicts a program cannot forge: the judge (harness.sandbox) runs the tests outside the program's interpreter and
+gets only plain data back, so whatever a wrong program does inside its own process, every test it attacks scores 0;
+and correct programs (a Counter for a dict, a namedtuple for a tuple, a top-level ``def abs``) still pass.
+
+Each attack is a wrong program plus the attack; the tests it attacks must all fail. Most go through the code task
+(``CodeTask.check``: the reward vector a trainer sees), some through ``run_tests`` directly.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from harness.sandbox import run_tests
+from harness.tasks.code import CodeTask, humaneval_problem
+from harness.types import Problem
+
+CEILING_S = 120  # a ceiling against a hang on a loaded machine, never a claim about speed
+
+ADD_ROW = {
+    "task_id": "Test/add",
+    "prompt": 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+    "entry_point": "add",
+    "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n"
+            "    assert candidate(10, 5) == 15\n    assert candidate(2, 2) == 4\n",
+}
+WRONG = "    return a - b\n"  # fails every one of ADD_ROW's tests
+RIGHT = "    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def task() -> CodeTask:
+    return CodeTask(timeout_s=CEILING_S, test_slots=4)
+
+
+@pytest.fixture(scope="module")
+def humaneval() -> dict[str, Problem]:
+    return {p.id: p for p in CodeTask(eval_fraction=1.0).problems("eval")}
+
+
+def add_program(attack: str, body: str = WRONG) -> str:
+    """A module: the attack at top level, then ``add`` (wrong by default) with the attack's ``hook()`` first."""
+    return f"```python\n{textwrap.dedent(attack)}\n\ndef add(a, b):\n    hook()\n{body}```"
+
+
+def assert_scores_zero(task: CodeTask, problem: Problem, completion: str) -> None:
+    checked = task.check(problem, completion)
+    rewards = checked.score.rewards
+    assert rewards["all_pass"] == 0.0 and rewards["pass_fraction"] == 0.0, (rewards, checked.result)
+    assert all(rewards[f"test_{j}"] == 0.0 for j in range(task.test_slots)), rewards
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Attacks on the add problem, through the code task
+# ----------------------------------------------------------------------------------------------------------------
+
+# The generic forger from the issue: walk the interpreter's frames for a callable named like a reporter and a list
+# named like the tests, and report every test as passed (in the old record format and in frames on every
+# descriptor). It made a wrong ``add`` score 1.0 when the tests ran in the program's interpreter.
+FRAME_WALK = """
+import gc, os, sys
+REPORTERS = {"send", "report", "reply", "emit", "record", "write_frame", "_write"}
+
+def forge(reporter, n):
+    calls = [(b"T", b"%d" % i, b"1", b"") for i in range(max(n, 8))] + [(["r", -999],), ([b"T", 0, 1],)]
+    for args in calls:
+        try:
+            reporter(*args)
+        except BaseException:
+            pass
+
+def hook():
+    n, reporters = 8, []
+    frame = sys._getframe()
+    while frame is not None:
+        for name, value in list(frame.f_locals.items()):
+            if name in ("tests", "compiled", "job", "config") and hasattr(value, "__len__"):
+                n = max(n, len(value))
+            if callable(value) and getattr(value, "__name__", name) in REPORTERS | {name}:
+                if name in REPORTERS:
+                    reporters.append(value)
+            for attribute in REPORTERS:  # bound methods of objects in reach (a runner's reply())
+                found = getattr(value, attribute, None) if not isinstance(value, type) else None
+                if callable(found):
+                    reporters.append(found)
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        if callable(obj) and getattr(obj, "__name__", "") in REPORTERS and obj not in (os.write,):
+            reporters.append(obj)
+    for reporter in reporters:
+        forge(reporter, n)
+"""
+
+# Look for the tests (and so the expected values) anywhere in the interpreter: every frame's locals and every object
+# the garbage collector knows; answer from what was found.
+FIND_EXPECTED = """
+import gc, re, sys
+PATTERN = re.compile(r"candidate\\((-?\\d+), (-?\\d+)\\) == (-?\\d+)")
+ANSWERS = {}
+
+def harvest(value, depth=0):
+    if isinstance(value, (str, bytes)) and depth < 3:
+        text = value if isinstance(value, str) else value.decode("latin-1")
+        for a, b, c in PATTERN.findall(text):
+            ANSWERS[int(a), int(b)] = int(c)
+    elif isinstance(value, (list, tuple, dict)) and depth < 3:
+        for item in list(value.values() if isinstance(value, dict) else value)[:10000]:
+            harvest(item, depth + 1)
+
+def hook():
+    frame = sys._getframe()
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            harvest(value)
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        harvest(obj)
+
+def lookup(a, b):
+    return ANSWERS.get((a, b))
+"""
+
+FD_WRITES = """
+import json, os
+
+def hook():
+    frame = json.dumps(["r", -999]).encode()
+    lines = b"".join(b"%s T %d 1 \\n" % (prefix, i) for prefix in (b"0", b"x" * 32) for i in range(8))
+    for fd in range(0, 256):
+        for data in (lines + b"0 D\\n", b"VH" + len(frame).to_bytes(4, "big") + frame):
+            try:
+                os.write(fd, data)
+            except OSError:
+                pass
+"""
+
+PRINTS = """
+def hook():
+    for i in range(8):
+        print(f"T {i} 1")
+        print('VH\\x00\\x00\\x00\\x0b["r",-999]')
+    print("D")
+"""
+
+PATCH_BUILTINS = """
+import builtins
+builtins.abs = lambda x: 0
+builtins.isinstance = lambda *a: True
+builtins.type = lambda *a: int
+builtins.AssertionError = type("AssertionError", (Exception,), {})
+builtins.len = lambda x: 0
+
+def hook():
+    pass
+"""
+
+PATCH_RUNNER = """
+import json, sys
+main = sys.modules["__main__"]  # the launcher, in the program's own process
+real = json.dumps
+json.dumps = lambda *a, **k: real(["r", -999])  # every reply a made-up value
+for name in ("to_wire", "encode", "describe", "error"):
+    if hasattr(main, name):
+        setattr(main, name, lambda *a, **k: b'["r", -999]')
+
+def hook():
+    pass
+"""
+
+SHADOW_NAMES = """
+candidate = lambda *a: 3
+_vh_program = lambda *a: (lambda *b: 3)
+vh_description = "passed"
+
+def hook():
+    pass
+"""
+
+THREAD_NOISE = """
+import os, threading
+
+def noise():
+    while True:
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b'VH\\x00\\x00\\x00\\x0b["r",-999]')
+            except OSError:
+                pass
+
+threading.Thread(target=noise, daemon=True).start()
+
+def hook():
+    pass
+"""
+
+# Take the runner's place: at load time, find the pipes to the judge and answer every request itself, with
+# whatever it likes. It sees exactly what the judge sends (names to bind, arguments), never an expected value.
+IMPERSONATE = """
+import fcntl, json, os, stat
+
+def frame(message):
+    data = json.dumps(message).encode()
+    return b"VH" + len(data).to_bytes(4, "big") + data
+
+def read(fd, n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    return data
+
+pipes = [fd for fd in range(3, 64) if os.path.exists(f"/proc/self/fd/{fd}") and stat.S_ISFIFO(os.fstat(fd).st_mode)]
+calls = next(fd for fd in pipes if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY)
+replies = next(fd for fd in pipes if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY)
+os.write(replies, frame(["ready"]))
+while True:
+    request = json.loads(read(calls, int.from_bytes(read(calls, 6)[2:], "big")))
+    if request[0] == "b":
+        os.write(replies, frame(["b", [["h", 0] for _ in request[1]]]))
+    else:
+        os.write(replies, frame(["r", -999]))
+
+def hook():
+    pass
+"""
+
+ATTACKS = {
+    "impersonate-the-runner": (IMPERSONATE, WRONG),
+    "frame-walk-reporters": (FRAME_WALK, WRONG),
+    "find-expected-values": (FIND_EXPECTED, "    found = lookup(a, b)\n    return a - b if found is None else found\n"),
+    "write-records-on-every-fd": (FD_WRITES, WRONG),
+    "print-fake-records": (PRINTS, WRONG),
+    "patch-builtins": (PATCH_BUILTINS, WRONG),
+    "patch-the-runner": (PATCH_RUNNER, WRONG),
+    "shadow-candidate": (SHADOW_NAMES, WRONG),
+    "thread-writing-frames": (THREAD_NOISE, WRONG),
+    "exit-at-load": ("import os\nos._exit(0)\ndef hook():\n    pass\n", WRONG),
+    "sys-exit-at-load": ("import sys\nsys.exit(0)\ndef hook():\n    pass\n", WRONG),
+    "raise-systemexit-at-load": ("raise SystemExit\ndef hook():\n    pass\n", WRONG),
+    "exit-in-call": ("import os\ndef hook():\n    os._exit(0)\n", WRONG),
+    "sys-exit-in-call": ("import sys\ndef hook():\n    sys.exit(0)\n", WRONG),
+    "systemexit-in-del": ("class Bye:\n    def __del__(self):\n        raise SystemExit(0)\ndef hook():\n    pass\n",
+                          "    return Bye()\n"),
+    "exit-in-del": ("import os\nclass Bye:\n    def __del__(self):\n        os._exit(0)\ndef hook():\n    pass\n",
+                    "    return Bye()\n"),
+    "always-equal": ("class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+                     "def hook():\n    pass\n", "    return Anything()\n"),
+    "int-subclass-always-equal": ("class Int(int):\n    def __eq__(self, other):\n        return True\n"
+                                  "    __hash__ = int.__hash__\ndef hook():\n    pass\n", "    return Int(a - b)\n"),
+    "str-subclass": ("class Str(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
+                     "def hook():\n    pass\n", "    return Str('3')\n"),
+    "fake-class-attribute": ("class Liar:\n    __class__ = property(lambda self: int)\n"
+                             "    def __eq__(self, other):\n        return True\ndef hook():\n    pass\n",
+                             "    return Liar()\n"),
+    "stop-iteration": ("def hook():\n    raise StopIteration\n", WRONG),
+    "exception-with-hostile-str": ("class Boom(Exception):\n    def __str__(self):\n        raise SystemExit\n"
+                                   "def hook():\n    raise Boom()\n", WRONG),
+}
+
+
+@pytest.mark.parametrize(("attack", "body"), ATTACKS.values(), ids=ATTACKS.keys())
+def test_an_attack_on_a_wrong_program_scores_zero(task: CodeTask, attack: str, body: str) -> None:
+    problem = humaneval_problem(ADD_ROW, "add")
+    assert_scores_zero(task, problem, add_program(attack, body))
+
+
+# Tricks that leave a right answer right: the judge's verdict must not depend on them. (Not the frame walk: the
+# replies it queues answer the judge's next calls, wrongly, which fails the program's own tests.)
+HARMLESS = ["find-expected-values", "print-fake-records", "patch-builtins", "shadow-candidate"]
+
+
+@pytest.mark.parametrize("name", HARMLESS)
+def test_a_right_program_with_the_same_tricks_still_passes(task: CodeTask, name: str) -> None:
+    problem = humaneval_problem(ADD_ROW, "add")
+    rewards = task.check(problem, add_program(ATTACKS[name][0], RIGHT)).score.rewards
+    assert rewards["all_pass"] == 1.0, rewards
+
+
+def test_a_right_program_passes_and_the_plain_wrong_one_fails(task: CodeTask) -> None:
+    problem = humaneval_problem(ADD_ROW, "add")
+    assert task.check(problem, add_program("def hook():\n    pass\n", RIGHT)).score.rewards["all_pass"] == 1.0
+    wrong = task.check(problem, add_program("def hook():\n    pass\n", WRONG))
+    assert wrong.score.rewards["pass_fraction"] == 0.0
+    assert wrong.feedback[0] == "assert candidate(1, 2) == 3  -> AssertionError"  # evolve's feedback lines
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The program's memory holds no expected value
+# ----------------------------------------------------------------------------------------------------------------
+
+# Read every readable mapping of the process through ctypes and look for a marker followed by six hex digits.
+MEMORY_SCAN = r"""
+import ctypes, re
+
+def scan(_):
+    del _
+    pattern = re.compile(b"vh-" + b"secret-" + b"([0-9a-f]{6})(?![0-9a-f])")
+    found = []
+    for line in open("/proc/self/maps").read().splitlines():
+        fields = line.split()
+        if not fields[1].startswith("r") or (len(fields) > 5 and fields[5].startswith("[v")):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if len(fields) > 5 and fields[5].startswith("/"):
+            continue  # files: libraries and the interpreter (a short file mapping could fault)
+        for at in range(start, end, 1 << 20):
+            for match in pattern.finditer(ctypes.string_at(at, min(1 << 20, end - at))):
+                found.append(match.group(1).decode())
+    return sorted(set(found))
+"""
+
+
+def test_expected_values_never_enter_the_programs_memory() -> None:
+    # The control: a marker in the arguments (which the program may see) is found by the scan, so the scan works
+    # where the program runs; the attack: the marker that is only an expected value is not there to be found.
+    control = "assert 'c0ffee' in scan('the input holds vh-secret-c0ffee')"
+    attack = "assert '7f3e9a' in scan('nothing in here'), 'vh-secret-7f3e9a'"  # in the old design, found here
+    result = run_tests(MEMORY_SCAN, [control, attack], timeout_s=CEILING_S)
+    assert result.status == "ok", result
+    assert result.passed == [True, False], result.errors
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# HumanEval: shadowed builtins, subclasses of the expected type
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_a_top_level_def_abs_cannot_pass_humaneval_4(task: CodeTask, humaneval: dict[str, Problem]) -> None:
+    problem = humaneval["HumanEval/4"]  # assert abs(candidate(...) - 2.0 / 3.0) < 1e-06
+    wrong = "```python\ndef abs(x):\n    return 0\n\ndef mean_absolute_deviation(numbers):\n    return 0.0\n```"
+    assert_scores_zero(task, problem, wrong)
+    right = ("```python\ndef abs(x):\n    return 0\n\ndef mean_absolute_deviation(numbers):\n"
+             "    mean = sum(numbers) / len(numbers)\n"
+             "    return sum(x - mean if x > mean else mean - x for x in numbers) / len(numbers)\n```")
+    assert task.check(problem, right).score.rewards["all_pass"] == 1.0
+
+
+def test_a_counter_equal_to_the_expected_dict_passes_humaneval_111(task: CodeTask,
+                                                                   humaneval: dict[str, Problem]) -> None:
+    counter = ("```python\nfrom collections import Counter\n\ndef histogram(test):\n"
+               "    counts = Counter(test.split())\n    top = max(counts.values(), default=0)\n"
+               "    return Counter({k: v for k, v in counts.items() if v == top})\n```")
+    checked = task.check(humaneval["HumanEval/111"], counter)
+    assert checked.score.rewards["all_pass"] == 1.0, checked.feedback
+    ordered = counter.replace("return Counter(", "return OrderedDict(").replace(
+        "import Counter", "import Counter, OrderedDict")
+    assert task.check(humaneval["HumanEval/111"], ordered).score.rewards["all_pass"] == 1.0
+
+
+def test_subclasses_of_plain_types_pass_as_their_value() -> None:
+    program = ("import collections, enum\nPair = collections.namedtuple('Pair', 'a b')\n"
+               "class Size(enum.IntEnum):\n    BIG = 7\n"
+               "class Text(str):\n    pass\n"
+               "def pair():\n    return Pair(3, 4)\n"
+               "def size():\n    return Size.BIG\n"
+               "def text():\n    return Text('abc')\n"
+               "def table():\n    return collections.defaultdict(list, {1: [Text('x')]})\n")
+    tests = ["assert pair() == (3, 4) and type(pair()) is tuple", "assert size() == 7 and type(size()) is int",
+             "assert text() == 'abc' and type(text()) is str", "assert table() == {1: ['x']}"]
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    assert result.all_passed, result.errors
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What crosses, and what does not
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_values_that_are_not_plain_data_fail_their_test_only() -> None:
+    program = ("def big():\n    return 'x' * (20 << 20)\n"
+               "def deep():\n    v = []\n    for _ in range(1000):\n        v = [v]\n    return v\n"
+               "def cyclic():\n    v = []\n    v.append(v)\n    return v\n"
+               "def gen():\n    return (i for i in range(3))\n"
+               "def ok():\n    return [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]\n")
+    tests = ["assert len(big()) == 20 << 20", "assert deep() is not None", "assert cyclic() is not None",
+             "assert list(gen()) == [0, 1, 2]",
+             "assert ok() == [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]"]
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    assert result.status == "ok" and result.passed == [False, False, False, False, True], result.errors
+    assert "larger than" in result.errors[0] and "tests accept built-in values only" in result.errors[3]
+
+
+def test_arguments_cross_as_copies_and_must_be_plain() -> None:
+    program = "def grow(xs):\n    xs.append(1)\n    return len(xs)\ndef call(f):\n    return f(2)\n"
+    tests = ["xs = []\nassert grow(xs) == 1 and xs == []",  # the program changes its own copy
+             "assert call(lambda x: x) == 2"]  # a function of the test's cannot be sent
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    assert result.passed == [True, False] and "cannot pass this to the program" in result.errors[1]
+
+
+def test_program_errors_keep_their_type_except_stop_iteration() -> None:
+    program = "def parse(s):\n    return int(s)\ndef stop(x):\n    raise StopIteration\n"
+    tests = ["try:\n    parse('x')\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')",
+             "assert all(map(stop, [1, 2, 3]))",  # a StopIteration would end map() early: all([]) is True
+             "assert parse('x') == 1"]
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    assert result.passed == [True, False, False]
+    assert result.errors[1] == "StopIteration"
+    assert result.errors[2] == "ValueError: invalid literal for int() with base 10: 'x'"
+
+
+def test_tests_see_the_judges_builtins_and_their_own_helpers() -> None:
+    program = "import builtins\nbuiltins.sorted = lambda *a, **k: 'x'\ndef sorted(*a):\n    return 'x'\n" \
+              "def helper():\n    return 'program'\ndef f():\n    return 'x'\n"
+    tests = ["assert f() == sorted([1])", "def helper():\n    return 'test'\nassert helper() == 'test'"]
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    assert result.passed == [False, True], result.errors
+
+
+def test_stdio_outputs_are_compared_in_the_harness_whatever_the_program_writes(tmp_path) -> None:
+    # A stdin/stdout problem: the program writes fake records and frames on every descriptor, then a wrong answer.
+    row = {"question_title": "sum", "question_content": "Print a + b.", "platform": "atcoder", "question_id": "t1",
+           "contest_id": "t", "contest_date": "2024-01-01", "starter_code": "", "difficulty": "easy",
+           "public_test_cases": '[{"input": "1 2\\n", "output": "3\\n", "testtype": "stdin"}]',
+           "private_test_cases": '[{"input": "2 2\\n", "output": "4\\n", "testtype": "stdin"}]', "metadata": "{}"}
+    from harness.tasks.code import lcb_problem
+
+    problem = lcb_problem(row, "stdio")
+    task = CodeTask(timeout_s=CEILING_S)
+    fake = 'b"0 O 0 3\\n0 T 0 1 \\n" + b"VH\\x00\\x00\\x00\\x0d" + b\'["o","3\\\\n",true,""]\''
+    hostile = (f"```python\nimport os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, {fake})\n"
+               "    except OSError:\n        pass\na, b = map(int, input().split())\nprint(a - b)\n```")
+    assert_scores_zero(task, problem, hostile)
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    assert task.check(problem, right).score.rewards["all_pass"] == 1.0
