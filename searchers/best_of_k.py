@@ -3,17 +3,29 @@ diversity of the candidates and the budget spent.
 
 Multi-answer policies (VPO): with ``answers_per_rollout`` M > 1 the prompt asks for M answers separated by
 ``delimiter`` (harness/multi_answer.py), each rollout is split into its answers, and every answer is a candidate.
-pass@k and best@k count candidates, not rollouts, so a policy is compared with its M=1 self at the same n: the
-searcher samples ceil(n / M) rollouts per problem and keeps the first n answers (rollout-major). A rollout with
-fewer than M answers is malformed; its missing answers are still candidates (failures, scalar 0, text "", marked
-``missing``), so every problem has exactly n candidates and the budget is charged honestly.
+The budget counts candidates, not rollouts, so a policy is compared with its M=1 self at the same n: the searcher
+samples ceil(n / M) rollouts per problem and keeps the first n answers (rollout-major). A rollout with fewer than M
+answers is malformed; its missing answers are still candidates (failures, scalar 0, text "", marked ``missing``),
+so every problem has exactly n candidates and the budget is charged honestly.
 
-Metrics (flat; the caller prefixes the phase): pass@k, best@k, mean_reward/<component> (over scored candidates),
-unparsed_rate and wrong_rate (over scored candidates), success_rate (over all candidates), num_candidates,
-num_skipped (the scorer raised), num_tokens; budget/candidates, budget/rollouts, budget/tokens (generated);
-malformed_rollouts and missing_answers (M > 1); diversity/* (harness/metrics/diversity.py, averaged over problems):
-distinct_answers (count), distinct_answer_fraction, distinct_1, distinct_2, coverage (problems whose task has
-components besides the primary), embedding (option ``embedding_diversity``).
+pass@k and best@k are SET-LEVEL: the rollout is the unit (harness/metrics/unbiased.py ``set_pass_at_ks``). The M
+answers of one rollout are written together, not drawn independently, so k candidates are the answers of k/M whole
+rollouts; a rollout succeeds when any of its answers does, its best is its best answer (a missing answer is never
+its best), and the unbiased estimator runs over the R = n // M whole rollouts of each problem (with c_R successful):
+pass@k = 1 - C(R - c_R, k/M) / C(R, k/M). They are reported only for k a multiple of M (a partial rollout is not a
+set the policy writes; a construction-time warning says so when no k is one); when n is not a multiple of M, the
+last, cut rollout is left out of them. With M = 1 they are the usual per-sample estimators, value for value. With
+M > 1 the per-answer figures over the n pooled candidates are kept as ``pooled_pass@k`` and ``pooled_best@k`` for
+every k: they treat a rollout's answers as independent draws and are biased (two rollouts [1,0,0,0], [1,0,0,0]
+give pooled_pass@4 = 0.786, though every 4-answer set the policy writes succeeds: pass@4 = 1).
+
+Metrics (flat; the caller prefixes the phase): pass@k, best@k, pooled_pass@k and pooled_best@k (M > 1),
+mean_reward/<component> (over scored candidates), unparsed_rate and wrong_rate (over scored candidates),
+success_rate (over all candidates), num_candidates, num_skipped (the scorer raised), num_tokens; budget/candidates,
+budget/rollouts, budget/tokens (generated); malformed_rollouts and missing_answers (M > 1); diversity/*
+(harness/metrics/diversity.py, averaged over problems): distinct_answers (count), distinct_answer_fraction,
+distinct_1, distinct_2, coverage (problems whose task has components besides the primary), embedding (option
+``embedding_diversity``).
 
 Behaviour control (option ``behaviours``, a comma string of names from ``plugins["behaviour"]``; the searcher is
 built with ``plugins=``, which ``harness.run.build_plugin`` passes): every written answer is scored by each named
@@ -22,9 +34,11 @@ candidates (missing answers are not text and are left out, as is a value whose s
 one-line error when the searcher is constructed.
 
 samples.jsonl gets one record per candidate: sample_index (the candidate's index within its problem, 0..n-1),
-rollout_index and answer_index (where it came from), its text, the Score's fields, and the rollout's num_tokens
-and finished (with M > 1 they describe the whole rollout, shared by its answers); with ``behaviours``, also
-"behaviours": {name: score} ({} for a missing answer, None for a scorer that raised).
+rollout_index and answer_index (where it came from), the problem's ``prompt`` (``Problem.prompt``, the question
+without chat template or format instruction) and ``reference`` (``Problem.answer``, None when the task has none), so
+a row can be judged on its own; its text, the Score's fields, and the rollout's num_tokens and finished (with M > 1
+they describe the whole rollout, shared by its answers); with ``behaviours``, also "behaviours": {name: score} ({}
+for a missing answer, None for a scorer that raised).
 """
 
 from __future__ import annotations
@@ -37,7 +51,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.metrics import diversity
-from harness.metrics.unbiased import best_at_ks, pass_at_ks
+from harness.metrics.unbiased import (
+    best_at_ks,
+    pass_at_ks,
+    rollout_outcomes,
+    set_best_at_ks,
+    set_level_ks,
+    set_pass_at_ks,
+)
 from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.options import coerce
 from harness.scoring import score_all
@@ -69,7 +90,7 @@ def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
 
 class BestOfK:
     """The Searcher protocol: n candidates per problem; pass@k counts the task's primary success, best@k uses the
-    scalarised reward (task.reward_weights)."""
+    scalarised reward (task.reward_weights); both over whole rollouts when a rollout writes M > 1 answers."""
 
     capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True)
 
@@ -89,6 +110,10 @@ class BestOfK:
         if self.m > 1 and not str(delimiter).strip():
             raise ValueError("best-of-k: the delimiter must not be blank")
         self.rollouts = math.ceil(self.n / self.m)  # per problem
+        if self.m > 1 and not set_level_ks(self.ks, self.m, self.n // self.m):
+            print(f"best-of-k: warning: no k in {self.ks} is a multiple of answers_per_rollout={self.m} (and <= n="
+                  f"{self.n}): pass@k and best@k count whole rollouts, so only pooled_pass@k and pooled_best@k are "
+                  f"reported", file=sys.stderr)
         self.delimiter = str(delimiter)
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
@@ -139,7 +164,7 @@ class BestOfK:
             for problem, (candidates, malformed) in zip(batch, chosen, strict=True):
                 mine = [self._record(task, problem, phase, i, *c, None if c[2] is None else next(scores))
                         for i, c in enumerate(candidates)]
-                totals.add_problem(mine, self._diversity(mine, embedding), malformed)
+                totals.add_problem(mine, self._diversity(mine, embedding), malformed, self.m)
                 records.extend(mine)
             store.write_samples(records)  # per batch: a run that dies later keeps what it has paid for
         return self._metrics(totals)
@@ -161,7 +186,8 @@ class BestOfK:
                 text: str | None, completion: Completion, score: Score | Exception | None) -> dict[str, Any]:
         record: dict[str, Any] = {
             "problem_id": problem.id, "phase": phase, "sample_index": index, "rollout_index": rollout_index,
-            "answer_index": answer_index, "text": text or "", "num_tokens": len(completion.token_ids),
+            "answer_index": answer_index, "prompt": problem.prompt, "reference": problem.answer,
+            "text": text or "", "num_tokens": len(completion.token_ids),
             "finished": completion.finished,
         }
         if self.behaviours:  # behaviour control: scored on every written answer, whatever the task's score
@@ -204,8 +230,13 @@ class BestOfK:
         total = t.scored + t.skipped + t.missing
         metrics: dict[str, float] = {}
         if t.counts:
-            metrics.update({f"pass@{k}": v for k, v in pass_at_ks(t.counts, self.ks).items()})
-            metrics.update({f"best@{k}": v for k, v in best_at_ks(t.scalars, self.ks).items()})
+            # Set-level (the rollout is the unit); with M = 1 exactly the per-sample estimators over the n candidates
+            if set_level_ks(self.ks, self.m, min(r for r, _ in t.rollout_counts)):
+                metrics.update({f"pass@{k}": v for k, v in set_pass_at_ks(t.rollout_counts, self.ks, self.m).items()})
+                metrics.update({f"best@{k}": v for k, v in set_best_at_ks(t.rollout_bests, self.ks, self.m).items()})
+            if self.m > 1:  # answers pooled as if independent: biased, kept under a name that says so
+                metrics.update({f"pooled_pass@{k}": v for k, v in pass_at_ks(t.counts, self.ks).items()})
+                metrics.update({f"pooled_best@{k}": v for k, v in best_at_ks(t.scalars, self.ks).items()})
         metrics.update({f"mean_reward/{name}": value / t.scored for name, value in t.reward_sums.items()})
         # unparsed (no answer found) and wrong (an answer, not the right one) are reported apart: a broken extractor
         # shows up as a jump in unparsed_rate, not as a model that got worse.
@@ -237,7 +268,9 @@ class _Totals:
     """What the problems add up to: everything the metrics need, nothing more."""
 
     counts: list[tuple[int, int]] = field(default_factory=list)  # (n, successes) per problem, for pass@k
-    scalars: list[list[float]] = field(default_factory=list)  # each candidate's scalar per problem, for best@k
+    scalars: list[list[float]] = field(default_factory=list)  # each candidate's scalar per problem (pooled best@k)
+    rollout_counts: list[tuple[int, int]] = field(default_factory=list)  # (R, c_R) per problem, set-level pass@k
+    rollout_bests: list[list[float]] = field(default_factory=list)  # each whole rollout's best, set-level best@k
     diversity: list[dict[str, float | None]] = field(default_factory=list)  # per problem
     reward_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # over scored candidates
     scored: int = 0
@@ -251,9 +284,13 @@ class _Totals:
     tokens: int = 0
     behaviour_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per candidate
 
-    def add_problem(self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int) -> None:
+    def add_problem(self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int,
+                    m: int) -> None:
         self.counts.append((len(records), sum(r["success"] for r in records)))
         self.scalars.append(_fill_skipped([r["scalar"] for r in records]))
+        rollouts, successful, bests = rollout_outcomes(records, m)
+        self.rollout_counts.append((rollouts, successful))
+        self.rollout_bests.append(bests)
         self.diversity.append(spread)
         self.malformed += malformed
         for r in records:

@@ -302,7 +302,8 @@ class Evolve:
     def _records(self, problem: Problem, state: ProblemState, phase: str) -> list[dict[str, Any]]:
         records = []
         for cand, extra in zip(state.db.candidates if state.db else [], state.extra, strict=True):
-            record = {"problem_id": problem.id, "phase": phase, "sample_index": cand.id, "text": cand.text,
+            record = {"problem_id": problem.id, "phase": phase, "sample_index": cand.id, "prompt": problem.prompt,
+                      "reference": problem.answer, "text": cand.text,
                       "rewards": cand.rewards, "success": cand.success, "scalar": cand.fitness,
                       "island": cand.island, "parent": cand.parent, "generation": cand.generation, **extra}
             if self.behaviours:

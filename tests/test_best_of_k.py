@@ -4,10 +4,11 @@ rollouts (M answers per rollout, n candidates per problem), diversity and budget
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
-from harness.metrics import best_at_k, diversity, pass_at_k
+from harness.metrics import best_at_k, best_at_ks, diversity, pass_at_k, pass_at_ks
 from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.plugins.registry import Registry
 from harness.searchers import harness_register_searchers
@@ -16,8 +17,8 @@ from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask
 from harness.types import Searcher
 
-FIELDS = {"problem_id", "phase", "sample_index", "rollout_index", "answer_index", "text", "extracted", "unparsed",
-          "rewards", "primary", "success", "scalar", "num_tokens", "finished"}
+FIELDS = {"problem_id", "phase", "sample_index", "rollout_index", "answer_index", "prompt", "reference", "text",
+          "extracted", "unparsed", "rewards", "primary", "success", "scalar", "num_tokens", "finished"}
 
 
 def answer(messages, sample_index, seed):
@@ -85,9 +86,12 @@ def test_metrics_and_samples_match_hand_computation(tmp_path):
         mine = [r for r in records if r["problem_id"] == problem.id]
         assert sorted(r["sample_index"] for r in mine) == [0, 1, 2, 3]
         assert [(r["rollout_index"], r["answer_index"]) for r in mine] == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    for problem in problems:  # a row can be judged on its own: the question and the reference answer travel with it
+        assert {(r["prompt"], r["reference"]) for r in records if r["problem_id"] == problem.id} == {
+            (problem.prompt, problem.answer)}
     first = records[0]
     assert first == {"problem_id": "add-0", "phase": "before", "sample_index": 0, "rollout_index": 0,
-                     "answer_index": 0, "text": "the answer is 0",
+                     "answer_index": 0, "prompt": problems[0].prompt, "reference": "0", "text": "the answer is 0",
                      "extracted": "0", "unparsed": False, "rewards": {"correct": 1.0, "format": 1.0},
                      "primary": "correct", "success": True, "scalar": 1.5, "num_tokens": 4, "finished": True}
 
@@ -155,7 +159,7 @@ def test_registration_is_lazy():
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Multi-answer rollouts: candidates, not rollouts, are what pass@k and best@k count
+# Multi-answer rollouts: candidates are the budget; whole rollouts are what pass@k and best@k count
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -180,11 +184,16 @@ def test_multi_answer_rollouts_are_split_into_candidates(tmp_path):
     assert prompts == [instruct(task.messages(p), 2, DELIMITER) for p in problems]
     assert DELIMITER in prompts[0][-1]["content"]
 
-    # per problem, candidates: right 1.5, wrong 0.5, unparsed 0, missing 0, right 1.5 -> 2 successes of n = 5
+    # per problem, candidates: right 1.5, wrong 0.5, unparsed 0, missing 0, right 1.5 -> 2 successes of n = 5 pooled
     for k in (1, 2, 5):
-        assert metrics[f"pass@{k}"] == pytest.approx(pass_at_k(5, 2, k))
-        assert metrics[f"best@{k}"] == pytest.approx(best_at_k([1.5, 0.5, 0.0, 0.0, 1.5], k))
-    assert metrics["pass@1"] == pytest.approx(2 / 5) and metrics["best@1"] == pytest.approx(3.5 / 5)
+        assert metrics[f"pooled_pass@{k}"] == pytest.approx(pass_at_k(5, 2, k))
+        assert metrics[f"pooled_best@{k}"] == pytest.approx(best_at_k([1.5, 0.5, 0.0, 0.0, 1.5], k))
+    assert metrics["pooled_pass@1"] == pytest.approx(2 / 5) and metrics["pooled_best@1"] == pytest.approx(3.5 / 5)
+    # set-level: n // M = 2 whole rollouts (rollout 2 is cut at candidate 5 and left out): rollout 0 succeeds, best
+    # 1.5; rollout 1 fails, best 0 (its unparsed answer; the missing one is never a best). Only k = 2 is a multiple
+    # of M: pass@2 = 1 - C(1, 1) / C(2, 1) = 1/2, best@2 = the mean rollout best, 0.75
+    assert metrics["pass@2"] == pytest.approx(0.5) and metrics["best@2"] == pytest.approx(0.75)
+    assert not {"pass@1", "pass@5", "best@1", "best@5"} & set(metrics)
     # 4 scored candidates per problem (the missing one is not scored): correct 2, format 3, unparsed 1, wrong 1
     assert metrics["mean_reward/correct"] == pytest.approx(4 / 8)
     assert metrics["mean_reward/format"] == pytest.approx(6 / 8)
@@ -212,6 +221,7 @@ def test_multi_answer_rollouts_are_split_into_candidates(tmp_path):
         (0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1), (4, 2, 0)]
     assert [r["text"] for r in mine] == ["the answer is 2", "maybe 3", "no idea", "", "2"]
     assert [r["success"] for r in mine] == [True, False, False, False, True]
+    assert all(r["reference"] == "2" and r["prompt"] == problems[1].prompt for r in mine)  # the missing one too
     missing = mine[3]
     assert missing["missing"] is True and missing["scalar"] == 0.0 and missing["rewards"] == {}
     assert all("missing" not in r for r in mine if r is not missing)
@@ -226,6 +236,72 @@ def test_n_a_multiple_of_m_drops_no_answer(tmp_path):
     assert engine.calls[0][1].n == 2
     assert metrics["budget/candidates"] == 4 and metrics["budget/rollouts"] == 2
     assert metrics["malformed_rollouts"] == 0 and metrics["diversity/distinct_answers"] == 2.0
+
+
+def scripted_rollouts(rollouts):
+    """M = 4 answers per rollout on problem add-0 (answer 0): 1 writes the right answer "0" (scalar 1.5), 0 a wrong
+    number "1" (scalar 0.5)."""
+    return lambda messages, j, seed: join_answers(["0" if ok else "1" for ok in rollouts[j]])
+
+
+@pytest.mark.parametrize(("rollouts", "pooled", "set_level"), [
+    # pooled: 2 right of 8 -> 1 - C(6,4)/C(8,4) = 1 - 15/70; every 4-answer set the policy writes holds a right one
+    ([[1, 0, 0, 0], [1, 0, 0, 0]], 1 - 15 / 70, 1.0),
+    # pooled: 4 right of 8 -> 1 - C(4,4)/C(8,4) = 1 - 1/70; one rollout of two is right: 1 - C(1,1)/C(2,1) = 1/2
+    ([[1, 1, 1, 1], [0, 0, 0, 0]], 1 - 1 / 70, 0.5),
+])
+def test_pass_at_k_of_a_multi_answer_policy_counts_whole_rollouts(tmp_path, rollouts, pooled, set_level):
+    task = FakeTask()
+    metrics = BestOfK(n=8, k="1,4,8", answers_per_rollout=4, embedding_diversity=False).search(
+        FakeEngine(scripted_rollouts(rollouts)), task, task.problems("eval", limit=1), phase="eval",
+        store=RunStore(tmp_path, "run"))
+    assert round(pooled, 3) in (0.786, 0.986)
+    assert metrics["pooled_pass@4"] == pytest.approx(pooled)
+    assert metrics["pass@4"] == pytest.approx(set_level)
+    assert metrics["pass@8"] == 1.0 == metrics["pooled_pass@8"]  # both rollouts, every answer
+    # best@4: a right answer (1.5) with the pass@4 chance, else a wrong one (0.5); set-level: the rollout's best
+    assert metrics["pooled_best@4"] == pytest.approx(1.5 * pooled + 0.5 * (1 - pooled))
+    assert metrics["best@4"] == pytest.approx(1.5 * set_level + 0.5 * (1 - set_level))
+    assert metrics["pooled_pass@1"] == pytest.approx(sum(map(sum, rollouts)) / 8)
+    assert "pass@1" not in metrics and "best@1" not in metrics  # 1 is not a multiple of M = 4: no set of 1 answer
+
+
+def test_set_level_figures_are_the_per_sample_ones_when_m_is_1(tmp_path):
+    """M = 1: every rollout is one answer, so pass@k and best@k are the per-sample estimators, value for value,
+    on random outcomes; and no pooled_* figure is written."""
+    rng = random.Random(7)
+    texts = {(i, j): rng.choice(["the answer is {}", "it is {}", "no idea"]).format(2 * i + rng.choice([0, 0, 1]))
+             for i in range(6) for j in range(7)}
+
+    def respond(messages, j, seed):
+        return texts[int(messages[0]["content"].split()[2].split("+")[0]), j]
+
+    task, store = FakeTask(), RunStore(tmp_path, "run")
+    metrics = BestOfK(n=7, k="1,2,3,5,7", embedding_diversity=False).search(
+        FakeEngine(respond), task, task.problems("eval", limit=6), phase="eval", store=store)
+    records = read_samples(store)
+    by_problem = {}
+    for r in records:
+        by_problem.setdefault(r["problem_id"], []).append(r)
+    counts = [(len(rs), sum(r["success"] for r in rs)) for rs in by_problem.values()]
+    scalars = [[r["scalar"] for r in rs] for rs in by_problem.values()]
+    assert 0 < sum(c for _, c in counts) < len(records)  # some right, some not
+    for k, value in pass_at_ks(counts, [1, 2, 3, 5, 7]).items():
+        assert metrics[f"pass@{k}"] == value  # exactly
+    for k, value in best_at_ks(scalars, [1, 2, 3, 5, 7]).items():
+        assert metrics[f"best@{k}"] == value
+    assert not any(key.startswith("pooled_") for key in metrics)
+
+
+def test_no_k_a_multiple_of_m_warns_once_and_reports_pooled_only(tmp_path, capsys):
+    task = FakeTask()
+    searcher = BestOfK(n=4, k="1,3", answers_per_rollout=2, embedding_diversity=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no k in [1, 3] is a multiple of answers_per_rollout=2" in err[0]
+    metrics = searcher.search(FakeEngine([join_answers(["0", "1"])]), task, task.problems("eval", limit=1),
+                              phase="eval", store=RunStore(tmp_path, "run"))
+    assert metrics["pooled_pass@1"] == 0.5 and metrics["pooled_pass@3"] == 1.0
+    assert not any(key.startswith(("pass@", "best@")) for key in metrics)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -51,6 +51,9 @@ def test_budget_curve_and_samples_hand_computed(tmp_path):
     assert [s["call"] for s in add1] == [1, 2, 3, 4, 5, 6] and add1[4]["success"] and add1[4]["generation"] == 2
     assert add1[4]["parent"] is not None and add1[4]["how"] == "text"
     assert [s["text"] for s in add1[:2]] == ["no idea", "I think 7"]  # the seeds, as best-of-k would draw them
+    # every row carries its question and reference answer, so it can be judged on its own
+    assert all((s["prompt"], s["reference"]) == ("What is 1+1?", "2") for s in add1)
+    assert all(s["reference"] == str(2 * int(s["problem_id"].split("-")[1])) for s in samples)
     curve = json.loads((store.dir / "evolve" / "pre" / "curve.json").read_text())
     assert curve["solved"][:8] == [0, 0, 0, 0, 0.25, 0.25, 0.25, 0.25] and curve["solved_at"]["add-1"] == 5
     # Engine calls: one for the seeds (n=2, 4 problems), then one per child slot per generation, batched across

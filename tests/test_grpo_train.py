@@ -26,8 +26,11 @@ def test_grpo_changes_parameters(tiny_policy, plugins, tmp_path):
     steps = [json.loads(line) for line in (store.dir / "steps.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [0, 1]
     assert all(s["grad_norm"] > 0 for s in steps)
-    samples = (store.dir / "samples.jsonl").read_text().splitlines()
+    samples = [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 2 * 4  # every training rollout is kept
+    prompts = {p.id: p.prompt for p in UppercaseTask().problems("train")}
+    # each row carries its question and reference (UppercaseTask has none: None), so it can be judged on its own
+    assert all(s["prompt"] == prompts[s["problem_id"]] and s["reference"] is None for s in samples)
 
 
 def test_an_update_moves_probability_towards_positive_advantages(tiny_policy, plugins):
@@ -70,4 +73,8 @@ def test_zero_variance_groups_give_no_update(tiny_policy, plugins, tmp_path):
     trainer.train(tiny_policy, engine, task, task.problems("train"), store=store)
     step = json.loads((store.dir / "steps.jsonl").read_text())
     assert step["zero_std_groups"] == 1.0 and step["grad_norm"] == 0.0
+    samples = [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
+    answers = {p.id: (p.prompt, p.answer) for p in task.problems("train")}
+    assert samples and all((s["prompt"], s["reference"]) == answers[s["problem_id"]] for s in samples)
+    assert all(s["reference"] is not None for s in samples)
     assert all(torch.equal(before[k], v) for k, v in tiny_policy.model.state_dict().items())

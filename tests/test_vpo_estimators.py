@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import combinations
+from itertools import combinations, product
 from math import comb
 
 import pytest
@@ -12,6 +12,7 @@ from harness.metrics import pass_at_k
 from harness.trainers.advantages import (
     dirichlet,
     group_relative,
+    loo_max_at_k_advantages,
     max_at_k_rewards,
     multi_rlvr,
     pkpo,
@@ -106,9 +107,114 @@ def test_pkpo_binary_closed_form():
         max_at_k_rewards(torch.ones(6), 7)
 
 
-def test_pkpo_estimator_centres_per_group():
-    rewards = torch.tensor([[[1.0]], [[0.0]], [[0.0]], [[0.0]]])
-    adv = pkpo(rewards, torch.tensor([0, 0, 0, 0]), torch.tensor([1.0]), k=2)
-    transformed = torch.tensor(_brute_force_max_at_k([1.0, 0.0, 0.0, 0.0], 2))
-    assert torch.allclose(adv, transformed - transformed.mean(), atol=1e-6)
-    assert adv[0] > 0 and adv.sum().abs() < 1e-6
+def _brute_force_loo(scores: list[float], k: int) -> list[float]:
+    """The leave-one-out advantages by their definition: k >= 2, over every k-subset S holding i, max(S) less the
+    max of S without i; k = 1, (g_i - mean of the others) / n."""
+    n = len(scores)
+    if k == 1:
+        return [(g - (sum(scores) - g) / (n - 1)) / n for g in scores]
+    totals = [0.0] * n
+    for subset in combinations(range(n), k):
+        for i in subset:
+            totals[i] += max(scores[j] for j in subset) - max(scores[j] for j in subset if j != i)
+    return [t / comb(n, k) for t in totals]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 6])
+def test_pkpo_leave_one_out_advantages_match_their_definition(k):
+    scores = [0.3, 0.9, 0.1, 0.9, 0.5, 0.3]  # ties included: tied samples get equal advantages
+    got = loo_max_at_k_advantages(torch.tensor(scores, dtype=torch.float64), k)
+    assert torch.allclose(got, torch.tensor(_brute_force_loo(scores, k), dtype=torch.float64), atol=1e-12)
+    assert float(got[1]) == pytest.approx(float(got[3]), abs=1e-12)
+    assert float(got[0]) == pytest.approx(float(got[5]), abs=1e-12)
+    with pytest.raises(ValueError, match="k=7"):
+        loo_max_at_k_advantages(torch.ones(6), 7)
+
+
+def test_pkpo_leave_one_out_binary_closed_form():
+    n, correct = 6, [1, 0, 0, 1, 0, 0]
+    c = sum(correct)
+    for k in range(2, n + 1):
+        got = loo_max_at_k_advantages(torch.tensor(correct, dtype=torch.float64), k)
+        # a correct sample: the subsets where it is the only correct one; a wrong one can never top a subset
+        expected = [comb(n - c, k - 1) / comb(n, k) if f else 0.0 for f in correct]
+        assert got.tolist() == pytest.approx(expected, abs=1e-12)
+    # k = 1: (g_i - mean g) / (n - 1)
+    assert loo_max_at_k_advantages(torch.tensor(correct, dtype=torch.float64), 1).tolist() == pytest.approx(
+        [(f - c / n) / (n - 1) for f in correct])
+    assert loo_max_at_k_advantages(torch.tensor([0.7]), 1).tolist() == pytest.approx([0.7])  # no other sample
+
+
+ARM_REWARDS = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)  # ascending
+THETA = torch.tensor([0.4, -0.3, -0.6], dtype=torch.float64)  # the best arm is the least likely
+
+
+def _max_at_k(theta: torch.Tensor, k: int) -> torch.Tensor:
+    """E[max of k iid draws] from softmax(theta) over ARM_REWARDS: sum_a r_a (F_a^k - F_{a-1}^k), F the CDF."""
+    cdf = torch.cumsum(torch.softmax(theta, 0), 0)
+    below = torch.cat([cdf.new_zeros(1), cdf[:-1]])
+    return (ARM_REWARDS * (cdf**k - below**k)).sum()
+
+
+def _expected_update(advantages_of, n: int = 4) -> torch.Tensor:
+    """E over every outcome of n iid draws of sum_i A_i grad_theta log p(x_i), each outcome weighted by its exact
+    probability; grad log softmax(theta)[x] = onehot(x) - p."""
+    p = torch.softmax(THETA, 0)
+    total = torch.zeros(3, dtype=torch.float64)
+    for outcome in product(range(3), repeat=n):
+        prob = torch.prod(p[list(outcome)])
+        advantages = advantages_of(ARM_REWARDS[list(outcome)])
+        scores = torch.eye(3, dtype=torch.float64)[list(outcome)] - p  # [n, 3]
+        total += prob * (advantages[:, None] * scores).sum(0)
+    return total
+
+
+def _true_gradient(k: int) -> torch.Tensor:
+    theta = THETA.clone().requires_grad_(True)
+    _max_at_k(theta, k).backward()
+    return theta.grad
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_pkpo_is_an_unbiased_estimate_of_the_max_at_k_gradient(k):
+    """Exact expectation over all 3^4 outcomes of n = 4 samples from a 3-armed softmax policy: the estimator's
+    expected policy gradient equals the gradient of max@k (torch autograd of the closed form) for every k <= n."""
+    n = 4
+
+    def estimator(values):
+        return pkpo(values[:, None, None], torch.zeros(n, dtype=torch.long), torch.tensor([1.0], dtype=torch.float64),
+                    k=k)
+
+    truth = _true_gradient(k)
+    assert truth.abs().max() > 1e-3  # a gradient worth matching
+    assert torch.allclose(_expected_update(estimator, n), truth, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_centring_by_the_group_mean_shrinks_the_gradient_by_1_minus_k_over_n(k):
+    """What PKPO did before: the transformed rewards less their group mean. That baseline depends on every sample,
+    so the expected update is (1 - k/n) times the gradient of max@k: 0.75, 0.5, 0.25 and 0 at n = 4."""
+    n = 4
+
+    def centred(values):
+        transformed = max_at_k_rewards(values, k)
+        return transformed - transformed.mean()
+
+    truth = _true_gradient(k)
+    got = _expected_update(centred, n)
+    assert torch.allclose(got, (1 - k / n) * truth, atol=1e-9, rtol=0)
+    # and the uncentred transformed rewards (no baseline at all) are unbiased, as the leave-one-out ones are
+    assert torch.allclose(_expected_update(lambda v: max_at_k_rewards(v, k), n), truth, atol=1e-9, rtol=0)
+
+
+def test_pkpo_works_per_group():
+    rewards = torch.tensor([1.0, 0.0, 0.5, 0.0, 0.5, 0.0, 1.0, 0.0])[:, None, None]
+    groups = torch.tensor([0, 0, 1, 0, 1, 0, 1, 1])
+    adv = pkpo(rewards, groups, torch.tensor([1.0]), k=2)
+    for g in (0, 1):
+        members = groups == g
+        assert torch.allclose(adv[members], loo_max_at_k_advantages(rewards[members, 0, 0], 2))
+    # group 0 = [1, 0, 0, 0]: only the correct sample moves, by C(3, 1) / C(4, 2) = 1/2
+    assert adv[groups == 0].tolist() == pytest.approx([0.5, 0.0, 0.0, 0.0])
+    assert torch.equal(pkpo(torch.ones(4, 1, 1), torch.zeros(4, dtype=torch.long), torch.tensor([1.0]), k=4),
+                       torch.zeros(4))  # nothing to tell apart: no update

@@ -126,12 +126,50 @@ def max_at_k_rewards(scores: torch.Tensor, k: int) -> torch.Tensor:
     return out
 
 
+def loo_max_at_k_advantages(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Sample i's transformed reward ``max_at_k_rewards`` minus a baseline that does not depend on sample i, so
+    sum_i s_i grad log p(x_i) stays an unbiased estimate of the gradient of max@k (PKPO's leave-one-out baselines).
+
+    k >= 2 ("loo-1"): s_i = (1/C(n,k)) sum over the k-subsets S holding i of [max(S) - max(S minus i)], i.e. the
+    baseline is (k/n) times the unbiased max@(k-1) estimate from the other n-1 samples. Sorted ascending (1-based
+    rank i, ties in any order) the terms of the samples above i cancel, leaving
+    s_(i) = [g_(i) C(i-1, k-1) - sum_{j<i} g_(j) C(j-1, k-2)] / C(n,k) = sum_{j<i} (g_(i) - g_(j)) C(j-1, k-2) / C(n,k):
+    what sample i adds over the runner-up in the subsets it tops, never negative (0/1 rewards: a correct sample
+    gets C(n-c, k-1)/C(n,k), the subsets where it is the only correct one; a wrong one gets 0). A sort and a prefix
+    sum: O(n log n).
+    k = 1: s_i = (g_i - mean_{j != i} g_j) / n, the per-sample reward g_i/n less the others' mean at the same
+    scale, which is (g_i - mean g) / (n - 1). A group of one has no other sample: its baseline is 0 (s = g)."""
+    n = scores.numel()
+    if not 1 <= k <= n:
+        raise ValueError(f"pkpo: k={k} must be between 1 and the group size {n}")
+    g = scores.double()
+    if k == 1:
+        others = (g.sum() - g) / (n - 1) if n > 1 else torch.zeros_like(g)
+        return ((g - others) / n).to(scores.dtype)
+    order = torch.argsort(scores, stable=True)
+    g = g[order]
+    total = comb(n, k)
+    # Exact integer binomials divided once: no overflow for any group size, weights as precise as a float allows
+    top = torch.tensor([comb(i - 1, k - 1) / total for i in range(1, n + 1)], dtype=torch.float64)
+    runner_up = torch.tensor([comb(j - 1, k - 2) / total for j in range(1, n + 1)], dtype=torch.float64)
+    below = torch.cumsum(g * runner_up, 0) - g * runner_up  # sum over j < i of g_(j) C(j-1, k-2) / C(n,k)
+    out = torch.empty(n, dtype=scores.dtype)
+    out[order] = (g * top - below).to(scores.dtype)
+    return out
+
+
 def pkpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, k: int = 4, **_) -> torch.Tensor:
-    """PKPO's transformed rewards for max@k of the weighted scalar, centred within each group (no std scaling:
-    the transformation already sets the scale)."""
+    """PKPO for max@k of the weighted scalar (pass@k for 0/1 rewards): per group, ``loo_max_at_k_advantages``, an
+    unbiased estimate of the gradient of max@k for every k from 1 to the group size.
+
+    Not the transformed rewards centred by their group mean: they sum to k times the group's max@k estimate, so that
+    baseline depends on every sample, and the expected update was (1 - k/n) times the gradient of max@k: none at
+    k = n. No std scaling either: the advantages are already on max@k's scale, and dividing by a per-group spread
+    keeps each group's direction but reweights prompts (towards those with little spread, the bias Dr. GRPO
+    removes), so the sum over prompts would no longer follow the gradient of their mean max@k."""
     scalar = weighted_scalar(rewards, weights)
-    transformed = torch.empty_like(scalar)
+    advantages = torch.empty_like(scalar)
     for g in groups.unique():
         members = groups == g
-        transformed[members] = max_at_k_rewards(scalar[members], k)
-    return group_relative(transformed, groups, scale=False)
+        advantages[members] = loo_max_at_k_advantages(scalar[members], k)
+    return advantages

@@ -190,7 +190,8 @@ class GRPOTrainer:
             shaped = scored.rewards[..., len(task_components):].tolist()  # [B][M][K]: kept with each sample
             store.write_samples(
                 {"problem_id": batch_problems[c.prompt_index].id, "phase": "train", "step": step,
-                 "sample_index": c.sample_index, "answer_index": j, "text": answer_text,
+                 "sample_index": c.sample_index, "answer_index": j, "prompt": batch_problems[c.prompt_index].prompt,
+                 "reference": batch_problems[c.prompt_index].answer, "text": answer_text,
                  "extracted": s.extracted if s else None, "unparsed": s.unparsed if s else None,
                  "rewards": {**s.rewards, **dict(zip(shaping, shaped[b][j], strict=True))} if s else None,
                  "scalar": x, "advantage": float(a)}

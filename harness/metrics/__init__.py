@@ -16,6 +16,12 @@ from harness.metrics.unbiased import (
     pass_at_k,
     pass_at_ks,
     reportable_ks,
+    rollout_outcomes,
+    set_best_at_k,
+    set_best_at_ks,
+    set_level_ks,
+    set_pass_at_k,
+    set_pass_at_ks,
 )
 
 __all__ = [
@@ -27,6 +33,12 @@ __all__ = [
     "pass_at_k",
     "pass_at_ks",
     "reportable_ks",
+    "rollout_outcomes",
+    "set_best_at_k",
+    "set_best_at_ks",
+    "set_level_ks",
+    "set_pass_at_k",
+    "set_pass_at_ks",
 ]
 
 _MODULES_DIR = Path(__file__).parent / "evaluate_modules"

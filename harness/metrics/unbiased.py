@@ -3,12 +3,22 @@ Trained on Code"). Standard library only, so reports and tests can use them with
 
 Both estimators are defined only where n >= k: with fewer samples than draws there is nothing to estimate, and
 the aggregate helpers leave such k out rather than report a number that means something else.
+
+Set-level figures for a multi-answer policy (M answers per rollout): the M answers of one rollout are written
+together, one after the other, so they are not independent draws and the estimators above, applied to the pooled
+answers, are biased (two rollouts [1,0,0,0] and [1,0,0,0] give a pooled pass@4 of 0.786, though every set of 4
+answers the policy writes holds a correct one). ``set_pass_at_k`` / ``set_best_at_k`` take the ROLLOUT as the unit:
+k candidates are the answers of k/M rollouts (k must be a multiple of M), a rollout succeeds when any of its answers
+does and its best is its best answer, and the same unbiased estimators run over the R rollouts. With M = 1 they are
+the estimators above, exactly. ``rollout_outcomes`` turns one problem's sample records into (R, c_R, bests) under
+the rules best-of-k uses, so a report can recompute the run's own figures from samples.jsonl.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -88,3 +98,84 @@ def best_at_ks(per_problem_scores: Sequence[Sequence[float]], ks: Iterable[int])
     if not kept:
         raise ValueError(f"no k in {ks} is <= the samples per problem; best@k needs n >= k")
     return {k: mean_best_at_k(per_problem_scores, k) for k in kept}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Set-level pass@k / best@k: the rollout of M answers is the unit
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _check_multiple(k: int, m: int, what: str) -> int:
+    if m < 1:
+        raise ValueError(f"{what} needs answers_per_rollout m >= 1, got m={m}")
+    if k < 1 or k % m:
+        raise ValueError(f"{what} counts whole rollouts: k={k} must be a positive multiple of m={m}")
+    return k // m
+
+
+def set_pass_at_k(rollouts: int, successful: int, k: int, m: int) -> float:
+    """P(at least one of k/m rollouts, drawn without replacement from ``rollouts`` of which ``successful`` have a
+    correct answer, has one) = 1 - C(R - c_R, k/m) / C(R, k/m): pass@k when the k candidates are the answers of
+    k/m whole rollouts of m answers. m = 1 is ``pass_at_k``."""
+    return pass_at_k(rollouts, successful, _check_multiple(k, m, "set-level pass@k"))
+
+
+def set_best_at_k(rollout_bests: Sequence[float], k: int, m: int) -> float:
+    """E[best answer among the answers of k/m rollouts drawn without replacement], each rollout given as its best
+    answer's score: best@k over whole rollouts of m answers. m = 1 is ``best_at_k``."""
+    return best_at_k(rollout_bests, _check_multiple(k, m, "set-level best@k"))
+
+
+def set_level_ks(ks: Iterable[int], m: int, rollouts: int) -> list[int]:
+    """The ks, sorted and deduplicated, kept where k is a multiple of m and k/m <= rollouts (the fewest whole
+    rollouts any problem has). A k that is not a multiple of m has no set-level figure: a partial rollout is not
+    a set the policy writes. m = 1 gives ``reportable_ks``."""
+    if m < 1:
+        raise ValueError(f"set-level ks need answers_per_rollout m >= 1, got m={m}")
+    return sorted({int(k) for k in ks if int(k) >= 1 and int(k) % m == 0 and int(k) // m <= rollouts})
+
+
+def set_pass_at_ks(per_problem: Sequence[tuple[int, int]], ks: Iterable[int], m: int) -> dict[int, float]:
+    """{k: mean set-level pass@k} over problems given as (R whole rollouts, c_R successful rollouts), for the ks
+    ``set_level_ks`` keeps. m = 1 is ``pass_at_ks``, value for value. Raises ValueError when no k qualifies."""
+    ks = list(ks)
+    kept = set_level_ks(ks, m, min((r for r, _ in per_problem), default=0))
+    if not kept:
+        raise ValueError(f"no k in {ks} is a multiple of m={m} with k/m <= the rollouts per problem")
+    return {k: mean_pass_at_k(per_problem, k // m) for k in kept}
+
+
+def set_best_at_ks(per_problem_bests: Sequence[Sequence[float]], ks: Iterable[int], m: int) -> dict[int, float]:
+    """{k: mean set-level best@k} over problems, each given as the best score of each of its whole rollouts, for
+    the ks ``set_level_ks`` keeps. m = 1 is ``best_at_ks``. Raises ValueError when no k qualifies."""
+    ks = list(ks)
+    kept = set_level_ks(ks, m, min((len(b) for b in per_problem_bests), default=0))
+    if not kept:
+        raise ValueError(f"no k in {ks} is a multiple of m={m} with k/m <= the rollouts per problem")
+    return {k: mean_best_at_k(per_problem_bests, k // m) for k in kept}
+
+
+def rollout_outcomes(records: Sequence[Mapping[str, Any]], m: int) -> tuple[int, int, list[float]]:
+    """One problem's candidate records (samples.jsonl rows: ``rollout_index``, ``success``, ``scalar``, optional
+    ``missing``) -> (R, c_R, bests): the whole rollouts (those with all m answers among the records, in order of
+    first appearance; a rollout cut short because n is not a multiple of m is left out), how many have a
+    successful answer, and each one's best scalar.
+
+    The rules are best-of-k's: a scalar of None (the scorer raised) takes the problem's lowest known scalar, as
+    for pooled best@k; a missing answer (``missing``: the rollout stopped short of m answers) is a failure and is
+    never a rollout's best; a rollout with no written answer scores 0.0. With m = 1 every record is a rollout
+    (``rollout_index`` is not needed) and (R, c_R, bests) are (n, c, the filled scalars)."""
+    known = [float(r["scalar"]) for r in records if _is_number(r.get("scalar"))]
+    floor = min(known, default=0.0)
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for position, record in enumerate(records):
+        groups.setdefault(position if m == 1 else record["rollout_index"], []).append(record)
+    rollouts = [answers for answers in groups.values() if len(answers) == m]
+    successful = sum(any(bool(a.get("success")) for a in answers) for answers in rollouts)
+    bests = [max((float(a["scalar"]) if _is_number(a.get("scalar")) else floor
+                  for a in answers if not a.get("missing")), default=0.0) for answers in rollouts]
+    return len(rollouts), successful, bests
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
