@@ -3,18 +3,33 @@
 lm-eval's MMLU-Pro regex (``answer is \\(?([A-J])\\)?``) once scored 0 for a model under a chat template because the
 model wrote "**Answer: C**". Extraction here follows what chat models actually write, in three tiers:
 
-1. committed mentions, anywhere in the text, the last one wins ("The answer is (B). Wait, no: the answer is (D)"):
+1. committed mentions, anywhere in the text, the last one wins ("The answer is (B). Wait, no: the answer is (D)"),
+   and reasoning after it does not undo it ("The answer is (D). Step by step: A is ..., C is ..."):
    "The answer is (X)" (the requested form), "the answer is X.", "**Answer: C**", "Answer: (D) photosynthesis",
-   "the correct option is E", "the correct answer is option G", "I'd go with B", "\\boxed{C}", "Option B is
-   correct", and an answer phrase followed by an option's text ("The answer is photosynthesis");
-2. otherwise a letter standing on its own line ("(F)", "**C**", "B."), the last one; or a single line opening
-   with a letter ("B) text") - several such lines are an echoed option list, not an answer;
-3. otherwise an option's text written out: the last sentence that mentions option texts, if it mentions one only.
+   "the correct option is E", "the correct answer is option G", "I'd go with B", "I chose answer 1 (A)", "so it is
+   (B)", "Therefore, answer A", 'the correct answer "D"', "\\boxed{C}", "Option B is correct", "option 2 is correct",
+   "the answer is option 2" (an option named by its number), "The answer is b) ..." (lower case with a closing
+   parenthesis), an answer phrase followed by an option's text ("The answer is photosynthesis", "The answer is (i)
+   and (iii)" for "(i) and (iii) only") or naming one option in its sentence ("The answer is backed by option A");
+   "none of the options is correct" (or "none of the above", when no option says so) commits to no option;
+2. otherwise a letter standing on its own line ("(F)", "**C**", "B.", "b)"), the last one, unless three or more
+   letters stand alone (an echoed list); or a reply whose first line opens with a letter ("B) text", "c. text" when
+   the option's text follows) and no other line opens with another letter (that would be an echoed option list);
+3. otherwise an option's text written out in the text's last sentence, if it names one option only ("... so it
+   must be photosynthesis."); a mention in passing, followed by more sentences, is not an answer.
 
-Letters are upper case, except inside parentheses after an answer phrase ("the answer is (b)"): a lower-case "a"
-in prose is an article. A bare "A" or "I" followed by a lower-case word ("Answer: A protein ...") is an article or
-a pronoun too, unless that word is a connective ("A because ..."). Letters beyond the number of options are not
-answers.
+Letters are upper case, except "(b)" and "b)"; a lower-case "a" in prose is an article and "(i)" a roman numeral. A
+bare "A" or "I" followed by a lower-case word ("Answer: A protein ...") is an article or a pronoun too, unless that
+word is a connective ("A because ..."). A phrase after "incorrect", "wrong", "no" or "not the" ("An incorrect answer
+is (A)") commits to nothing, nor does a letter followed by "is wrong". A letter beyond the options ("The answer is
+(E)" with options A-D) is not an option: it is no answer unless another valid one is committed, and it stops tiers
+2 and 3 from reading a letter into the text instead. An answer phrase followed by the whole option list ("The correct
+answer would be:\\nA. ...\\nB. ...") names no option; a letter read from a line or an option's text (tiers 2 and 3)
+is no answer when the text rejects it ("D. ...\\n... not exactly (D)"), but reasoning after a committed answer does
+not undo it.
+
+Agreement with answers labelled by reading real SmolLM2-135M-Instruct outputs: tests/fixtures/extraction/ and
+``python bench/extraction_agreement.py``.
 """
 
 from __future__ import annotations
@@ -26,28 +41,55 @@ from dataclasses import dataclass
 LETTERS = "ABCDEFGHIJ"  # MMLU-Pro has up to 10 options
 
 # An answer phrase: "answer" or "correct/final/my option|choice" with a verb or a colon ("Option B says ..." is not
-# a commitment), or "I'd go with". The letter (or option text) must come right after it; markdown, quotes and the
-# word "option" may stand between.
+# a commitment), "I'd go with", "I chose", "so it is", "Therefore, answer", 'the correct answer "D"'. The letter (or
+# option text, or option number) must come right after it; markdown, quotes and the word "option" may stand between.
 _PHRASE = re.compile(
-    r"(?i:(?:\b(?:(?:final|correct|right|best)\s+)?answer"
+    r"(?i:(?:\b(?:(?:final|correct|right|best)\s+)?answer(?:\s+to\s+(?:the|this|your|that)\s+question)?"
     r"|\b(?:final|correct|right|best|my)\s+(?:option|choice|letter|response))"
     r"(?:\s*:|\s*=|\s+(?:is|would\s+be|should\s+be|will\s+be|must\s+be)"
-    r"(?:\s+(?:therefore|thus|clearly|definitely|probably|likely|most\s+likely))?\b)"
-    r"|\bi(?:\s+would|\s+will|['’]d|['’]ll)?\s+(?:choose|pick|select|go\s+with)\b)"
-    r"[\s*_:=\"'“]*(?i:(?:option|choice|letter)\b\s*)?"
+    r"(?:\s+(?:therefore|thus|clearly|definitely|probably|likely|most\s+likely|indeed|actually|obviously|surely))?\b)"
+    r"|\bi(?:\s+would|\s+will|['’]d|['’]ll)?\s+(?:choose|pick|select|go\s+with)\b"
+    r"|\bi\s+(?:chose|picked|selected|went\s+with)\b"
+    r"|\b(?:so|thus|therefore|hence)[\s,]+(?:it|this|that)(?:\s+is|['’]s|\s+must\s+be|\s+would\s+be)\b"
+    r"|\b(?:so|thus|therefore|hence)[\s,]+(?:the\s+)?(?:answer|option|choice)(?=\s+\(?[A-J]\b)"
+    r"|\b(?:correct|right|final)\s+(?:answer|option|choice)(?=\s*[\"“]))"
+    r"[\s*_:=\"'“]*(?i:(?:option|choice|letter|answer|number)\b\s*)?"
 )
+_NEGATED_BEFORE = re.compile(r"(?i:\b(?:incorrect|wrong|no|not(?:\s+the)?|isn['’]t(?:\s+the)?)[\s*_]*)$")
+_NEGATED_AFTER = re.compile(r"(?i:[\s*_\"'”).]*(?:is|was)\s+(?:not\b|incorrect|wrong|false))")
 _REQUESTED = re.compile(r"(?i:answer\s+is)[\s*_]*\(([A-J])\)")  # "The answer is (X)", markdown allowed around
-_PAREN_LETTER = re.compile(r"\(\s*([A-Ja-j])\s*\)")
+_PAREN_LETTER = re.compile(r"\(\s*([A-Ja-hj])\s*\)")  # "(i)" in lower case is a roman numeral
+_LOWER_CLOSING = re.compile(r"([a-hj])\)")  # "b)"
 _BARE_LETTER = re.compile(r"([A-J])(?![A-Za-z0-9'’])")
+_NUMBERED = re.compile(r"(\d{1,2})(?!\d)(?:\s*\(\s*([A-J])\s*\))?")  # "2", "1 (A)"
+_NAMED_WORD = re.compile(r"(?i:(?:option|choice|answer|number)\b\s*)$")
+_IN_SENTENCE = re.compile(r"\b(?i:option|choice)\s+\(?([A-J])\)?(?![A-Za-z0-9])")
+_NEGATION = re.compile(r"(?i:\bnot\b|n['’]t\b|\bincorrect\b|\bwrong\b|\beither\b|\bor\b|\bneither\b)")
 _FOLLOWING_WORD = re.compile(r"\s+([a-z]+)")
 _CONNECTIVES = {"because", "since", "as", "which", "is"}  # "A because ..." is still the letter A
 _STATEMENT = re.compile(
     r"(?<![A-Za-z])(?i:(?:option|choice)\s*)?\(?([A-J])\)?[\s*_]+(?i:is\s+(?:the\s+)?(?:correct|right|best)\b)"
 )
-_BOXED = re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?\(?([A-Ja-j])\)?\s*\}")  # "\boxed{C}", "\boxed{\text{C}"
-_ALONE_LINE = re.compile(r"^[\s*_#>]*\(?([A-J])\)?[.:]?[\s*_]*$", re.MULTILINE)
-_OPENING_LINE = re.compile(r"^[\s*_]*\(?([A-J])[).:][\s*_]+\S.*$", re.MULTILINE)
+_NUMBER_STATEMENT = re.compile(
+    r"(?i:\b(?:option|choice|answer)\s+(\d{1,2})(?!\d)(?:\s*\(\s*([A-J])\s*\))?[\s*_]+is\s+(?:the\s+)?"
+    r"(?:correct|right|best)\b)"
+)
+_BOXED = re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?\(?([A-Ja-hj])\)?\s*\}")  # "\boxed{C}", "\boxed{\text{C}"
+# "not (D)", "not option B", "not B.": a letter the text rejects after choosing it is not its answer.
+_REJECTED = re.compile(
+    r"\b(?i:not)\s+(?i:exactly\s+|quite\s+|really\s+)?(?:(?i:option|choice)\s+\(?([A-J])\)?(?![A-Za-z0-9])"
+    r"|\(([A-J])\)|([A-J])(?=[.,;!?]|\s*$))"
+)
+_NONE = re.compile(
+    r"(?i:\b(?:none\s+of\s+(?:the\s+|these\s+|those\s+)?(?:above|options|choices|answers|given\s+(?:options|choices))"
+    r"(?:\s+(?:is|are|seems?\s+to\s+be)\s+(?:correct|right|true|valid)\b|[\s*_\"”]*(?=[.!\n]|$))"
+    r"|no\s+(?:option|choice)\s+(?:is|was)\s+(?:correct|right|true)\b"
+    r"|neither\s+(?:option|choice)\s+is\s+(?:correct|right)\b))"
+)
+_ALONE_LINE = re.compile(r"^[\s*_#>]*(?:\(?([A-J])\)?[.:]?|\(?([a-hj])\))[\s*_]*$", re.MULTILINE)
+_OPENING_LINE = re.compile(r"^[\s*_#>-]*\(?([A-Ja-hj])([).:\"'])[\s*_]*(\S.*)?$", re.MULTILINE)
 _SENTENCE_END = re.compile(r"[!?\n]|\.(?=\s|$)")  # not the point in "3.5" or "U.S"
+_MAX_PHRASES = 64  # answer phrases read, the last ones: a text with more is degenerate, and reading all is slow
 
 
 @dataclass(frozen=True)
@@ -62,6 +104,8 @@ class Choice:
 
 
 NO_CHOICE = Choice(None, None)
+_INVALID = Choice(None, "invalid")  # a committed letter beyond the options: blocks tiers 2 and 3
+_NONE_OF_THEM = Choice(None, "none")  # "none of the options is correct": a commitment to no option
 
 
 def option_letters(num_options: int) -> str:
@@ -77,19 +121,39 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().replace("’", "'").split()).strip(" .;:!*_\"'")
 
 
-def _letter_after(text: str, at: int, valid: str) -> str | None:
-    """The letter that starts at ``at`` (parenthesised or bare), if it is a valid answer letter."""
-    paren = _PAREN_LETTER.match(text, at)
+def _letter_after(text: str, at: int, valid: str) -> tuple[str | None, bool, int]:
+    """(the letter that starts at ``at`` if a valid answer letter, whether a letter beyond the options is there,
+    where the mention ends). Parenthesised, bare upper case, lower case with ")", or an option number after
+    "option"/"answer"."""
+    paren = _PAREN_LETTER.match(text, at) or _LOWER_CLOSING.match(text, at)
     if paren:
         letter = paren.group(1).upper()
-        return letter if letter in valid else None
+        return (letter, False, paren.end()) if letter in valid else (None, True, paren.end())
+    numbered = _NUMBERED.match(text, at)
+    if numbered:
+        if numbered.group(2):  # "answer 1 (A)": the letter
+            letter = numbered.group(2)
+            return (letter, False, numbered.end()) if letter in valid else (None, True, numbered.end())
+        if _NAMED_WORD.search(text, max(0, at - 12), at):  # "option 2", not a bare number (a numeric option)
+            index = int(numbered.group(1)) - 1
+            return (valid[index], False, numbered.end()) if 0 <= index < len(valid) else (None, True, at)
+        return None, False, at
     bare = _BARE_LETTER.match(text, at)
-    if not bare or bare.group(1) not in valid:
-        return None
+    if not bare:
+        return None, False, at
     following = _FOLLOWING_WORD.match(text, bare.end())
     if bare.group(1) in "AI" and following and following.group(1) not in _CONNECTIVES:
-        return None  # "Answer: A protein that ..." - an article; "I think" - a pronoun
-    return bare.group(1)
+        return None, False, at  # "Answer: A protein that ..." - an article; "I think" - a pronoun
+    if bare.group(1) not in valid:
+        return None, True, bare.end()
+    return bare.group(1), False, bare.end()
+
+
+def _option_targets(option: str) -> list[str]:
+    """How an option's text may be written: whole, and without a trailing "only" ("(i) and (iii) only")."""
+    target = _normalise(option)
+    short = re.sub(r"\s+only$", "", target)
+    return [t for t in dict.fromkeys((target, short)) if t]
 
 
 def _option_at(text: str, at: int, options: Sequence[str]) -> str | None:
@@ -98,40 +162,86 @@ def _option_at(text: str, at: int, options: Sequence[str]) -> str | None:
     best: tuple[int, str] | None = None
     for candidate in (rest, re.sub(r"^(?:the|an?)\s+", "", rest)):  # "The answer is the mitochondria."
         for letter, option in zip(LETTERS, options, strict=False):
-            target = _normalise(option)
-            whole = candidate.startswith(target) and not candidate[len(target) : len(target) + 1].isalnum()
-            if target and whole and (best is None or len(target) > best[0]):
-                best = (len(target), letter)
+            for target in _option_targets(option):
+                whole = candidate.startswith(target) and not candidate[len(target) : len(target) + 1].isalnum()
+                if whole and (best is None or len(target) > best[0]):
+                    best = (len(target), letter)
     return best[1] if best else None
+
+
+def _lists_options(text: str, at: int, letter: str) -> bool:
+    """Whether ``letter`` at ``at`` opens a line that the next line follows with another letter: an option list."""
+    line_start = text.rfind("\n", 0, at) + 1
+    if text[line_start:at].strip(" \t*_#>-(") or "\n" not in text[at:]:
+        return False
+    following = [line for line in text[at:].split("\n")[1:4] if line.strip()]
+    first = _OPENING_LINE.match(following[0]) if following else None
+    return first is not None and first.group(1).upper() != letter
+
+
+def _named_in_sentence(text: str, at: int, valid: str) -> str | None:
+    """'The answer is backed by option A': one option named by letter in the answer phrase's sentence."""
+    end = _SENTENCE_END.search(text, at, at + 300)  # bounded: a sentence, not the rest of a long text
+    sentence = text[at : end.start() if end else at + 300]
+    if _NEGATION.search(sentence):
+        return None
+    named = {m.group(1) for m in _IN_SENTENCE.finditer(sentence)}
+    return named.pop() if len(named) == 1 and next(iter(named)) in valid else None
 
 
 def _committed(text: str, options: Sequence[str]) -> list[tuple[int, Choice]]:
     valid = option_letters(len(options))
     found: list[tuple[int, Choice]] = []
     requested = {m.start(1) - 1 for m in _REQUESTED.finditer(text) if m.group(1) in valid}
-    for m in _PHRASE.finditer(text):
-        letter = _letter_after(text, m.end(), valid)
+    for m in list(_PHRASE.finditer(text))[-_MAX_PHRASES:]:  # the last commitment wins: the last few decide
+        if _NEGATED_BEFORE.search(text, max(0, m.start() - 16), m.start()):
+            continue  # "An incorrect answer is (A)", "No answer is D"
+        letter, invalid, end = _letter_after(text, m.end(), valid)
+        if letter and (_NEGATED_AFTER.match(text, end) or _lists_options(text, m.end(), letter)):
+            continue  # "answer A is wrong"; "The correct answer would be:\nA. ...\nB. ..."
         if letter:
             form = "requested" if m.end() in requested else "phrase"
             found.append((m.end(), Choice(letter, form)))
         elif (letter := _option_at(text, m.end(), options)) is not None:
             found.append((m.end(), Choice(letter, "phrase-text")))
+        elif invalid:
+            found.append((m.end(), _INVALID))
+        elif (letter := _named_in_sentence(text, m.end(), valid)) is not None:
+            found.append((m.end(), Choice(letter, "phrase")))
     for pattern, form in ((_STATEMENT, "statement"), (_BOXED, "boxed")):
         for m in pattern.finditer(text):
             letter = m.group(1).upper()
-            if letter in valid:
-                found.append((m.start(1), Choice(letter, form)))
+            found.append((m.start(1), Choice(letter, form) if letter in valid else _INVALID))
+    for m in _NUMBER_STATEMENT.finditer(text):
+        index = LETTERS.index(m.group(2)) if m.group(2) else int(m.group(1)) - 1
+        found.append((m.start(1), Choice(valid[index], "statement") if 0 <= index < len(valid) else _INVALID))
+    if not any("none of" in _normalise(o) or _normalise(o).startswith("none") for o in options):
+        found += [(m.start(), _NONE_OF_THEM) for m in _NONE.finditer(text)]
     return sorted(found, key=lambda item: item[0])
 
 
-def _on_a_line(text: str, valid: str) -> Choice:
-    alone = [m.group(1) for m in _ALONE_LINE.finditer(text) if m.group(1) in valid]
+def _on_a_line(text: str, options: Sequence[str]) -> Choice:
+    valid = option_letters(len(options))
+    alone = [(m.group(1) or m.group(2)).upper() for m in _ALONE_LINE.finditer(text)]
+    if len(set(alone)) >= 3:  # "A)\nB)\nC)\nD)": an echoed list, not an answer
+        alone = []
+    alone = [letter for letter in alone if letter in valid]
     if alone:
         return Choice(alone[-1], "line")
-    opening = {m.group(1) for m in _OPENING_LINE.finditer(text)}
-    if len(opening) == 1 and (letter := opening.pop()) in valid:
-        return Choice(letter, "line")
-    return NO_CHOICE
+    openings = list(_OPENING_LINE.finditer(text))
+    first_line = next((line for line in text.splitlines() if line.strip()), "")
+    first = _OPENING_LINE.match(first_line)
+    if first is None or not openings:
+        return NO_CHOICE
+    letter, separator, rest = first.group(1), first.group(2), first.group(3) or ""
+    if letter.islower():  # "b) text"; "c. text" only with the option's own text after it
+        index = LETTERS.index(letter.upper())
+        own = index < len(options) and _option_at(rest, 0, [""] * index + [options[index]]) is not None
+        if separator != ")" and not own:
+            return NO_CHOICE
+    if {m.group(1).upper() for m in openings} != {letter.upper()} or letter.upper() not in valid:
+        return NO_CHOICE
+    return Choice(letter.upper(), "line")
 
 
 def _written_out(text: str, options: Sequence[str]) -> Choice:
@@ -149,7 +259,10 @@ def _written_out(text: str, options: Sequence[str]) -> Choice:
     spans = [s for s in spans if not any(o[0] <= s[0] and s[1] <= o[1] and o[1] - o[0] > s[1] - s[0] for o in spans)]
     if not spans:
         return NO_CHOICE
-    last_start = max(spans, key=lambda s: (s[1], s[1] - s[0]))[0]
+    last_start, last_end, _ = max(spans, key=lambda s: (s[1], s[1] - s[0]))
+    sentence_end = _SENTENCE_END.search(text, last_end)
+    if sentence_end and re.search(r"\w", text[sentence_end.end() :]):
+        return NO_CHOICE  # the text goes on after that sentence: a mention in passing, not its conclusion
     boundaries = [m.end() for m in _SENTENCE_END.finditer(text, 0, last_start)]
     sentence_start = boundaries[-1] if boundaries else 0
     named = {letter for start, _, letter in spans if start >= sentence_start}
@@ -162,7 +275,13 @@ def extract_choice(text: str, options: Sequence[str]) -> Choice:
         return NO_CHOICE
     options = [o if isinstance(o, str) else str(o) for o in options][: len(LETTERS)]
     committed = _committed(text, options)
-    if committed:
-        return committed[-1][1]
-    line = _on_a_line(text, option_letters(len(options)))
-    return line if line.letter else _written_out(text, options)
+    decisive = [(at, choice) for at, choice in committed if choice is not _INVALID]  # reasoning after stays
+    if decisive:
+        return NO_CHOICE if decisive[-1][1] is _NONE_OF_THEM else decisive[-1][1]
+    if committed:  # only letters beyond the options: no answer, and no weaker reading either
+        return NO_CHOICE
+    line = _on_a_line(text, options)
+    choice = line if line.letter else _written_out(text, options)
+    # A reading without a commitment gives way to the text's own rejection of it ("D. ...\n... not exactly (D)").
+    rejected = choice.letter is not None and any(choice.letter in m.groups() for m in _REJECTED.finditer(text))
+    return NO_CHOICE if rejected else choice

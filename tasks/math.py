@@ -1,5 +1,5 @@
 """The "math" task: a maths problem, a request for a boxed final answer, and a reward vector
-(correct, boxed, strict, length).
+(correct, boxed, strict, length, lenient_correct).
 
 Sources (option ``source``):
   gym-arithmetic  reasoning-gym ``basic_arithmetic``, generated offline (the default: easy enough for SmolLM2-135M)
@@ -11,11 +11,18 @@ Train and eval are disjoint by content: a source with train/test splits keeps th
 text is also in test); a single pool is cut by a hash of the normalised problem text, never by seeds (reasoning-gym
 item i of seed s+1 is item i+1 of seed s; see tasks/splits.py).
 
+"correct" counts only an answer the completion COMMITS to (tasks/math_answers.py): a \\boxed{}, "the answer is X",
+"Answer: X", a final sentence that states a value ("... = 7", "The sum is 55."), or a final line that is a value
+alone. A completion that commits to none is unparsed (extracted None), never right or wrong by chance: a number that
+merely appears last in rambling text is a guess. "lenient_correct" reads such a completion as its last number, as
+math-v2 did, and is reported with weight 0: visible in metrics, never trained on or scalarised.
+
 "length" prefers concise completions: with n = len(completion.strip()) characters,
     length = 1                                          if n <= length_target
            = (length_cap - n) / (length_cap - length_target)   if length_target < n < length_cap
            = 0                                          if n >= length_cap, or when no answer was found
-(an empty reply is not a concise answer). It is always reported and weighted only when ``length_weight`` > 0.
+(an empty reply, or one that commits to no answer, is not a concise answer). It is always reported and weighted only
+when ``length_weight`` > 0.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
-from harness.tasks.math_answers import answers_match, extract_answer, is_checkable, solution_answer
+from harness.tasks.math_answers import answers_match, is_checkable, last_number, read_answer, solution_answer
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
 from harness.tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -48,7 +55,9 @@ class MathTask:
     """Maths problems scored by their final answer. Options are keyword arguments; all have defaults."""
 
     name = "math"
-    version = "math-v2"  # bump on any change of data, prompt, extraction or scoring (v2: the "length" component)
+    # bump on any change of data, prompt, extraction or scoring (v2: the "length" component; v3: "correct" counts
+    # committed answers only, "lenient_correct" the old last-number reading)
+    version = "math-v3"
     capabilities = TaskCapabilities(misleading_hints=True)
 
     def __init__(
@@ -96,9 +105,12 @@ class MathTask:
         if self.length_weight < 0 or not 0 <= self.length_target < self.length_cap:
             raise ValueError("math: need length_weight >= 0 and 0 <= length_target < length_cap")
         # GRPO needs signal on a weak model: the format component is rewarded, strict correctness only reported.
+        # "correct" counts "the answer is X" and final statements too (SmolLM2-135M boxes 3 answers in 80), so the
+        # reward keeps its signal; "lenient_correct" (a guess counts) is reported with weight 0, never trained on.
         self.reward_weights = {"correct": 1.0, "boxed": 0.5}
         if self.length_weight > 0:
             self.reward_weights["length"] = self.length_weight
+        self.reward_weights["lenient_correct"] = 0.0
         self._splits: dict[str, list[Problem]] | None = None
         self._notes: dict[str, Any] = {}  # facts learnt while loading (split method, rows dropped), for data_source
 
@@ -117,13 +129,17 @@ class MathTask:
         return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
 
     def score(self, problem: Problem, completion: str) -> Score:
-        answer, from_box = extract_answer(completion)  # never raises, whatever the string
+        reading = read_answer(completion)  # the committed answer; never raises, whatever the string
+        answer, from_box = reading.value, reading.boxed
         correct = answers_match(problem.answer, answer)
+        # A completion that commits to nothing is read leniently as its last number: reported, weight 0.
+        lenient = answer if answer is not None else last_number(completion).value
+        lenient_correct = correct if answer is not None else answers_match(problem.answer, lenient)
         # "boxed" is the format component: some \boxed{} holds a non-empty answer. "strict" needs both.
         length = self._length(completion) if answer is not None else 0.0
         return Score(
             rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box),
-                     "length": length},
+                     "length": length, "lenient_correct": float(lenient_correct)},
             primary="correct",
             extracted=answer,
             unparsed=answer is None,

@@ -1,8 +1,23 @@
 """Final-answer extraction and checking for maths tasks: pure functions, none of them raises on any string.
 
-Extraction follows where chat models actually put answers: the last ``\\boxed{}`` first (SmolLM2-135M rarely writes
-one: 3 of 80 sampled maths answers), then "the answer is X" / "Answer: X", then "... = X" at the very end, then
-the last number.
+Extraction separates an answer the text COMMITS to from a guess. Committed forms, the last one in the text wins:
+
+- the last non-empty ``\\boxed{}`` (SmolLM2-135M rarely writes one: 3 of 80 sampled maths answers), before any other;
+- an answer phrase: "the answer is X", "Answer: X", "the final answer is X", "X is the final answer";
+- the text's final statement: its last sentence that holds a digit (closing remarks without one are skipped) states
+  a value, either at its very end ("... is 55.", "... gives you 4", "... = 7", "a final result of 65.") or as the
+  right-hand side of its last equation ("So, 9 - 5 = 4 and 5 becomes 6." -> 4); an equation between expressions in
+  variables ("x + 91 = 23") states no value;
+- a final line that is a value alone ("22.", "184, that's correct.").
+
+A value is the value alone, not the words after it ("18 remainder 0, it's not ..." -> 18). A number that merely
+appears last in rambling text ("... so 3 + 4 is a sum, and 12 is another number") is not a commitment: the committed
+reading is None (the task reports it as unparsed). The lenient reading (``read_lenient``) falls back to the last
+number, as extraction did before ``math-v3``; the math task reports it as ``lenient_correct``, weighted 0.
+
+Agreement with answers labelled by reading real SmolLM2-135M-Instruct outputs: tests/fixtures/extraction/ and
+``python bench/extraction_agreement.py``.
+
 Equality is decided by math-verify (numbers, fractions, expressions, sets), behind guards: sympy can hang on inputs
 such as ``9^{9^{9^9}}``, and math-verify's own timeout uses SIGALRM, which only works in the main thread.
 """
@@ -11,13 +26,25 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 
 # "\boxed{" / "\fbox{" opens a box, "{" opens a plain group, "}" closes whichever is innermost.
 _BRACE_TOKEN = re.compile(r"\\(?:boxed|fbox)\s*\{|\{|\}")
 _BOXED_BARE = re.compile(r"\\boxed\s+([^\s$\\{}]+)")  # "\boxed 5": found in some MATH reference solutions
-_ANSWER_PHRASE = re.compile(r"\b(?:answer|result)\b(?:\s+is\b|\s*:)[\s:*]*([^\n]*)", re.IGNORECASE)
-_TRAILING_EQUALS = re.compile(r"=\s*([^=\n]+)$")
+# "the answer is", "Answer:", "final answer:", "the result is" (the value must follow; prose is refused later).
+_ANSWER_PHRASE = re.compile(
+    r"\b(?:answer|result)\b(?:\s+to\s+(?:the|this|your|that)\s+(?:question|problem|sum|calculation))?"
+    r"(?:\s+(?:is|was|would\s+be|will\s+be|should\s+be)\b|\s*[:=])[\s:*_]*"
+    r"(?:(?:therefore|thus|then|simply|just|clearly|indeed|exactly|equal\s+to)\b[\s:*_]*)?",
+    re.IGNORECASE,
+)
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+_NUMBER_TEXT = r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?"
+# "20 is the final answer", "obtain 100 as the final answer": the value comes before the phrase.
+_VALUE_BEFORE_PHRASE = re.compile(
+    r"(?<![\w.])(" + _NUMBER_TEXT + r")[\s*$]*\s+(?:is|as)\s+(?:the|my|our)\s+(?:(?:final|correct)\s+)?answer\b",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"\.(?!\d)|\n|;|,\s+(?=[A-Za-z]{2})")
 # A number followed by a unit: a word after a space ("7 apples", not "2x"), \text{...}, a percent or degree sign.
 _NUMBER_WITH_UNIT = re.compile(
@@ -26,9 +53,67 @@ _NUMBER_WITH_UNIT = re.compile(
 _INTEGER = re.compile(r"-?\d+")
 # An arithmetic operator between two numbers: the question copied rather than computed ("23 + 5" for 28).
 _UNEVALUATED = re.compile(r"\d\s*(?:[-+*/×÷]|\\times|\\cdot|\\div)\s*-?\d")
+# The same without "/": "3/4" is a value, "9 - 52" or "9 – 52" is the question written again, not its value.
+_ARITHMETIC = re.compile(r"\d\s*(?:[-+*×÷–−]|\\times|\\cdot|\\div)\s*-?\d")
 
+# One token of a mathematical value: a latex command, a number, an operator or bracket, a thousands group, space.
+_MATH_TOKEN = re.compile(
+    r"\\[A-Za-z]+|\\[,;! ]|\d+(?:\.\d+)?|[-+*/^_×÷·−–()\[\]{}|%°!]|,(?=\d{3}(?!\d))|[ \t]+"
+)
+_VARIABLE = re.compile(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])")  # "x", not a word or a latex command
+_VARIABLE_OR_EQUALS = re.compile(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])|=")
+_LEAD = re.compile(r"[\s*_$\"'“]*(?:\\\$|\\\(|\\\[)?[\s$]*")  # markdown, quotes, "$", "\$", "\(" before a value
+_LATEX_VALUE = re.compile(r"\\(?:frac|dfrac|tfrac|sqrt|pi|infty)")
+# Words that open prose, not an answer: "the answer is that we add", "is in square brackets", "is not 5".
+_PROSE_OPENERS = {
+    "a", "an", "the", "that", "this", "it", "in", "not", "to", "of", "we", "you", "i", "when", "if", "because",
+    "included", "given", "found", "shown", "below", "above", "as", "correct", "incorrect", "wrong", "unclear",
+    "unknown", "simple", "easy", "hard", "there", "here", "what", "how", "why", "which", "so", "then", "by", "on",
+}
+# Words that may follow a value at the end of a statement: a unit ("7 apples") but not prose ("2 with a problem").
+_NOT_UNITS = _PROSE_OPENERS | {"and", "or", "but", "with", "for", "from", "more", "less", "than", "times", "is",
+                               "are", "was", "be", "has", "have", "remainder", "plus", "minus", "over", "into",
+                               "intermediate", "like", "left", "after", "before", "each", "per", "only", "at"}
+# What states a value at the end of a sentence: "is 55", "equals 7", "gives you 4", "a final result of 65", "= 7".
+_STATING = re.compile(
+    r"(?<![<>=!])=(?!=)|\b(?:is\s+equal\s+to|equals?(?:\s+to)?|is|are|was|gives?(?:\s+(?:you|us))?|get|gets|got|"
+    r"makes?|costs?|totals?|comes\s+to|results?\s+in|leaves|(?:final\s+)?result\s+of)\b",
+    re.IGNORECASE,
+)
+# At most a unit after a value that ends a sentence: "inches", "in total", "\text{ cm}", "%", then punctuation.
+_UNIT_TAIL = re.compile(
+    r"(?:\s*(?:\\(?:text|mbox|mathrm)\{[^{}]*\}|\\?%|°)|\s+(?:[A-Za-z]+(?:\s+[A-Za-z]+)?))?(?:\s+(?:in\s+total|in\s+all|altogether))?[\s.!?*$)\"”]*"
+)
+_SENTENCE_END_MARK = re.compile(r"[.!?]+(?=\s|$)")
+_FINISHED = re.compile(r"[.!?:)\]}\"'”*`$]\s*$")  # the text ends like a finished sentence, a formula or markdown
+_CONFIRMED = re.compile(r"\s*[,.!]?\s*(?:(?:that'?s|that\s+is|which\s+is)\s+(?:correct|right|it)\b)?[\s.!]*$",
+                        re.IGNORECASE)
+_ASIDE_EQUATION = re.compile(r"\([^()]*=[^()]*\)")  # "(9 + 0 = 9)": an aside, not the statement
+
+_MAX_PHRASES = 64  # answer phrases read, the last ones: a text with more is degenerate, and reading all is slow
 MAX_ANSWER_CHARS = 200  # longer "answers" are rambling text, not a final answer; they are also slow to parse
 _VERIFY_TIMEOUT_S = 2
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a text answers: the value and the form it came in; ``value`` None when nothing was found."""
+
+    value: str | None
+    # "boxed", "phrase", "statement" (the final sentence states it), "line" (a final line alone);
+    # "last-number" for the lenient reading's guess; None when nothing was found.
+    form: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.value is not None and self.form != "last-number"
+
+    @property
+    def boxed(self) -> bool:
+        return self.form == "boxed"
+
+
+NO_READING = Reading(None, None)
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -75,45 +160,229 @@ def clean_answer(candidate: str) -> str:
     return s
 
 
-def _phrase_answer(text: str) -> str | None:
-    for m in reversed(list(_ANSWER_PHRASE.finditer(text))):
-        candidate = clean_answer(_SENTENCE_END.split(m.group(1), maxsplit=1)[0])
-        # "The answer is that we need to add..." is prose, not an answer: fall through to later rules.
-        if candidate and (re.search(r"\d", candidate) or len(candidate.split()) <= 3):
-            return candidate
-    return None
+# ----------------------------------------------------------------------------------------------------------------
+# Values
+# ----------------------------------------------------------------------------------------------------------------
 
 
-def _trailing_equals_answer(text: str) -> str | None:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    if not lines:
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s:
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _math_prefix(s: str, *, variables: bool) -> str:
+    """The longest start of ``s`` made of mathematical tokens; single-letter variables and "=" only when allowed."""
+    at = 0
+    while at < len(s):
+        m = _MATH_TOKEN.match(s, at) or (_VARIABLE_OR_EQUALS.match(s, at) if variables else None)
+        if m is None or m.group() in ("\\text", "\\mbox", "\\mathrm"):  # "7 \\text{ cm}": the unit ends the value
+            break
+        at = m.end()
+    return s[:at]
+
+
+def _value_at_start(s: str, at: int = 0, *, variables: bool = False) -> tuple[str, int] | None:
+    """The value ``s`` opens with at ``at`` and where it ends: a number or an expression, the value alone
+    ("18 remainder 0" -> "18"); math delimiters and a dollar sign before it are skipped. None when it opens with
+    prose, or with an expression that runs on into something that is not mathematics ("(84 - 84) * [z")."""
+    window = s[at : at + 400]  # a value is short: bounded work wherever it is asked for
+    lead = _LEAD.match(window)
+    start = lead.end() if lead else 0
+    value = _math_prefix(window[start:], variables=variables).rstrip(" \t")
+    aside = re.match(r"(.*?\d)\s+\(", value)  # "2 (9)": a value, then an aside
+    if aside and not variables:
+        value = aside.group(1)
+    if not value or value[-1] in "-+*/^_×÷·−–|=([{" or value[0] in "+*/^_×÷·|=)]}%!" or not _balanced(value):
         return None
-    m = _TRAILING_EQUALS.search(lines[-1].strip())
-    if m:
-        candidate = clean_answer(m.group(1))
-        if re.search(r"\d", candidate):
-            return candidate
+    if not (re.search(r"\d", value) or _LATEX_VALUE.search(value) or (variables and _VARIABLE.search(value))):
+        return None
+    return value, at + start + len(value)
+
+
+def _phrase_value(clause: str) -> str | None:
+    """The value an answer phrase names: a value alone, a value followed by a unit or prose (the value), or a short
+    word answer ("yes", "no solution"); None for prose ("that we add them", "in square brackets: ...")."""
+    whole = clean_answer(clause)
+    if not whole:
+        return None
+    words = whole.split()
+    first = words[0].lower().strip("*_\"'“”(),:")
+    found = _value_at_start(clause, variables=True)
+    if found is not None:
+        value, end = found
+        if _VARIABLE.fullmatch(value.strip()) and first in _PROSE_OPENERS:
+            return None  # "a fraction", "I think": an article or a pronoun, not a variable
+        if not clause[end:].strip(" \t*$.\"”"):
+            return whole  # the value alone
+        if _ARITHMETIC.search(value):
+            return None  # "result: 0 + 8 equals its own ...": the expression is the subject, not the answer
+        if re.search(r"\d", value) or _LATEX_VALUE.search(value):
+            return clean_answer(value)  # "4 because ...", "7 apples" -> the value alone
+        return None
+    if first in _PROSE_OPENERS or len(words) > 3 or re.search(r"\d", whole):
+        return None
+    return whole
+
+
+def _relation(before: str) -> bool:
+    """Whether the expression right before an "=" is one in variables ("x + 91", "a / (1 + r)"): an equation to
+    solve or a formula, not the statement of a value. A lone variable ("x = 5") states a value."""
+    window = before[-200:]
+    m = re.search(r"(?:\\[A-Za-z]+|[\d\s+\-*/^×÷·().,\[\]{}_!%]|(?<![A-Za-z\\])[A-Za-z](?![A-Za-z]))+$", window)
+    expression = m.group().strip() if m else ""
+    names = _VARIABLE.findall(re.sub(r"\\[A-Za-z]+", " ", expression))
+    return bool(names) and not _VARIABLE.fullmatch(expression)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Committed forms
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _phrases(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for m in list(_ANSWER_PHRASE.finditer(text))[-_MAX_PHRASES:]:  # the last commitment wins: the last few decide
+        value = _phrase_value(_SENTENCE_END.split(text[m.end() : m.end() + 600], maxsplit=1)[0])
+        if value:
+            found.append((m.end(), value))
+    found += [(m.start(1), clean_answer(m.group(1))) for m in _VALUE_BEFORE_PHRASE.finditer(text)]
+    return found
+
+
+def _final_sentence(text: str) -> tuple[int, str] | None:
+    """(where it starts, the text) of the last sentence that holds a digit: closing remarks without one ("Enjoy!",
+    "This is a fun puzzle.") are skipped. Sentences end at a line break or at ". ", "! ", "? " ("3.5" is whole)."""
+    offset = len(text)
+    if not _FINISHED.search(text) and not re.search(r"\d", _last_words(text)):
+        return None  # cut off in the middle of words: a text that stops mid-sentence has stated nothing yet
+    for line in reversed(text.splitlines(keepends=True)):
+        offset -= len(line)
+        if not re.search(r"\d", line):
+            continue
+        start, spans = 0, []
+        for m in _SENTENCE_END_MARK.finditer(line):
+            spans.append((start, line[start : m.end()]))
+            start = m.end()
+        spans.append((start, line[start:]))
+        for begin, sentence in reversed(spans):
+            if re.search(r"\d", sentence):
+                return offset + begin, sentence
     return None
 
 
-def _last_number(text: str) -> str | None:
-    numbers = _NUMBER.findall(text)
-    return clean_answer(numbers[-1]) if numbers else None
+def _last_words(text: str) -> str:
+    """The text's last sentence (up to 300 characters back)."""
+    tail = text.rstrip()[-300:]
+    marks = [m.end() for m in _SENTENCE_END_MARK.finditer(tail)] + [tail.rfind("\n") + 1]
+    return tail[max(marks) :]
 
 
-def extract_answer(text: str) -> tuple[str | None, bool]:
-    """(final answer, whether it came from a box); (None, False) when nothing answer-like is found."""
+def _unit_only(rest: str) -> bool:
+    """Whether what follows a number to the end of its sentence is at most a unit and punctuation: "inches.",
+    "in total", "\\text{ cm}", "%" - not prose ("with next to nothing", "as an intermediate result")."""
+    if _CONFIRMED.fullmatch(rest):  # ", that's it."
+        return True
+    if _UNIT_TAIL.fullmatch(rest) is None:
+        return False
+    words = [w.lower() for w in re.findall(r"(?<!\\)\b[A-Za-z]+", re.sub(r"\\[A-Za-z]+\{[^{}]*\}", " ", rest))]
+    if words[-2:] in (["in", "total"], ["in", "all"]):
+        words = words[:-2]
+    return not any(w in _NOT_UNITS for w in words)
+
+
+def _statement(text: str) -> tuple[int, str] | None:
+    """The value the final sentence states: at its end after "is", "=", "gives" ... ("The sum is 55.", "The area is
+    $12\\pi$ square units."); else the right-hand side of its last equation, the value alone ("So, 9 - 5 = 4 and 5
+    becomes 6." -> 4). A value that is the question's arithmetic written again ("=9 - 52") states nothing."""
+    found = _final_sentence(text)
+    if found is None:
+        return None
+    at, sentence = found
+    sentence = _ASIDE_EQUATION.sub(lambda m: " " * len(m.group()), sentence)  # same length: positions hold
+    # Only a verb near the end can state the value that ends the sentence (at most a unit may follow it).
+    stated = [(verb, value) for verb in _STATING.finditer(sentence, max(0, len(sentence) - 300))
+              if (value := _value_at_start(sentence, verb.end())) is not None]
+    if stated:
+        verb, value = stated[-1]  # the last verb followed by a value ("... get 8 in total": not "total")
+        if (not _ARITHMETIC.search(value[0])
+                and _unit_only(re.sub(r"[$*]|\\[)\]]", "", sentence[value[1] :]))
+                and not (verb.group() == "=" and _relation(sentence[: verb.start()]))):
+            return at + verb.end(), clean_answer(value[0])
+    equals = [m.start() for m in re.finditer(r"(?<![<>=!])=(?!=)", sentence)]
+    if equals and not _relation(sentence[: equals[-1]]):
+        value = _value_at_start(sentence, equals[-1] + 1)
+        if value is not None and not _ARITHMETIC.search(value[0]):  # "=9 – 52" restates, it states no value
+            return at + equals[-1] + 1, clean_answer(value[0])
+    return None
+
+
+def _final_line(text: str) -> tuple[int, str] | None:
+    """A last line that is a value alone: "22.", "**7**", "#### 4", "184, that's correct."."""
+    stripped = text.rstrip()
+    start = stripped.rfind("\n") + 1
+    line = stripped[start:]
+    body = re.sub(r"^[\s#>*_$]*(?:\\\(|\\\[)?", "", line.replace("**", "  ").replace("__", "  "))
+    found = _value_at_start(body)
+    if found is None:
+        return None
+    value, end = found
+    after = re.sub(r"\\[)\]]|[*$]", "", body[end:])
+    if not _ARITHMETIC.search(value) and _CONFIRMED.fullmatch(after):
+        return start + len(line) - len(body), clean_answer(value)
+    return None
+
+
+def read_answer(text: str) -> Reading:
+    """The answer ``text`` commits to (see the module docstring); ``NO_READING`` when it commits to none."""
     if not isinstance(text, str):
-        return None, False
+        return NO_READING
     for box in reversed(boxed_contents(text)):
         answer = clean_answer(box)
         if answer:
-            return answer[:MAX_ANSWER_CHARS], True
-    for rule in (_phrase_answer, _trailing_equals_answer, _last_number):
-        answer = rule(text)
-        if answer:
-            return answer[:MAX_ANSWER_CHARS], False
-    return None, False
+            return Reading(answer[:MAX_ANSWER_CHARS], "boxed")
+    candidates = [(at, value, "phrase") for at, value in _phrases(text)]
+    for rule, form in ((_statement, "statement"), (_final_line, "line")):
+        found = rule(text)
+        if found is not None and found[1]:
+            candidates.append((found[0], found[1], form))
+    if not candidates:
+        return NO_READING
+    _, value, form = max(candidates, key=lambda c: c[0])  # the last commitment wins
+    return Reading(value[:MAX_ANSWER_CHARS], form)
+
+
+def last_number(text: str) -> Reading:
+    """The last number written, a guess (form "last-number"); ``NO_READING`` when there is none."""
+    numbers = _NUMBER.findall(text) if isinstance(text, str) else []
+    return Reading(clean_answer(numbers[-1])[:MAX_ANSWER_CHARS], "last-number") if numbers else NO_READING
+
+
+def read_lenient(text: str) -> Reading:
+    """The committed answer, or else the last number written (a guess, form "last-number")."""
+    reading = read_answer(text)
+    return reading if reading.value is not None else last_number(text)
+
+
+def extract_answer(text: str) -> tuple[str | None, bool]:
+    """(committed final answer, whether it came from a box); (None, False) when the text commits to none."""
+    reading = read_answer(text)
+    return reading.value, reading.boxed
+
+
+def extract_lenient(text: str) -> tuple[str | None, bool]:
+    """Like ``extract_answer``, but a text that commits to nothing is read as its last number."""
+    reading = read_lenient(text)
+    return reading.value, reading.boxed
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checking
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def _normalise(s: str) -> str:

@@ -18,7 +18,9 @@ split and cuts by hash.
 
 Reward vector: "correct" (the primary: the extracted letter is the reference letter), "format" (the final answer
 is in the requested form "The answer is (X)"), "length" (1 for answers up to 400 characters, then 400/characters;
-0 when no answer is found, so that saying nothing earns nothing). Extraction: tasks/choice_answers.py.
+0 when no answer is found, so that saying nothing earns nothing). Extraction: tasks/choice_answers.py. An answer that
+commits to no option ("none of the options is correct", a letter beyond the options, an echoed option list) is
+unparsed, reported apart from a wrong answer.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ class MMLUProTask:
     """Multiple-choice questions scored by the letter the answer commits to."""
 
     name = "mmlu-pro"
-    version = "mmlu-pro-v1"  # bump on any change of data, prompt, extraction or scoring
+    # bump on any change of data, prompt, extraction or scoring (v2: extraction tells committed answers from
+    # mentions: option numbers, "b)", letters beyond the options and "none of the options" are no longer misread)
+    version = "mmlu-pro-v2"
     # room for a short chain of thought before "The answer is (X)"
     capabilities = TaskCapabilities(max_new_tokens=256, misleading_hints=True)
 

@@ -13,10 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.tasks.math import HENDRYCKS, HENDRYCKS_SUBJECTS, MathTask
-from harness.tasks.math_answers import answers_match, boxed_contents, extract_answer
-from harness.types import Problem, Task
+from harness.tasks.math_answers import (
+    answers_match,
+    boxed_contents,
+    extract_answer,
+    extract_lenient,
+    read_answer,
+    read_lenient,
+)
+from harness.types import Problem, Task, scalarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "math"
+EXTRACTION = Path(__file__).parent / "fixtures" / "extraction"
 REPO = Path(__file__).resolve().parents[1]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -43,18 +51,86 @@ def _problem(answer: str, prompt: str = "Calculate 23 + 5.") -> Problem:
         ("We add 3 and 5, and finally get 8 in total", "8", False),
         ("The answer is that we add them. That makes 1,000 dollars", "1000", False),
         ("It costs \\$15.", "15", False),
-        ("\\boxed{} I am not sure, maybe 12", "12", False),  # an empty box is no answer
+        ("The answer is 4 and 5 becomes 6", "4", False),  # the value alone, not the words after it
+        ("So, 23 + 5 = 20 + 8 = 28.", "28", False),  # a chain: the last right-hand side
+        ("23 + 5 = 28\nThis was an easy one.", "28", False),  # a closing remark without digits
+        ("28 is the final answer.", "28", False),
+        ("Let me compute.\n\n28", "28", False),  # a final line that is a value alone
+        ("The answer is 27. Wait, 23 + 5 = 28, so the answer is 28.", "28", False),  # the last commitment wins
     ],
 )
 def test_extract_answer_on_chat_model_habits(completion: str, answer: str, from_box: bool) -> None:
     assert extract_answer(completion) == (answer, from_box)
 
 
-@pytest.mark.parametrize("completion", ["", "I don't know.", "Let me think about it", "\\boxed{", "\\boxed{ }"])
-def test_no_answer_is_unparsed(completion: str) -> None:
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "",
+        "I don't know.",
+        "Let me think about it",
+        "\\boxed{",
+        "\\boxed{ }",
+        "\\boxed{} I am not sure, maybe 12",  # an empty box is no answer, and "maybe 12" a guess (math-v2: 12)
+        "... so 3 + 4 is a sum, and 12 is another number",  # a number merely written last (math-v2: 12)
+        "First the tens: 20 + 0 = 20. Then the ones: 3 + 5 = 8. Then we",  # cut off mid-work (math-v2: 8)
+        "x + 2 = 7",  # an equation in x states no value
+        "=23 + 5",  # the question written again
+        "The answer is that we need to add them together",
+    ],
+)
+def test_no_committed_answer_is_unparsed(completion: str) -> None:
     score = MathTask().score(_problem("28"), completion)
     assert score.unparsed and score.extracted is None
-    assert score.rewards == {"correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0.0}
+    assert {k: v for k, v in score.rewards.items() if k != "lenient_correct"} == {
+        "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0.0}
+
+
+def test_a_guess_counts_only_in_lenient_correct() -> None:
+    """A number written last, without a commitment, is unparsed: not right by luck. The old reading is kept,
+    as "lenient_correct" with weight 0 (reported, never trained on)."""
+    task = MathTask()
+    guess = task.score(_problem("28"), "Adding is fun, and 23 and 5 make me think of 28")
+    assert guess.unparsed and guess.extracted is None and guess.rewards["correct"] == 0.0
+    assert guess.rewards["lenient_correct"] == 1.0
+    assert extract_lenient("Adding is fun, and 23 and 5 make me think of 28") == ("28", False)
+    committed = task.score(_problem("28"), "23 + 5 = 27")
+    assert committed.extracted == "27" and committed.rewards["lenient_correct"] == committed.rewards["correct"] == 0.0
+    assert task.reward_weights["lenient_correct"] == 0.0
+    assert scalarize(guess.rewards, task.reward_weights) == 0.0
+    assert read_answer("The answer is 28.").committed and not read_lenient("think of 28").committed
+
+
+def _fixture(source: str) -> list[dict]:
+    rows = [json.loads(line) for line in (EXTRACTION / "math.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r["source"] == source]
+
+
+def _agrees(label: str | None, value: str | None) -> bool:
+    if label is None or value is None:
+        return label is None and value is None
+    return label.replace(" ", "") == value.replace(" ", "") or answers_match(label, value)
+
+
+@pytest.mark.parametrize("source", ["real", "synthetic"])
+def test_extraction_agrees_with_labels_read_by_hand(source: str) -> None:
+    """Labelled SmolLM2-135M outputs (real) and hand-written forms (synthetic): tests/fixtures/extraction/README.md.
+    python bench/extraction_agreement.py prints the figures, the old extractor's beside them."""
+    rows = _fixture(source)
+    assert len(rows) >= (100 if source == "real" else 40)
+    misses = [(r["id"], r["label"], read_answer(r["text"]).value) for r in rows
+              if not _agrees(r["label"], read_answer(r["text"]).value)]
+    assert (len(rows) - len(misses)) / len(rows) >= 0.95, misses
+    # Rows labelled "commits to nothing" must stay unparsed: no value may be read into them by luck.
+    guessed = [m for m in misses if m[1] is None]
+    assert len(guessed) <= 0.05 * sum(r["label"] is None for r in rows), guessed
+
+
+def test_real_fixture_is_mostly_unboxed_so_the_reward_keeps_signal() -> None:
+    """SmolLM2-135M rarely boxes: its committed answers must count without a box, or "correct" would be ~0."""
+    committed = [read_answer(r["text"]) for r in _fixture("real") if r["label"] is not None]
+    assert len(committed) >= 40 and sum(r.boxed for r in committed) <= 3
+    assert sum(r.value is not None for r in committed) >= 0.95 * len(committed)
 
 
 def test_boxed_contents_match_nested_braces() -> None:
@@ -66,14 +142,18 @@ def test_reward_vector_order_and_components() -> None:
     task = MathTask()
     problem = _problem("28")
     boxed_right = task.score(problem, "23 + 5 = 28, so \\boxed{28}")
-    assert list(boxed_right.rewards) == ["correct", "boxed", "strict", "length"]
-    assert boxed_right.rewards == {"correct": 1.0, "boxed": 1.0, "strict": 1.0, "length": 1.0}
+    assert list(boxed_right.rewards) == ["correct", "boxed", "strict", "length", "lenient_correct"]
+    assert boxed_right.rewards == {"correct": 1.0, "boxed": 1.0, "strict": 1.0, "length": 1.0, "lenient_correct": 1.0}
     assert boxed_right.primary == "correct" and boxed_right.success and boxed_right.extracted == "28"
     # Right but unboxed: correct (reported apart from strict), no format reward.
-    assert task.score(problem, "23 + 5 = 28").rewards == {"correct": 1.0, "boxed": 0.0, "strict": 0.0, "length": 1.0}
+    assert task.score(problem, "23 + 5 = 28").rewards == {"correct": 1.0, "boxed": 0.0, "strict": 0.0, "length": 1.0,
+                                                          "lenient_correct": 1.0}
     # Boxed but wrong: the format reward alone (and it is short).
-    assert task.score(problem, "\\boxed{27}").rewards == {"correct": 0.0, "boxed": 1.0, "strict": 0.0, "length": 1.0}
-    assert task.reward_weights == {"correct": 1.0, "boxed": 0.5}  # length is reported, not weighted by default
+    assert task.score(problem, "\\boxed{27}").rewards == {"correct": 0.0, "boxed": 1.0, "strict": 0.0, "length": 1.0,
+                                                          "lenient_correct": 0.0}
+    # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
+    assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
+    assert task.version == "math-v3"
 
 
 @pytest.mark.parametrize(("chars", "length"), [(1, 1.0), (200, 1.0), (350, 0.75), (500, 0.5), (800, 0.0), (5000, 0.0)])
@@ -87,7 +167,8 @@ def test_length_component_falls_linearly_from_target_to_cap(chars: int, length: 
 
 
 def test_length_weight_option_and_no_reward_for_saying_nothing() -> None:
-    assert MathTask(length_weight="0.25").reward_weights == {"correct": 1.0, "boxed": 0.5, "length": 0.25}
+    assert MathTask(length_weight="0.25").reward_weights == {"correct": 1.0, "boxed": 0.5, "length": 0.25,
+                                                             "lenient_correct": 0.0}
     assert MathTask().score(_problem("28"), "").rewards["length"] == 0.0  # silence is not a concise answer
     assert MathTask().score(_problem("28"), "I don't know").rewards["length"] == 0.0
 
@@ -140,10 +221,11 @@ _FRAGMENTS = ["\\boxed{", "\\fbox{", "{", "}", "28", "-3", "1/2", "\\frac{1}{2}"
 @given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(_FRAGMENTS), max_size=30).map("".join)))
 def test_score_never_raises_and_rewards_are_in_unit_interval(completion: str) -> None:
     score = MathTask().score(_problem("28"), completion)
-    assert list(score.rewards) == ["correct", "boxed", "strict", "length"]
+    assert list(score.rewards) == ["correct", "boxed", "strict", "length", "lenient_correct"]
     assert all(0.0 <= v <= 1.0 for v in score.rewards.values())
     assert score.unparsed == (score.extracted is None)
     assert score.rewards["strict"] <= min(score.rewards["correct"], score.rewards["boxed"])
+    assert score.rewards["correct"] <= score.rewards["lenient_correct"]  # lenient reads more, never less
 
 
 def test_messages_ask_for_a_boxed_answer() -> None:

@@ -17,6 +17,7 @@ from harness.tasks.mmlu_pro import MMLU_PRO, MMLUProTask
 from harness.types import Problem, Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mmlu_pro"
+EXTRACTION = Path(__file__).parent / "fixtures" / "extraction"
 REPO = Path(__file__).resolve().parents[1]
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 TEN = ["mitosis", "photosynthesis", "respiration", "fermentation", "osmosis", "diffusion", "transpiration",
@@ -62,7 +63,24 @@ def _problem(answer: str = "B", options: list[str] = TEN) -> Problem:
         ("So we get $\\boxed{\\text{C}}$", "C", "boxed"),
         ("The answer is photosynthesis.", "B", "phrase-text"),
         ("Plants make their sugar by photosynthesis.", "B", "text"),  # the option written out, no letter
-        ("A) mitosis\nB) photosynthesis\n\nSo it must be photosynthesis.", "B", "text"),
+        ("A) mitosis\nB) photosynthesis\n\nSo it must be photosynthesis.", "B", "phrase-text"),  # "so it must be"
+        ("A) mitosis\nB) photosynthesis\n\nIt must be photosynthesis.", "B", "text"),
+        # A committed answer followed by more reasoning that names other letters.
+        ("The answer is B.\n\nStep by step:\nA) mitosis - division\nC) respiration - energy", "B", "phrase"),
+        ("The answer is indeed D. Fermentation is anaerobic.", "D", "phrase"),
+        # Lower case with a closing parenthesis.
+        ("The answer is b) photosynthesis", "B", "phrase"),
+        ("b) photosynthesis", "B", "line"),
+        ("(b)", "B", "line"),
+        # An option named by its number.
+        ("The answer is option 2.", "B", "phrase"),
+        ("Option 3 is correct.", "C", "statement"),
+        ("I chose answer 1 (A).", "A", "phrase"),
+        # Other committed forms found in SmolLM2-135M's answers.
+        ("So it is (C).", "C", "phrase"),
+        ('The correct answer is "D".', "D", "phrase"),
+        ("Therefore, answer B: photosynthesis.", "B", "phrase"),
+        ("1. The answer is backed by option A", "A", "phrase"),
     ],
 )
 def test_extraction_on_chat_model_habits(completion: str, letter: str, form: str) -> None:
@@ -84,10 +102,33 @@ def test_extraction_on_chat_model_habits(completion: str, letter: str, form: str
         "It is respiration, not fermentation.",  # two options in the last sentence: ambiguous
         "The answer is either B or C.",
         "Option A says mitosis and option B says photosynthesis, but which?",
+        "None of the options is correct.",  # not a choice
+        "After checking each one, none of the above is correct.",
+        "The answer is (B). Actually, no. None of the options are correct.",  # the last commitment wins
+        "An incorrect answer is (A).",  # a rejected letter is not a choice
+        "Option A is wrong. The answer is not A.",
+        "The correct answer would be:\nA. mitosis\nB. photosynthesis\nC. respiration",  # the phrase, then the list
+        "A)\nB)\nC)\nD)",  # an echoed list of empty letters
+        "The answer is (X).",  # the instruction's placeholder
+        "The answer is (i) and (iii).",  # roman numerals, not the letter I
+        "Option 11 is correct.",  # an option number beyond the ten options
     ],
 )
 def test_no_committed_answer_is_unparsed(completion: str) -> None:
     assert extract_choice(completion, TEN).letter is None
+
+
+def test_none_of_the_above_is_an_answer_when_an_option_says_so() -> None:
+    options = ["mitosis", "photosynthesis", "respiration", "None of the above"]
+    assert extract_choice("The answer is none of the above.", options).letter == "D"
+    assert extract_choice("None of the above is correct, so the answer is (D).", options).letter == "D"
+    assert extract_choice("None of the options is correct; the closest is B, so the answer is (B).", FOUR).letter == "B"
+
+
+def test_option_numbers_and_numeric_options() -> None:
+    assert extract_choice("I choose option 4 because fermentation is anaerobic.", FOUR).letter == "D"
+    assert extract_choice("Option 5 is correct.", FOUR).letter is None  # beyond the options
+    assert extract_choice("The answer is 2.", ["1", "2", "3", "4"]).letter == "B"  # the option's text, not a number
 
 
 def test_several_letters_the_final_committed_one_wins() -> None:
@@ -99,7 +140,27 @@ def test_several_letters_the_final_committed_one_wins() -> None:
 def test_letters_beyond_the_options_are_invalid() -> None:
     assert extract_choice("The answer is (E).", FOUR).letter is None
     assert extract_choice("The answer is (C). No: the answer is (E).", FOUR).letter == "C"
+    assert extract_choice("The answer is (E). No wait, the answer is (C).", FOUR).letter == "C"
     assert extract_choice("(G)", FOUR).letter is None
+    # A committed letter beyond the options is no answer: no weaker reading may turn it into another option.
+    assert extract_choice("A) mitosis\nThe answer is (E).", FOUR).letter is None
+    assert extract_choice("E. No, because the booster's promise was made to the coach.", FOUR).letter is None
+
+
+def _fixture(source: str) -> list[dict]:
+    rows = [json.loads(line) for line in (EXTRACTION / "choice.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r["source"] == source]
+
+
+@pytest.mark.parametrize("source", ["real", "synthetic"])
+def test_extraction_agrees_with_labels_read_by_hand(source: str) -> None:
+    """Labelled SmolLM2-135M outputs on MMLU (real) and hand-written forms (synthetic): tests/fixtures/extraction/
+    README.md. python bench/extraction_agreement.py prints the figures, the old extractor's beside them."""
+    rows = _fixture(source)
+    assert len(rows) >= 40
+    misses = [(r["id"], r["label"], extract_choice(r["text"], r["options"]).letter) for r in rows
+              if extract_choice(r["text"], r["options"]).letter != r["label"]]
+    assert (len(rows) - len(misses)) / len(rows) >= 0.95, misses
 
 
 def test_option_text_inside_a_longer_option_is_not_a_mention() -> None:
@@ -128,6 +189,10 @@ def test_reward_vector() -> None:
     assert task.score(_problem(), "The answer is (B). Hmm, the answer is C.").rewards["format"] == 0.0
     assert task.reward_weights == {"correct": 1.0, "format": 0.25}
     assert task.capabilities.max_new_tokens == 256
+    assert task.version == "mmlu-pro-v2"
+    # No option chosen: unparsed, not wrong, and no reward at all.
+    none = task.score(_problem(), "None of the options is correct.")
+    assert none.unparsed and none.extracted is None and none.rewards == {"correct": 0.0, "format": 0.0, "length": 0.0}
 
 
 def test_length_decays_with_characters_and_silence_earns_nothing() -> None:
@@ -148,7 +213,8 @@ def test_a_problem_without_options_is_scored_by_letter() -> None:
 
 
 _FRAGMENTS = ["The answer is ", "(", ")", "A", "B", "J", "a", "I", "Answer:", "**", "\n", " ", ".", "option ",
-              "photosynthesis", "\\boxed{", "}", "is correct", "not ", "mitosis"]
+              "photosynthesis", "\\boxed{", "}", "is correct", "not ", "mitosis", "b)", "2", "11", "E",
+              "none of the above", "So it is ", "I chose ", '"', "incorrect ", "Therefore, answer "]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
