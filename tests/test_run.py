@@ -43,7 +43,8 @@ def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
     assert len(by_phase["train"]) == 2 * 2 * 4  # steps x prompts_per_step (preset) x group_size
     first = by_phase["before"][0]
     assert {"problem_id", "text", "extracted", "unparsed", "rewards", "scalar"} <= set(first)
-    assert list(first["rewards"]) == ["correct", "boxed", "strict", "length"]
+    assert list(first["rewards"]) == ["correct", "boxed", "strict", "length", "lenient_correct"]
+    assert first["reference"] is not None and first["prompt"]  # a row can be judged on its own
     assert len(_read_jsonl(folder / "steps.jsonl")) == 2
     assert any("pass@1" in line for line in lines)  # the summary table was printed
 
