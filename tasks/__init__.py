@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 @hookimpl
 def harness_register_tasks(registry: Registry) -> None:
     registry.add("math", "harness.tasks.math:MathTask",
-                 description="Maths problems with a boxed final answer checked by math-verify (reward: correct, boxed,"
-                             " strict, length); sources gym-arithmetic (default), champ, jsonl, hub (MATH)")
+                 description="Maths problems, the committed final answer checked by math-verify (reward: correct, "
+                             "boxed, strict, length; lenient_correct at weight 0); sources gym-arithmetic (default), "
+                             "champ, jsonl, hub (MATH)")
     registry.add("code", "harness.tasks.code:CodeTask",
                  description="Python functions with unit tests run in a sandbox, one reward component per test; "
                              "sources humaneval (offline), hub (HumanEval, MBPP, LiveCodeBench), jsonl")
