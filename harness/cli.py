@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
                             "configuration, and rerunning the grid skips the cells already complete")
+    run_p.add_argument("--size", help="which of the experiment file's sizes to run, e.g. cpu or gpu ([size.NAME] "
+                                      "tables; default: cpu when the file has sizes)")
+    run_p.add_argument("--arm", help="run only these of the experiment file's arms ([[arm]] tables), e.g. "
+                                     "grpo,vpo (default: every arm)")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     run_p.add_argument("--engine",
                        help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
@@ -182,11 +186,16 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
     return options
 
 
+# Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
+RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
+             "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.run import RunConfig, run
-    from harness.runner.grid import LIST_FIELDS, expand, load_experiment, run_grid, split_names
+    from harness.run import run
+    from harness.runner.grid import cells_for, load_experiment, run_grid, split_names
 
     if args.resume:
         from harness.run import resume
@@ -197,24 +206,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValueError(f"--resume continues the run with its own configuration; drop {', '.join(given)}")
         resume(args.resume, threads=args.threads)
         return 0
-    settings = load_experiment(args.config) if args.config else {"options": {}}
-    options = {kind: {**settings["options"].get(kind, {}), **given}
-               for kind, given in parse_overrides(args.overrides).items()}
-    for key in ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k",
-                "out", "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every"):
-        if getattr(args, key) is not None:
-            settings[key] = getattr(args, key)
-    axes = {axis: split_names(settings.pop(axis)) for axis in LIST_FIELDS if axis in settings}
-    settings.pop("options")
-    base = RunConfig(**settings, options=options)
-    cells = expand(base, axes)
+    if (args.size or args.arm) and not args.config:
+        raise ValueError("--size and --arm choose from an experiment file; give it with --config FILE")
+    settings = load_experiment(args.config, size=args.size) if args.config else {"options": {}}
+    given = {key: getattr(args, key) for key in RUN_FLAGS if getattr(args, key) is not None}
+    arms = split_names(args.arm) if args.arm else None
+    cells = cells_for(settings, given, parse_overrides(args.overrides), arms=arms)
     if args.config or len(cells) > 1:
         from harness.runner.distributed import world_size_from_env
 
         if world_size_from_env() > 1:
             raise ValueError("a grid runs its cells one after another in one process; launch each cell with "
                              "torchrun / accelerate launch on its own")
-        print(f"grid: {len(cells)} cells under {base.out}/")
+        size = f" (size {settings['size']})" if "size" in settings else ""
+        print(f"grid: {len(cells)} cells under {cells[0].out}/{size}")
         run_grid(cells)
     else:
         run(replace(cells[0], name=None))

@@ -66,7 +66,7 @@ def _say_skipped(skipped: list[tuple[Path, str]], echo) -> list[tuple[str, str]]
     return shown
 
 
-IDENTITY = ("task", "trainer", "searcher", "model", "seed", "phase", "problems")
+IDENTITY = ("task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems")  # arm: only where runs have one
 ALWAYS_SHOWN = ("trainer", "seed", "phase")  # the others become one line above the table when every row shares them
 SPLIT_AT = 8  # headline metrics one leaderboard table holds on a 1200-pixel page, intervals included
 
@@ -101,14 +101,15 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     seeds = compare.over_seeds(rows)
     seed_differences = compare.differences_over_seeds(after_before + between)
     tables = split(columns)
-    constant = [(c, getattr(rows[0], c)) for c in IDENTITY
+    identity = [c for c in IDENTITY if c != "arm" or any(r.arm for r in rows)]
+    constant = [(c, getattr(rows[0], c)) for c in identity
                 if c not in ALWAYS_SHOWN and len({getattr(r, c) for r in rows}) == 1]
     return {"rows": rows, "columns": columns, "runs": runs, "at_k": at_k,
             # The page's leaderboard: identity columns every row shares are said once above it, and with more
             # than SPLIT_AT metrics, success (pass@k, solved@c) stays in it and best@k gets a table of its own,
             # so neither runs off the page.
             "main_columns": tables[0][1], "best_columns": tables[1][1] if len(tables) > 1 else [],
-            "identity": [c for c in IDENTITY if c not in dict(constant)], "constant": constant,
+            "identity": [c for c in identity if c not in dict(constant)], "constant": constant,
             "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)], "split": split,
             "notes": [(r, r.note) for r in rows if r.note],
             "after_before": after_before, "between": between, "seeds": seeds, "seed_differences": seed_differences,
@@ -184,7 +185,7 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     other = data.other_columns(rows)
     records = []
     for row in rows:
-        record: dict[str, Any] = {k: getattr(row, k) for k in ("task", "trainer", "searcher", "model", "seed",
+        record: dict[str, Any] = {k: getattr(row, k) for k in ("task", "trainer", "arm", "searcher", "model", "seed",
                                                                "phase", "problems", "run")}
         record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
         record["note"] = row.note
@@ -224,11 +225,12 @@ def markdown(context: dict[str, Any]) -> str:
              "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
              "|" + "---|" * (6 + len(columns))]
     for row in context["rows"]:
-        cells = [row.task, row.trainer, row.searcher, row.model, str(row.seed), row.phase,
+        method = f"{row.arm} ({row.trainer})" if row.arm else row.trainer
+        cells = [row.task, method, row.searcher, row.model, str(row.seed), row.phase,
                  *(fmt_ci(row.headline.get(c)) for c in columns)]
         lines.append("| " + " | ".join(cells) + " |")
     if context["notes"]:
-        lines += ["", *(f"- {r.trainer} / {r.searcher} ({r.phase}) s{r.seed}: {note}" for r, note in context["notes"])]
+        lines += ["", *(f"- {r.label} s{r.seed}: {note}" for r, note in context["notes"])]
     lines += _markdown_comparisons(context)
     for task, kind, name in context["at_k"]:
         lines += ["", f"![{task} {kind}@k](plots/{name})"]

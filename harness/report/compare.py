@@ -10,7 +10,8 @@ percentile of 2000 resamples (seeded: the same report twice gives the same figur
 - after - before, within each trained run: the base model and the trained one on the run's own eval problems.
 - method - method: runs that share task, model, seed, searcher, the searcher and task settings the user gave, and
   their eval problems (a trainer's answer format, e.g. VPO's M answers per rollout, may differ: the budget is
-  counted in candidates, so the comparison stays fair, and the table says so).
+  counted in candidates, so the comparison stays fair, and the table says so). A method is the run's arm (an
+  experiment file's [[arm]]) or else its trainer, so two arms of one trainer, an ablation, are two methods.
 
 Means over seeds: runs that differ only in their seed are grouped; the value is the mean of the seeds' figures and
 the interval a bootstrap over problems pooled across the seeds, stratified by seed (each resample redraws every
@@ -163,7 +164,7 @@ def after_minus_before(rows: list[Row], seed: int = 0) -> list[Difference]:
     for phases in by_run.values():
         before, after = phases.get("before"), phases.get("after")
         if before and after:
-            diff = _compare("after - before", after, before, f"{after.trainer} after", "before",
+            diff = _compare("after - before", after, before, f"{after.method} after", "before",
                             ("after - before", seed_key(after)), seed=seed)
             if diff:
                 out.append(diff)
@@ -180,7 +181,7 @@ def method_differences(rows: list[Row], seed: int = 0) -> list[Difference]:
             groups[comparison_key(row)].append(row)
     out = []
     for members in groups.values():
-        members.sort(key=lambda r: (r.trainer == "none", r.trainer, r.run))
+        members.sort(key=lambda r: (r.trainer == "none", r.method, r.run))
         labels = _labels(members)
         for i, a in enumerate(members):
             for b in members[i + 1:]:
@@ -195,13 +196,13 @@ def method_differences(rows: list[Row], seed: int = 0) -> list[Difference]:
 
 
 def _labels(rows: list[Row]) -> dict[str, str]:
-    """A method's label: its trainer ("none (base model)" for an evaluation-only run), with the run's name where
-    two runs of one group share a trainer."""
+    """A method's label: its arm or trainer ("none (base model)" for an evaluation-only run), with the run's name
+    where two runs of one group share it."""
     count = defaultdict(int)
     for row in rows:
-        count[row.trainer] += 1
-    return {row.run_dir: (f"none ({BASE})" if row.trainer == "none" else row.trainer)
-            + (f" [{row.run}]" if count[row.trainer] > 1 else "") for row in rows}
+        count[row.method] += 1
+    return {row.run_dir: (f"{row.method} ({BASE})" if row.trainer == "none" else row.method)
+            + (f" [{row.run}]" if count[row.method] > 1 else "") for row in rows}
 
 
 def _answer_formats(a: Row, b: Row) -> str:
@@ -292,10 +293,10 @@ def merge_baselines(rows: list[Row]) -> list[Row]:
     for clusters in groups.values():
         for cluster in clusters:
             first = cluster[0]
-            trainers = sorted({r.trainer for r in cluster})
-            row = dataclasses.replace(first, trainer=", ".join(trainers),
-                                      shared_by=trainers if len(cluster) > 1 else [])
-            if len(cluster) > 1:
+            trainers = sorted({r.method for r in cluster})  # the methods (arms or trainers) that share the row
+            row = dataclasses.replace(first)  # a copy: the notes below are the leaderboard's, not the run's
+            if len(cluster) > 1:  # the row stands for several methods: its trainer column lists them
+                row = dataclasses.replace(first, trainer=", ".join(trainers), arm="", shared_by=trainers)
                 row.note = (f"one row for the before-evaluations of {len(cluster)} runs ({', '.join(trainers)}): "
                             "the same base model, searcher settings and problems gave the same figures")
             if len(clusters) > 1:
@@ -315,7 +316,7 @@ def merge_baselines(rows: list[Row]) -> list[Row]:
             for other in footing:
                 if other is not row and baseline_key(other) != baseline_key(row):
                     why = _baseline_differences(row, other)
-                    row.note = _join(row.note, f"evaluated apart from the before-evaluation of {other.trainer} "
+                    row.note = _join(row.note, f"evaluated apart from the before-evaluation of {other.method} "
                                      f"({other.run}): {why}")
     out = []
     for row in rows:
@@ -398,9 +399,9 @@ def over_seeds(rows: list[Row], seed: int = 0) -> list[OverSeeds]:
             continue
         members.sort(key=lambda r: r.seed)
         first = members[0]
-        trainers = sorted({t for r in members for t in r.trainer.split(", ")})
+        trainers = sorted({t for r in members for t in r.method.split(", ")})
         label = (f"{BASE} (before: {', '.join(trainers)})" if first.phase == "before" else
-                 f"{first.trainer} ({first.phase})")
+                 f"{first.method} ({first.phase})")
         group = OverSeeds("run", first.task, first.model, first.searcher, label, [r.seed for r in members],
                           runs=[r.run for r in members])
         for name in sorted(set.intersection(*(set(r.headline) for r in members)), key=_order):
@@ -458,7 +459,7 @@ def solved_only_by(rows: list[Row]) -> list[SolvedOnly]:
         several_searchers = len({r.searcher for r in members}) > 1
         solved: dict[str, dict[str, bool]] = defaultdict(dict)
         for row in members:
-            method = BASE if row.phase == "before" or row.trainer == "none" else row.trainer
+            method = BASE if row.phase == "before" or row.trainer == "none" else row.method
             if several_searchers:
                 method += f" / {row.searcher}"
             for problem, ok in row.solved.items():

@@ -60,22 +60,28 @@ class Row:
     other: dict[str, float] = field(default_factory=dict)  # every other scalar of the phase (diversity/..., ...)
     shared_by: list[str] = field(default_factory=list)  # a "before" row standing for several runs: their trainers
     note: str = ""  # why this row is as it is (merged baselines, baselines kept apart)
+    arm: str = ""  # the experiment file's arm the run belongs to ("" outside arms)
     # Not exported: per-problem values of each headline metric that reproduce its figure ("pass@4" -> {id: value}),
     # which problems any candidate solved, and the run's manifest (for grouping runs).
     values: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
     solved: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
     manifest: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    EXPORTED = ("run", "run_dir", "task", "trainer", "searcher", "model", "seed", "phase", "problems", "other",
-                "shared_by", "note")
+    EXPORTED = ("run", "run_dir", "task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems",
+                "other", "shared_by", "note")
 
     @property
     def anchor(self) -> str:
         return re.sub(r"[^A-Za-z0-9_-]", "-", f"{self.run}-{self.phase}")
 
     @property
+    def method(self) -> str:
+        """What the comparisons call the run: its arm (two arms of one trainer are two methods), else its trainer."""
+        return self.arm or self.trainer
+
+    @property
     def label(self) -> str:
-        return f"{self.trainer} / {self.searcher} ({self.phase})"
+        return f"{self.method} / {self.searcher} ({self.phase})"
 
     @property
     def answers_per_rollout(self) -> int:
@@ -96,6 +102,7 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0) -> list[Row]:
         metrics = {r["key"]: r["value"] for r in conn.execute("SELECT key, value FROM metrics WHERE run_dir = ?",
                                                               (run["run_dir"],))}
         manifest = json.loads(run["manifest"])
+        config = manifest.get("config") or {}
         m = answers_per_rollout(manifest)
         for phase in PHASES:
             mine = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(phase + "/")}
@@ -105,7 +112,7 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0) -> list[Row]:
                                        (run["run_dir"], phase)).fetchall()
             problems = int(manifest.get("task", {}).get("eval_problems") or len(per_problem))
             row = Row(run["name"], run["run_dir"], run["task"], run["trainer"], run["searcher"], run["model"],
-                      run["seed"], phase, problems, manifest=manifest,
+                      run["seed"], phase, problems, manifest=manifest, arm=str(config.get("arm") or ""),
                       solved={p["problem_id"]: p["successes"] > 0 for p in per_problem})
             for name, value in sorted(mine.items(), key=lambda kv: _order(kv[0])):
                 match = HEADLINE.match(name)

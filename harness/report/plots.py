@@ -85,7 +85,7 @@ def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]
                 (x0, y0), (x1, y1) = points
                 ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "color": "0.5"})
                 ax.scatter([x0], [y0], color="0.6", s=18)
-                ax.scatter([x1], [y1], s=30, label=f"{after.trainer} s{after.seed}")
+                ax.scatter([x1], [y1], s=30, label=f"{after.method} s{after.seed}")
                 drawn = True
         if drawn:
             ax.set_xlabel(f"behaviour/{name} (mean over answers)")

@@ -28,6 +28,7 @@ class RunConfig:
     engine: str = "transformers"  # a registered rollout engine (`harness list`)
     engine_url: str = ""  # the engine's option url (--engine-url: a vLLM server)
     engine_weights_dir: str = ""  # its option weights_dir: a folder the server reads too (another machine)
+    arm: str = ""  # the experiment file's arm this cell belongs to ([[arm]] tables); "" outside arms
 
     def engine_options(self) -> dict[str, Any]:
         """The engine's options: --engine-url and --engine-weights-dir, then --set engine.KEY=VALUE."""

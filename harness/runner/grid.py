@@ -1,14 +1,18 @@
 """A grid of runs: every task x trainer x searcher x seed, each cell a normal run in a folder named by its
 configuration, so rerunning the same grid skips the cells already complete and redoes only the rest.
 
-Every cell of a grid shares the run-level settings (model, preset, steps, limit, k, options), so cells that differ
-only in the trainer see the same problems in the same order with the same sampling seeds.
+Every cell of a grid shares the run-level settings (model, preset, limit, k, options), so cells that differ only
+in the trainer see the same problems in the same order with the same sampling seeds. An experiment file may instead
+list arms ([[arm]] tables: a named trainer with its own options, e.g. an ablation's estimator): the grid is then
+arm x task x searcher x seed, and each cell carries its arm's name. Its sizes ([size.cpu], [size.gpu]) are the
+same experiment at two scales.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from dataclasses import asdict, fields, replace
@@ -49,12 +53,16 @@ def expand(base: RunConfig, axes: dict[str, list[Any]]) -> list[RunConfig]:
 
 
 def cell_name(cfg: RunConfig) -> str:
-    """``<task>-<trainer>-<searcher>-seed<N>-<hash>``: readable, and unique to everything that changes results."""
+    """``<task>-<trainer or arm>-<searcher>-seed<N>-<hash>``: readable, and unique to everything that changes results
+    (an arm's name included, so two arms never share a folder even with equal settings)."""
     identity = {k: v for k, v in asdict(cfg).items() if k not in NOT_IN_IDENTITY}
     if identity.get("engine") == "transformers":  # the default engine keeps the names cells had before engines
         del identity["engine"]
+    if not identity.get("arm"):  # so do cells outside arms: their names are the ones they had before arms
+        identity.pop("arm", None)
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
+    # an arm's name stands for its trainer: two arms of one trainer (an ablation) must be told apart at a glance
+    label = f"{cfg.task}-{cfg.arm or cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
     return f"{label}-{digest}"
 
 
@@ -109,11 +117,54 @@ def check_cell(cfg: RunConfig, plugins: Any) -> None:
         raise ValueError(f"grid cell {cfg.name}: {exc}") from None
 
 
-def load_experiment(path: Path | str) -> dict[str, Any]:
+def load_experiment(path: Path | str, size: str | None = None) -> dict[str, Any]:
     """A grid written down: a TOML (or YAML, with PyYAML installed) file whose keys are RunConfig fields (task,
     trainer, searcher and seed may be lists) plus ``[set.task]``, ``[set.trainer]``, ``[set.searcher]`` tables of
-    plugin options. Unknown keys and wrong types are refused in one line naming the file."""
+    plugin options. Optionally:
+
+    - ``[size.NAME]`` tables (e.g. cpu and gpu) of the same keys, overriding the shared ones for that size: ``size``
+      picks one, "cpu" by default when the file has sizes;
+    - ``[[arm]]`` tables, each a method of the comparison: ``name``, ``trainer``, optionally ``searcher`` and
+      ``steps``, its own ``[arm.set.KIND]`` options over the shared ones and ``[arm.size.NAME]`` overrides (steps,
+      set). Returned as ``arms``: [{"name", "trainer", "searcher", "steps", "options"}], the size applied.
+
+    Unknown keys and wrong types are refused in one line naming the file."""
     path = Path(path)
+    data = _read(path)
+    sizes = data.pop("size", None)
+    arms = data.pop("arm", None)
+    settings = _settings(data, f"{path}", top=True)
+    if sizes is None:
+        if size is not None:
+            raise ValueError(f"{path}: has no [size.*] tables; drop --size {size}")
+    else:
+        if not isinstance(sizes, dict) or not sizes or not all(isinstance(v, dict) for v in sizes.values()):
+            raise ValueError(f"{path}: 'size' must hold tables of settings, e.g. [size.cpu] and [size.gpu]")
+        size = size or DEFAULT_SIZE
+        if size not in sizes:
+            raise ValueError(f"{path}: no size {size!r}; sizes: {', '.join(sizes)}")
+        settings = _merge(settings, _settings(dict(sizes[size]), f"{path} [size.{size}]"))
+        settings["size"] = size
+    if arms is not None:
+        if "trainer" in settings:
+            raise ValueError(f"{path}: with [[arm]] tables each arm names its trainer; remove the shared 'trainer'")
+        if not isinstance(arms, list) or not arms:
+            raise ValueError(f"{path}: 'arm' must be [[arm]] tables, each with a name and a trainer")
+        settings["arms"] = [_arm(arm, i, path, size, sizes or {}) for i, arm in enumerate(arms, 1)]
+        names = [arm["name"] for arm in settings["arms"]]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{path}: arm name(s) {', '.join(twice)} used twice; each arm needs its own name")
+    return settings
+
+
+DEFAULT_SIZE = "cpu"  # what `harness run --config FILE` runs when the file has sizes and --size is not given
+OPTION_KINDS = ("task", "trainer", "searcher")
+ARM_KEYS = ("name", "trainer", "searcher", "steps", "set", "size")
+ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # it becomes part of a folder name
+
+
+def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"experiment file {path} does not exist")
     text = path.read_text()
@@ -132,23 +183,124 @@ def load_experiment(path: Path | str) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a table of settings at the top level")
-    known = {f.name for f in fields(RunConfig)} - {"options", "name"}
+    return data
+
+
+def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, Any]:
+    """Run-level settings and ``set`` tables (the top level of a file, or one of its sizes), checked."""
+    known = {f.name for f in fields(RunConfig)} - {"options", "name", "arm"}
     unknown = sorted(set(data) - known - {"set"})
     if unknown:
-        raise ValueError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}, set")
-    options = data.pop("set", {}) or {}
-    if not isinstance(options, dict) or not all(k in ("task", "trainer", "searcher") and isinstance(v, dict)
-                                                 for k, v in options.items()):
-        raise ValueError(f"{path}: 'set' must hold tables named task, trainer or searcher")
+        tables = ", set, arm, size" if top else ", set"  # arms and sizes are tables of the top level only
+        raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+                         f"{tables}")
+    options = _options(data.pop("set", {}), where)
     for key in ("steps", "limit", "train_limit", "threads"):
         if key in data and data[key] is not None:
-            data[key] = _int(data[key], f"{path}: {key}")
+            data[key] = _int(data[key], f"{where}: {key}")
     if isinstance(data.get("k"), list):  # k = [1, 4, 16] -> "1,4,16", as on the command line
-        data["k"] = ",".join(str(_int(k, f"{path}: k")) for k in data["k"])
+        data["k"] = ",".join(str(_int(k, f"{where}: k")) for k in data["k"])
     for key in ("model", "preset", "out", "k"):
         if key in data and not isinstance(data[key], (str, int)):
-            raise ValueError(f"{path}: {key} should be a string, got {data[key]!r}")
-    return {**data, "options": {kind: dict(options.get(kind, {})) for kind in ("task", "trainer", "searcher")}}
+            raise ValueError(f"{where}: {key} should be a string, got {data[key]!r}")
+    return {**data, "options": options}
+
+
+def _options(options: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``set`` tables -> {"task": {...}, "trainer": {...}, "searcher": {...}}."""
+    options = options or {}
+    if not isinstance(options, dict) or not all(k in OPTION_KINDS and isinstance(v, dict)
+                                                 for k, v in options.items()):
+        raise ValueError(f"{where}: 'set' must hold tables named task, trainer or searcher")
+    return {kind: dict(options.get(kind, {})) for kind in OPTION_KINDS}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over``'s settings replace ``base``'s; their option tables merge key by key."""
+    options = {kind: {**base["options"].get(kind, {}), **over["options"].get(kind, {})} for kind in OPTION_KINDS}
+    return {**base, **over, "options": options}
+
+
+def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """One [[arm]] table, checked, with the chosen size's overrides applied."""
+    name = arm.get("name") if isinstance(arm, dict) else None
+    where = f"{path}: arm {number}" + (f" ({name})" if isinstance(name, str) else "")
+    if not isinstance(arm, dict):
+        raise ValueError(f"{where}: expected a table with a name and a trainer")
+    unknown = sorted(set(arm) - set(ARM_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; an arm takes {', '.join(ARM_KEYS)}")
+    if not isinstance(name, str) or not ARM_NAME.fullmatch(name):
+        raise ValueError(f"{where}: 'name' must be letters, digits, '_', '.' or '-' (it names the run folders), "
+                         f"got {name!r}")
+    if not isinstance(arm.get("trainer"), str) or not arm["trainer"].strip():
+        raise ValueError(f"{where}: 'trainer' must name a trainer (or 'none'), got {arm.get('trainer')!r}")
+    searcher = arm.get("searcher")
+    if searcher is not None and not (isinstance(searcher, str) and searcher.strip()):
+        raise ValueError(f"{where}: 'searcher' must name a searcher, got {searcher!r}")
+    out = {"name": name, "trainer": arm["trainer"].strip(), "searcher": searcher and searcher.strip(),
+           "steps": None if arm.get("steps") is None else _int(arm["steps"], f"{where}: steps"),
+           "options": _options(arm.get("set"), where)}
+    own_sizes = arm.get("size") or {}
+    if not isinstance(own_sizes, dict) or not all(isinstance(v, dict) for v in own_sizes.values()):
+        raise ValueError(f"{where}: 'size' must hold tables, e.g. [arm.size.gpu.set.trainer]")
+    strange = sorted(set(own_sizes) - set(sizes))
+    if strange:
+        raise ValueError(f"{where}: size(s) {', '.join(strange)} not among the file's sizes "
+                         f"({', '.join(sizes) or 'none'})")
+    chosen = own_sizes.get(size) or {}
+    unknown = sorted(set(chosen) - {"steps", "set"})
+    if unknown:
+        raise ValueError(f"{where} [size.{size}]: unknown key(s) {', '.join(unknown)}; an arm's size takes steps "
+                         "and set")
+    if chosen.get("steps") is not None:
+        out["steps"] = _int(chosen["steps"], f"{where} [size.{size}]: steps")
+    return _merge(out, {"options": _options(chosen.get("set"), f"{where} [size.{size}]")})
+
+
+def cells_for(settings: dict[str, Any], given: dict[str, Any], cli_options: dict[str, dict[str, Any]],
+              arms: list[str] | None = None) -> list[RunConfig]:
+    """The cells of `harness run`: an experiment file's settings (``load_experiment``; ``{"options": {}}`` without
+    one) under the flags the command line gave (``given``) and its ``--set`` options, which override the file.
+
+    Options are layered: the file's shared [set.*] < its size's < an arm's < the arm's size's < --set. Without arms
+    the cells are the grid of task x trainer x searcher x seed, as before; with arms, arm x task x searcher x seed,
+    where an arm's trainer, searcher and steps replace the shared ones (--searcher and --steps still win), and
+    ``arms`` (--arm) keeps only the arms named."""
+    settings = {**settings, **given}
+    settings.pop("size", None)
+    shared = settings.pop("options")
+    arm_tables = settings.pop("arms", None)
+    axes = {axis: split_names(settings.pop(axis)) for axis in LIST_FIELDS if axis in settings}
+
+    def layered(*tables: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # the kinds --set gave (task, trainer, searcher, and engine only when given), as a run without a file has
+        return {kind: {k: v for table in tables for k, v in table.get(kind, {}).items()} for kind in cli_options}
+
+    if arm_tables is None:
+        if arms:
+            raise ValueError("--arm chooses among an experiment file's [[arm]] tables; this run has none")
+        return expand(RunConfig(**settings, options=layered(shared, cli_options)), axes)
+    if "trainer" in given:
+        raise ValueError("--trainer: the experiment file's arms name their trainers; choose arms with --arm")
+    chosen = arm_tables
+    if arms:
+        known = [a["name"] for a in arm_tables]
+        missing = [name for name in arms if name not in known]
+        if missing:
+            raise ValueError(f"--arm {','.join(missing)}: no such arm; arms: {', '.join(known)}")
+        chosen = [a for a in arm_tables if a["name"] in arms]
+    cells: list[RunConfig] = []
+    for arm in chosen:
+        own = {"trainer": arm["trainer"], "arm": arm["name"]}
+        if arm["steps"] is not None and "steps" not in given:
+            own["steps"] = arm["steps"]
+        arm_axes = dict(axes)
+        if arm["searcher"] and "searcher" not in given:
+            arm_axes["searcher"] = [arm["searcher"]]
+        base = RunConfig(**{**settings, **own}, options=layered(shared, arm["options"], cli_options))
+        cells += expand(base, arm_axes)
+    return cells
 
 
 def _int(value: Any, what: str) -> int:

@@ -1,0 +1,241 @@
+"""Experiment files: arms (named methods with their own options) and sizes (cpu, gpu) in an experiment file, and
+the files under experiments/, each checked cell by cell without a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.report import compare
+from harness.report.build import build_report
+from harness.report.data import leaderboard
+from harness.runner.config import RunConfig
+from harness.runner.grid import cells_for, check_cell, expand, load_experiment, run_grid
+from harness.runner.plan import build_plugins
+from harness.store.results_db import connect, find_runs, rebuild
+
+EXPERIMENTS = sorted((Path(__file__).resolve().parent.parent / "experiments").glob("*.toml"))
+NO_SET = {"task": {}, "trainer": {}, "searcher": {}}  # `--set` given nothing
+# Cells the runner refuses today, with the reason; when one starts to pass, drop it here and in its file's STATUS.
+KNOWN_REFUSALS = {("vpo_seeds_evolve.toml", "vpo"): "cannot evaluate a policy that writes 4 answers per rollout"}
+
+TWO_ARMS = """
+model = "tiny-random"
+task = "math"
+seed = [0, 1]
+steps = 2
+limit = 2
+k = "1,2"
+[set.trainer]
+prompts_per_step = 1
+[set.searcher]
+n = 2
+max_new_tokens = 4
+
+[size.cpu]
+train_limit = 2
+[size.gpu]
+steps = 200
+model = "big"
+
+[[arm]]
+name = "grpo"
+trainer = "grpo"
+[arm.set.trainer]
+group_size = 2
+max_new_tokens = 4
+
+[[arm]]
+name = "grpo-random-weights"
+trainer = "grpo"
+steps = 3
+[arm.set.trainer]
+group_size = 2
+max_new_tokens = 4
+advantage = "random_weights"
+[arm.size.gpu]
+steps = 300
+[arm.size.gpu.set.trainer]
+group_size = 16
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The files under experiments/
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_there_is_a_file_per_claim():
+    assert {p.name for p in EXPERIMENTS} >= {"vpo_vs_grpo.toml", "vpo_seeds_evolve.toml", "vspo_expertise.toml",
+                                             "vspo_robustness.toml", "pkpo_vs_grpo.toml"}
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_each_file_states_its_claim_and_runs_in_two_sizes(path):
+    header = path.read_text()
+    for part in ("Claim:", "Paper:", "Expected signature:", "CPU size", "GPU size",
+                 f"harness run --config experiments/{path.name}", "harness report"):
+        assert part in header, f"{path.name}: no {part!r} in its header"
+    cpu, gpu = load_experiment(path), load_experiment(path, size="gpu")
+    assert cpu["size"] == "cpu" and cpu["model"] == "smollm2-135m"
+    assert gpu["model"].startswith("Qwen/")
+    assert cpu["out"] != gpu["out"]  # a report over one size's folder never mixes in the other's runs
+    assert len(cpu["arms"]) >= 2 and cpu["seed"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("size", ["cpu", "gpu"])
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_every_cell_of_every_file_builds(path, size, plugins):
+    """Every cell's task, trainer and searcher are built with the file's options (no model, no data), so every
+    option written in the file is one its plugin takes."""
+    cells = cells_for(load_experiment(path, size=size), {}, NO_SET)
+    assert len({c.name for c in cells}) == len(cells)
+    for cfg in cells:
+        refusal = KNOWN_REFUSALS.get((path.name, cfg.arm))
+        if refusal:
+            with pytest.raises(ValueError, match=refusal):
+                check_cell(cfg, plugins)
+            continue
+        check_cell(cfg, plugins)
+        build_plugins(cfg, plugins, with_task=True)  # the task's options too (check_cell resolves only its name)
+
+
+def test_the_smoke_flags_override_every_arm(plugins):
+    """`--model tiny-random --limit 2 --train-limit 4 --steps 1 --seed 0` reach every cell, arms' own steps too."""
+    given = {"model": "tiny-random", "limit": 2, "train_limit": 4, "steps": 1, "seed": "0", "out": "/tmp/x"}
+    for path in EXPERIMENTS:
+        for cfg in cells_for(load_experiment(path), given, NO_SET):
+            assert (cfg.model, cfg.limit, cfg.train_limit, cfg.steps, cfg.seed) == ("tiny-random", 2, 4, 1, 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Arms and sizes
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_arms_are_cells_of_their_own_with_their_options(tmp_path):
+    cells = cells_for(load_experiment(_write(tmp_path, TWO_ARMS)), {}, NO_SET)
+    assert [(c.arm, c.trainer, c.seed) for c in cells] == [("grpo", "grpo", 0), ("grpo", "grpo", 1),
+                                                          ("grpo-random-weights", "grpo", 0),
+                                                          ("grpo-random-weights", "grpo", 1)]
+    assert len({c.name for c in cells}) == 4
+    assert cells[0].name.startswith("math-grpo-best-of-k-seed0-")
+    assert cells[2].name.startswith("math-grpo-random-weights-best-of-k-seed0-")
+    plain, ablation = cells[0], cells[2]
+    assert plain.options["trainer"] == {"prompts_per_step": 1, "group_size": 2, "max_new_tokens": 4}
+    assert ablation.options["trainer"]["advantage"] == "random_weights"
+    assert ablation.options["searcher"] == plain.options["searcher"] == {"n": 2, "max_new_tokens": 4}
+    assert (plain.steps, ablation.steps, plain.train_limit) == (2, 3, 2)
+    # The arm's name is part of the cell's identity: equal settings under two names are two cells.
+    from dataclasses import replace
+
+    from harness.runner.grid import cell_name
+
+    assert cell_name(replace(plain, arm="other")) != cell_name(plain)
+
+
+def test_options_are_layered_shared_size_arm_arm_size_command_line(tmp_path):
+    path = _write(tmp_path, TWO_ARMS)
+    gpu = cells_for(load_experiment(path, size="gpu"), {}, NO_SET)
+    plain, ablation = gpu[0], gpu[2]
+    assert (plain.model, plain.steps, ablation.steps) == ("big", 200, 300)  # size < arm < arm's size
+    assert (plain.options["trainer"]["group_size"], ablation.options["trainer"]["group_size"]) == (2, 16)
+    cli = {"task": {}, "trainer": {"group_size": "4"}, "searcher": {"n": "8"}}
+    flags = {"steps": 1, "seed": "5", "searcher": "best-of-k"}
+    for cfg in cells_for(load_experiment(path, size="gpu"), flags, cli):  # the command line wins over all of it
+        assert (cfg.steps, cfg.seed, cfg.options["trainer"]["group_size"], cfg.options["searcher"]["n"]) == (
+            1, 5, "4", "8")
+
+
+def test_a_file_without_arms_gives_the_cells_it_gave_before(tmp_path):
+    """Names pinned from the code before arms existed: rerunning an old grid still finds its finished cells."""
+    path = _write(tmp_path, 'model = "tiny-random"\ntrainer = ["none", "grpo"]\nseed = [0, 1]\nsteps = 1\n'
+                            'limit = 2\nk = "1,2"\n[set.trainer]\ngroup_size = 2\n[set.searcher]\nn = 2\n')
+    cells = cells_for(load_experiment(path), {}, NO_SET)
+    assert [c.name for c in cells] == ["math-none-best-of-k-seed0-2d7833e4", "math-none-best-of-k-seed1-90450903",
+                                       "math-grpo-best-of-k-seed0-6da28b55", "math-grpo-best-of-k-seed1-c07ae495"]
+    assert all(c.arm == "" for c in cells)
+    base = RunConfig(model="tiny-random", steps=1, limit=2, k="1,2",
+                     options={"task": {}, "trainer": {"group_size": 2}, "searcher": {"n": 2}})
+    assert cells == expand(base, {"trainer": ["none", "grpo"], "seed": [0, 1]})
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[arm]]\ntrainer = "grpo"\n', "arm 1: 'name' must be"),
+    ('[[arm]]\nname = "a b"\ntrainer = "grpo"\n', r"arm 1 \(a b\): 'name' must be"),
+    ('[[arm]]\nname = "a"\n', r"arm 1 \(a\): 'trainer' must name a trainer"),
+    ('[[arm]]\nname = "a"\ntrainer = "grpo"\nlr = 1\n', r"arm 1 \(a\): unknown key\(s\) lr"),
+    ('[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.set.optimizer]\nlr = 1\n', "'set' must hold"),
+    ('[[arm]]\nname = "a"\ntrainer = "grpo"\n[[arm]]\nname = "a"\ntrainer = "vpo"\n', "arm name.s. a used twice"),
+    ('trainer = "grpo"\n[[arm]]\nname = "a"\ntrainer = "vpo"\n', "remove the shared 'trainer'"),
+    ('arm = "grpo"\n', "'arm' must be"),
+    ('[size.cpu]\n[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.size.gpu]\nsteps = 2\n', "size.s. gpu not among"),
+    ('[size.cpu]\n[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.size.cpu]\nmodel = "x"\n', r"unknown key\(s\) model"),
+    ('[[arm]]\nname = "a"\ntrainer = "grpo"\nsteps = "many"\n', "steps should be an integer"),
+    ('[size.cpu]\nlimt = 3\n', r"\[size.cpu\]: unknown setting\(s\) limt"),
+])
+def test_a_bad_arm_or_size_is_one_line_naming_the_file(tmp_path, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError, match=message) as error:
+        load_experiment(path)
+    assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_sizes_are_chosen_and_checked(tmp_path):
+    path = _write(tmp_path, TWO_ARMS)
+    assert load_experiment(path)["size"] == "cpu" and load_experiment(path, "gpu")["model"] == "big"
+    with pytest.raises(ValueError, match="no size 'tpu'; sizes: cpu, gpu"):
+        load_experiment(path, "tpu")
+    with pytest.raises(ValueError, match=r"has no \[size"):
+        load_experiment(_write(tmp_path, 'trainer = "grpo"\n', "plain.toml"), "gpu")
+
+
+def test_cli_arm_and_size_flags(tmp_path, capsys, monkeypatch):
+    path = _write(tmp_path, TWO_ARMS)
+    ran = []
+    monkeypatch.setattr("harness.runner.grid.run_grid", lambda cells: ran.append(cells))
+    assert main(["run", "--config", str(path), "--arm", "grpo-random-weights", "--size", "gpu", "--seed", "0"]) == 0
+    assert [(c.arm, c.seed, c.model) for c in ran[0]] == [("grpo-random-weights", 0, "big")]
+    assert "grid: 1 cells" in capsys.readouterr().out
+    for argv, message in ((["--arm", "nope"], "--arm nope: no such arm; arms: grpo, grpo-random-weights"),
+                          (["--trainer", "vpo"], "--trainer: the experiment file's arms name their trainers")):
+        assert main(["run", "--config", str(path), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert main(["run", "--arm", "grpo", "--model", "tiny-random"]) == 2
+    assert "give it with --config FILE" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# End to end on the tiny model: two arms of one trainer run, and the report pairs them as two methods
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_two_arms_run_and_the_report_pairs_them(tmp_path, plugins, tiny_policy_spec):
+    path = _write(tmp_path, TWO_ARMS)
+    given = {"seed": "0", "steps": 1, "out": str(tmp_path / "runs")}  # as `harness run --seed 0 --steps 1 --out`
+    cells = cells_for(load_experiment(path), given, NO_SET)
+    folders = run_grid(cells, plugins=plugins, echo=lambda _: None)
+    assert [json.loads((f / "manifest.json").read_text())["config"]["arm"] for f in folders] == [
+        "grpo", "grpo-random-weights"]
+
+    db = tmp_path / "results.sqlite"
+    rebuild(db, find_runs([tmp_path / "runs"]))
+    rows = leaderboard(connect(db))
+    (pair,) = compare.method_differences(rows)
+    assert (pair.a, pair.b, pair.seed, pair.problems) == ("grpo", "grpo-random-weights", 0, 2)
+    assert {d.a for d in compare.after_minus_before(rows)} == {"grpo after", "grpo-random-weights after"}
+    (solved,) = compare.solved_only_by(rows)
+    assert set(solved.methods) == {"base model", "grpo", "grpo-random-weights"}
+    build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None)
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "grpo-random-weights (grpo)" in markdown
