@@ -3,7 +3,8 @@
 The model is a 2-layer Llama over a 9-word vocabulary (``WORDS``): a random one samples every word with a
 substantial probability, so a reward on which word comes first has signal from the first step, and a few dozen RL
 steps at a high learning rate move it. The chat template writes the messages' text; words outside the vocabulary
-become <unk>, so every problem's prompt is "Q" and the policy cannot tell problems apart (what the PKPO check needs).
+become <unk>. The trainers' tasks give every problem the prompt "Q", so the policy cannot tell problems apart (what
+the PKPO check needs). Evolve's task is answered by a scripted engine (``fixing_responder``), not by the model.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ so CI proves every check can fail. The environments (tests/known_outcome_tasks.p
    them, and the weights (1.0, 0.9, 0.8) give a scalar reward one best answer. GRPO's policy collapses onto "a":
    M = 3 independent samples cover 1 component. VPO's set reward E_w[max_m w . r(y_m)] pays for covering several,
    so its M-answer sets cover more. Broken: the same VPO trainer with ``advantage=grpo`` (each answer scored on its
-   own, the set's mean): its sets collapse onto "a" too.
+   own, the set's mean): its sets collapse onto "a" too. (Not M = 1: VPO's Dirichlet trade-offs ignore the sizes
+   of the task's weights, so with M = 1 it collapses onto whichever component the draws favour, and M samples of a
+   policy still mixed at the end cover more than GRPO's: +0.69 at seed 2 of 0-4.)
 2. VSPO (``AnythingTask``, reward 1 for any answer): a steering vector at the last layer along the (centred) tied
    embedding of "a" makes steered rollouts write "a" more often; the strength reward r0 + alpha * beta prefers the
    strongly steered rollouts, so the UNSTEERED policy comes to write "a" more often. Broken: alpha = 0 (no steering
@@ -103,8 +105,8 @@ def sample(policy, prompts, n: int, max_new_tokens: int, steering=None):
 
 M = 3  # answers per set: as many as there are components
 SETS = 48  # sets drawn to measure coverage
-# Coverage gain of VPO's sets over M GRPO samples, 50 steps, seeds 0-4: intact 0.88, 1.02, 0.77, 1.06, 0.92;
-# advantage=grpo 0.00 on every seed. (GRPO's samples: 1.00 on every seed, all "a".)
+# Coverage gain of VPO's sets over M GRPO samples, 50 steps, seeds 0-4: intact +0.67, +1.06, +0.96, +0.98, +0.98;
+# advantage=grpo 0.00, 0.00, 0.00, +0.02, +0.04. (GRPO's samples cover 1.00 on every seed: all "a".)
 VPO_MARGIN = 0.4
 
 
