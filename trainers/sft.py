@@ -108,8 +108,7 @@ class SFTTrainer:
         cfg = self.config
         examples, stats = self.build_targets(engine, task, problems)
         model, tok = policy.model, policy.tokenizer
-        # the same chat template the engine samples with
-        pairs = [(encode_chat(tok, e.messages), _target_ids(tok, e.target, cfg.max_target_tokens)) for e in examples]
+        pairs = self.encode(tok, examples)
         stats["truncated_targets"] = sum(t[-1] != tok.eos_token_id for _, t in pairs)
         # Scalars under "sft/", apart from the per-step lists under "train/" (or a caller's stage): a VPO warm-up
         # shares the store with RL steps that log some of the same names ("score_errors").
@@ -128,6 +127,11 @@ class SFTTrainer:
             started = time.perf_counter()
             metrics = self.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(cfg.batch_size)])
             store.log_step(step, {**metrics, "seconds": time.perf_counter() - started})
+
+    def encode(self, tok, examples: Sequence[Example]) -> list[tuple[list[int], list[int]]]:
+        """(prompt ids, target ids) per example, the prompt in the chat template the engine samples with."""
+        return [(encode_chat(tok, e.messages), _target_ids(tok, e.target, self.config.max_target_tokens))
+                for e in examples]
 
     def update(self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]]) -> dict[str, float]:
         """One optimizer step of mean token NLL over the batch's target tokens, in micro-batches that add up to it."""
@@ -307,9 +311,12 @@ def _select_successful(samples, weights) -> list[tuple[Completion, Score | None]
 
 
 def _select_distinct(samples, m: int, weights, delimiter: str) -> list[tuple[Completion, Score | None]]:
-    """M samples as different as possible: distinct extracted answers first, then distinct texts, best first.
-    Fewer than M when the samples hold fewer distinct texts (the caller skips the problem)."""
-    ranked = [(c, s) for c, s in _rank(samples, weights) if c.text.strip() and delimiter not in c.text]
+    """M samples as different as possible: distinct extracted answers first, then distinct texts, best first, and
+    answers that ended before the budget before those cut at it (a target of cut-off answers teaches the policy to
+    run out of room before its M-th answer). Fewer than M when the samples hold fewer distinct texts (the caller
+    skips the problem)."""
+    ranked = sorted(((c, s) for c, s in _rank(samples, weights) if c.text.strip() and delimiter not in c.text),
+                    key=lambda item: not item[0].finished)  # stable: the ranking holds within finished / cut
     chosen: list[tuple[Completion, Score | None]] = []
     answers: set[str] = set()
     for c, s in ranked:

@@ -2,8 +2,9 @@
 
 A rollout writes M candidate answers; the set is scored by E_{w ~ Dirichlet(1)}[max_m w . r(y_m)] over the
 task's weighted reward components (trainers/advantages.py: vpo), normalised over the G rollouts of a prompt, and
-every token of the rollout gets that advantage. A short SFT warm-up on the policy's own answers, written in the
-multi-answer format, teaches the format first. The ablations are estimator choices on the same trainer:
+every token of the rollout gets that advantage. An SFT warm-up on the policy's own answers, joined in the
+multi-answer format, teaches the format first and runs until sampled rollouts are well formed
+(trainers/format_warmup.py). The ablations are estimator choices on the same trainer:
 ``--set trainer.advantage=multi_rlvr`` (no random weights) and ``--trainer grpo --set
 trainer.advantage=random_weights`` (no multi-answer).
 """
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
 
+from harness.trainers.format_warmup import WarmupPlan, format_warmup
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer
 from harness.trainers.policy_gradient import cycle_problems
 
@@ -22,10 +23,27 @@ from harness.trainers.policy_gradient import cycle_problems
 class VPOConfig(GRPOConfig):
     advantage: str = "vpo"  # the set-level estimator; "multi_rlvr" is the fixed-weights ablation
     answers_per_rollout: int = 4  # M answers per rollout
-    warmup_steps: int = 4  # SFT steps on the policy's own multi-answer sets before RL; 0 skips the warm-up
+    # The format warm-up (trainers/format_warmup.py): SFT on M of the policy's own answers joined in the format, in
+    # rounds of warmup_check_every steps, until warmup_target_rate of sampled rollouts are well formed or
+    # warmup_steps are spent. warmup_steps=0 skips it.
+    warmup_steps: int = 64
+    warmup_check_every: int = 8
+    warmup_target_rate: float = 0.9
     warmup_samples: int = 8  # samples per problem the warm-up draws to build its targets (>= M)
-    warmup_problems: int = 8  # problems the warm-up samples from (sampling them all would cost more than RL)
-    warmup_lr: float = 2e-5
+    warmup_problems: int = 16  # problems the targets come from (sampling them all would cost more than RL)
+    warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
+    warmup_lr: float = 1e-4  # SmolLM2-135M wrote no well-formed rollout after 8 steps at 2e-5
+    warmup_batch_size: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.warmup_target_rate <= 1.0:
+            raise ValueError(f"vpo: warmup_target_rate must be in [0, 1], got {self.warmup_target_rate!r}")
+        for name in ("warmup_check_every", "warmup_problems", "warmup_check_problems", "warmup_batch_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"vpo: {name} must be >= 1, got {getattr(self, name)!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"vpo: warmup_steps must be >= 0, got {self.warmup_steps!r}")
 
 
 class VPOTrainer(GRPOTrainer):
@@ -35,27 +53,14 @@ class VPOTrainer(GRPOTrainer):
     def train(self, policy, engine, task, problems, *, store) -> None:
         cfg = self.config
         if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
-            from harness.trainers.sft import SFTTrainer
-
-            warmup = SFTTrainer(plugins=self.plugins, steps=cfg.warmup_steps, targets="self",
-                                answers_per_rollout=cfg.answers_per_rollout, delimiter=cfg.delimiter,
-                                samples_per_problem=max(cfg.warmup_samples, cfg.answers_per_rollout),
-                                max_target_tokens=cfg.max_new_tokens, lr=cfg.warmup_lr, seed=cfg.seed,
-                                temperature=cfg.temperature)
-            chosen = list(itertools.islice(cycle_problems(problems, cfg.seed + 1), min(cfg.warmup_problems,
-                                                                                          len(problems))))
-            warmup.train(policy, engine, task, chosen, store=_Stage(store, "warmup"))
+            shuffled = list(itertools.islice(cycle_problems(problems, cfg.seed + 1), len(problems)))
+            targets = shuffled[: cfg.warmup_problems]
+            # held out from the targets where there are enough problems, so the rate is not one of memorised answers
+            check = shuffled[cfg.warmup_problems:][: cfg.warmup_check_problems] or shuffled[: cfg.warmup_check_problems]
+            plan = WarmupPlan(m=cfg.answers_per_rollout, delimiter=cfg.delimiter, max_new_tokens=cfg.max_new_tokens,
+                              temperature=cfg.temperature, max_steps=cfg.warmup_steps,
+                              check_every=cfg.warmup_check_every, target_rate=cfg.warmup_target_rate,
+                              samples_per_problem=cfg.warmup_samples, lr=cfg.warmup_lr,
+                              batch_size=cfg.warmup_batch_size, micro_batch=cfg.micro_batch, seed=cfg.seed)
+            format_warmup(policy, engine, task, targets, check, plan, store=store, plugins=self.plugins)
         super().train(policy, engine, task, problems, store=store)
-
-
-class _Stage:
-    """A run store whose step logs go to their own stage, so the warm-up's loss never mixes with RL's."""
-
-    def __init__(self, store, stage: str) -> None:
-        self._store, self._stage = store, stage
-
-    def log_step(self, step: int, metrics: dict[str, float]) -> None:
-        self._store.log_step(step, metrics, stage=self._stage)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)

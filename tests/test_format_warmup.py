@@ -1,0 +1,59 @@
+"""VPO's format warm-up (trainers/format_warmup.py): it trains until sampled rollouts are well formed, logs the rate
+before and after, stops as soon as the target is met, and warns in one line when RL must start below it."""
+
+from __future__ import annotations
+
+from harness.engine.transformers_engine import TransformersEngine
+from harness.multi_answer import join_answers
+from harness.testing import FakeEngine, FakeStore, FakeTask, UppercaseTask
+from harness.trainers.format_warmup import WarmupPlan, format_warmup, well_formed_rate
+from harness.trainers.sft import SFTTrainer
+
+DELIMITER = "### next answer ###"
+
+
+def _plan(**overrides) -> WarmupPlan:
+    values = dict(m=2, delimiter=DELIMITER, max_new_tokens=12, temperature=1.0, max_steps=3, check_every=1,
+                  target_rate=0.9, samples_per_problem=3, lr=1e-3, batch_size=2, micro_batch=2, seed=0)
+    return WarmupPlan(**{**values, **overrides})
+
+
+def test_the_rate_counts_rollouts_with_m_non_empty_answers():
+    task = FakeTask(size=2)
+    engine = FakeEngine([join_answers(["It is 2.", "It is 3."], DELIMITER), "It is 2.",
+                         f"It is 2.\n{DELIMITER}\n", join_answers(["a", "b", "c"], DELIMITER)])
+    rate, texts = well_formed_rate(engine, task, task.problems("eval"), _plan(max_new_tokens=40), seed=0, samples=4)
+    assert len(texts) == 8
+    assert rate == 0.5  # two answers, and three (the third dropped); not one, nor one plus an empty part
+
+
+def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugins, capsys):
+    task = UppercaseTask()
+    problems = task.problems("train")
+    store = FakeStore()
+    figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
+                            problems[2:4], _plan(), store=store, plugins=plugins)
+    # a random model never writes the delimiter: every round runs, and RL would start malformed
+    assert figures["warmup/steps"] == 3 and figures["warmup/well_formed_rates"] == [0.0] * 4
+    assert [s["stage"] for s in store.steps] == ["warmup"] * 3
+    assert store.metrics["warmup/well_formed_before"] == 0.0 == store.metrics["warmup/well_formed_after"]
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert len(warning) == 1 and "0% well-formed 2-answer rollouts (target 90%) after 3 warm-up steps" in warning[0]
+
+
+def test_warm_up_stops_once_the_rate_is_met(tiny_policy, plugins, capsys):
+    task = UppercaseTask()
+    problems = task.problems("train")
+    store = FakeStore()
+    figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
+                            problems[2:4], _plan(target_rate=0.0), store=store, plugins=plugins)
+    assert figures["warmup/steps"] == 0 and store.steps == [] and capsys.readouterr().err == ""
+
+
+def test_targets_prefer_answers_that_ended_to_those_cut_at_the_budget():
+    task = FakeTask(size=1)  # train problem: 1+1
+    # 2 answers per target, 3 words per answer: the first sample is cut ("It is 7") and unfinished
+    engine = FakeEngine(["It is 7 because reasons", "It is 2.", "It is 7.", "It is 5."])
+    trainer = SFTTrainer(targets="self", samples_per_problem=4, answers_per_rollout=2, max_target_tokens=6)
+    (example,), _ = trainer.build_targets(engine, task, task.problems("train"))
+    assert example.answers == ["It is 2.", "It is 7."]

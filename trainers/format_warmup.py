@@ -1,0 +1,94 @@
+"""VPO's format warm-up: SFT on the multi-answer format until the policy writes it, measured, before RL starts.
+
+RL on M-answer rollouts learns nothing while the policy cannot write M answers: every rollout is malformed, its set
+holds one answer, and the set reward cannot tell the rollouts apart. So the warm-up is judged by what it is for, the
+rate of well-formed rollouts (M non-empty answers between delimiter lines), sampled exactly as RL will sample them.
+
+Targets join M of the policy's own answers, each sampled alone with the plain task prompt (harness/trainers/sft.py,
+``targets="self"``: distinct extracted answers first, finished ones before those cut at the budget, so the targets
+show answers that end and leave room for the next). The policy trains on them in rounds of ``check_every`` SFT steps
+with one optimizer; after each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops
+at ``target_rate`` or after ``max_steps``. The rate before and after, the steps taken and the check's rollouts are
+logged (``warmup/*``); RL that starts below the target is warned about in one line.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from harness.multi_answer import instruct, split_answers
+from harness.trainers.policy_gradient import cycle_problems
+from harness.types import Engine, Problem, SamplingParams, Task
+
+
+@dataclass
+class WarmupPlan:
+    m: int  # answers per rollout
+    delimiter: str
+    max_new_tokens: int  # the rollout budget RL samples with (all M answers)
+    temperature: float
+    max_steps: int  # SFT steps at most
+    check_every: int  # SFT steps between checks of the rate
+    target_rate: float  # stop once this share of sampled rollouts is well formed
+    samples_per_problem: int  # answers sampled per target problem (>= M)
+    lr: float
+    batch_size: int
+    micro_batch: int
+    seed: int
+
+
+def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
+                     samples: int = 2) -> tuple[float, list[str]]:
+    """Share of rollouts with M non-empty answers, sampled in RL's format and budget; and the rollouts' texts."""
+    completions = engine.generate(
+        [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
+        SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
+        desc="warm-up check")
+    texts = [c.text for c in completions]
+    ok = sum(len(split_answers(t, plan.m, plan.delimiter)) == plan.m for t in texts)
+    return ok / max(len(texts), 1), texts
+
+
+def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[Problem],
+                  check_problems: Sequence[Problem], plan: WarmupPlan, *, store, plugins) -> dict[str, float]:
+    """Train ``policy`` on the multi-answer format until ``check_problems``' rollouts are well formed at
+    ``plan.target_rate`` (or ``plan.max_steps`` are spent). Returns the figures it logged under ``warmup/``."""
+    from harness.trainers.sft import SFTTrainer  # shares SFT's target building and its update
+
+    sft = SFTTrainer(plugins=plugins, steps=plan.max_steps, targets="self", answers_per_rollout=plan.m,
+                     delimiter=plan.delimiter, samples_per_problem=max(plan.samples_per_problem, plan.m),
+                     max_target_tokens=plan.max_new_tokens, lr=plan.lr, seed=plan.seed,
+                     temperature=plan.temperature, batch_size=plan.batch_size, micro_batch=plan.micro_batch)
+    model, tok = policy.model, policy.tokenizer
+    before, texts = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
+    rates = [before]
+    examples, stats = sft.build_targets(engine, task, target_problems)
+    if not examples:
+        raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
+    store.write_samples({"problem_id": e.problem.id, "phase": "train-sft", "step": None, "source": "self",
+                         "text": e.target, "answers": e.answers, "success": e.success} for e in examples)
+    pairs = sft.encode(tok, examples)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr)
+    order = cycle_problems(pairs, plan.seed)
+    step = 0
+    while rates[-1] < plan.target_rate and step < plan.max_steps:
+        for _ in range(min(plan.check_every, plan.max_steps - step)):
+            started = time.perf_counter()
+            metrics = sft.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(plan.batch_size)])
+            store.log_step(step, {**metrics, "seconds": time.perf_counter() - started}, stage="warmup")
+            step += 1
+        rate, texts = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed + step)
+        rates.append(rate)
+    figures = {"warmup/well_formed_before": before, "warmup/well_formed_after": rates[-1],
+               "warmup/well_formed_rates": rates, "warmup/steps": step, "warmup/targets": len(examples),
+               "warmup/check_rollouts": len(texts), **{f"warmup/{k}": v for k, v in stats.items()}}
+    store.update_metrics(figures)
+    if rates[-1] < plan.target_rate:
+        print(f"vpo: warning: RL starts with {rates[-1]:.0%} well-formed {plan.m}-answer rollouts (target "
+              f"{plan.target_rate:.0%}) after {step} warm-up steps; raise trainer.warmup_steps", file=sys.stderr)
+    return figures
