@@ -37,6 +37,9 @@ def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugin
     assert figures["warmup/steps"] == 3 and figures["warmup/well_formed_rates"] == [0.0] * 4
     assert [s["stage"] for s in store.steps] == ["warmup"] * 3
     assert store.metrics["warmup/well_formed_before"] == 0.0 == store.metrics["warmup/well_formed_after"]
+    checks = [r for r in store.samples if r["phase"] == "warmup-check"]  # 4 checks x 2 problems x 2 rollouts
+    assert len(checks) == 16 and [r["step"] for r in checks[::4]] == [0, 1, 2, 3]
+    assert not any(r["well_formed"] for r in checks)
     warning = capsys.readouterr().err.strip().splitlines()
     assert len(warning) == 1 and "0% well-formed 2-answer rollouts (target 90%) after 3 warm-up steps" in warning[0]
 

@@ -8,8 +8,9 @@ Targets join M of the policy's own answers, each sampled alone with the plain ta
 ``targets="self"``: distinct extracted answers first, finished ones before those cut at the budget, so the targets
 show answers that end and leave room for the next). The policy trains on them in rounds of ``check_every`` SFT steps
 with one optimizer; after each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops
-at ``target_rate`` or after ``max_steps``. The rate before and after, the steps taken and the check's rollouts are
-logged (``warmup/*``); RL that starts below the target is warned about in one line.
+at ``target_rate`` or after ``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``),
+the checks' rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned
+about in one line.
 """
 
 from __future__ import annotations
@@ -43,35 +44,36 @@ class WarmupPlan:
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
-                     samples: int = 2) -> tuple[float, list[str]]:
-    """Share of rollouts with M non-empty answers, sampled in RL's format and budget; and the rollouts' texts."""
+                     samples: int = 2) -> tuple[float, list[dict]]:
+    """Share of rollouts with M non-empty answers, sampled in RL's format and budget; and the rollouts as
+    samples.jsonl records (phase "warmup-check"), so a run that starts malformed shows what it wrote."""
     completions = engine.generate(
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
         desc="warm-up check")
-    texts = [c.text for c in completions]
-    ok = sum(len(split_answers(t, plan.m, plan.delimiter)) == plan.m for t in texts)
-    return ok / max(len(texts), 1), texts
+    records = [{"problem_id": problems[c.prompt_index].id, "phase": "warmup-check", "text": c.text,
+                "well_formed": len(split_answers(c.text, plan.m, plan.delimiter)) == plan.m} for c in completions]
+    return sum(r["well_formed"] for r in records) / max(len(records), 1), records
 
 
 def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[Problem],
                   check_problems: Sequence[Problem], plan: WarmupPlan, *, store, plugins) -> dict[str, float]:
     """Train ``policy`` on the multi-answer format until ``check_problems``' rollouts are well formed at
     ``plan.target_rate`` (or ``plan.max_steps`` are spent). Returns the figures it logged under ``warmup/``."""
-    from harness.trainers.sft import SFTTrainer  # shares SFT's target building and its update
+    from harness.trainers.sft import SFTTrainer, target_records  # SFT's targets, records and update
 
     sft = SFTTrainer(plugins=plugins, steps=plan.max_steps, targets="self", answers_per_rollout=plan.m,
                      delimiter=plan.delimiter, samples_per_problem=max(plan.samples_per_problem, plan.m),
                      max_target_tokens=plan.max_new_tokens, lr=plan.lr, seed=plan.seed,
                      temperature=plan.temperature, batch_size=plan.batch_size, micro_batch=plan.micro_batch)
     model, tok = policy.model, policy.tokenizer
-    before, texts = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
+    before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
+    store.write_samples({**r, "step": 0} for r in checked)
     rates = [before]
     examples, stats = sft.build_targets(engine, task, target_problems)
     if not examples:
         raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
-    store.write_samples({"problem_id": e.problem.id, "phase": "train-sft", "step": None, "source": "self",
-                         "text": e.target, "answers": e.answers, "success": e.success} for e in examples)
+    store.write_samples(target_records(examples, "self"))
     pairs = sft.encode(tok, examples)
     optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr)
     order = cycle_problems(pairs, plan.seed)
@@ -82,11 +84,12 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
             metrics = sft.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(plan.batch_size)])
             store.log_step(step, {**metrics, "seconds": time.perf_counter() - started}, stage="warmup")
             step += 1
-        rate, texts = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed + step)
+        rate, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed + step)
+        store.write_samples({**r, "step": step} for r in checked)  # step: SFT steps taken before this check
         rates.append(rate)
     figures = {"warmup/well_formed_before": before, "warmup/well_formed_after": rates[-1],
                "warmup/well_formed_rates": rates, "warmup/steps": step, "warmup/targets": len(examples),
-               "warmup/check_rollouts": len(texts), **{f"warmup/{k}": v for k, v in stats.items()}}
+               "warmup/check_rollouts": len(checked), **{f"warmup/{k}": v for k, v in stats.items()}}
     store.update_metrics(figures)
     if rates[-1] < plan.target_rate:
         print(f"vpo: warning: RL starts with {rates[-1]:.0%} well-formed {plan.m}-answer rollouts (target "

@@ -113,11 +113,7 @@ class SFTTrainer:
         # Scalars under "sft/", apart from the per-step lists under "train/" (or a caller's stage): a VPO warm-up
         # shares the store with RL steps that log some of the same names ("score_errors").
         store.update_metrics({f"sft/{k}": v for k, v in stats.items()})
-        store.write_samples(
-            {"problem_id": e.problem.id, "phase": "train-sft", "step": None, "source": cfg.targets, "text": e.target,
-             "answers": e.answers, "success": e.success}
-            for e in examples
-        )
+        store.write_samples(target_records(examples, cfg.targets))
         if not examples:
             raise ValueError(f"sft: no training targets from {len(problems)} problems ({stats})")
 
@@ -257,6 +253,12 @@ class SFTTrainer:
 
     def describe(self) -> dict:
         return asdict(self.config)
+
+
+def target_records(examples: Sequence[Example], source: str) -> list[dict]:
+    """The samples.jsonl records of the training targets: what the policy was taught, kept with the run."""
+    return [{"problem_id": e.problem.id, "phase": "train-sft", "step": None, "source": source, "text": e.target,
+             "answers": e.answers, "success": e.success} for e in examples]
 
 
 def target_batch(pairs: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
