@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.plugins import Plugins, get_plugin_manager
-from harness.report.summary import example_samples, summary_table
+from harness.report.summary import example_samples, paired_change, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
 from harness.runner.manifest import carry_over, new_manifest
@@ -112,6 +112,7 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
         store.checkpointer.remove()
     index_into(Path(plan.cfg.out) / RESULTS_DB, store.dir, echo)
     echo(summary_table(store.metrics))
+    echo(_paired_change(Path(plan.cfg.out) / RESULTS_DB, store.dir))
     echo(example_samples(store.dir / "samples.jsonl", "after" if plan.trainer else "eval"))
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
 
@@ -139,6 +140,14 @@ def index_into(db: Path, run_dir: Path, echo=print) -> None:
         index_run(db, run_dir)
     except Exception as exc:
         echo(f"warning: could not index {run_dir.name} into {db}: {exc} (rebuild with `harness index {db.parent}`)")
+
+
+def _paired_change(db: Path, run_dir: Path) -> str:
+    """The summary's paired after - before; the index may be missing (a warning above), which costs only this."""
+    try:
+        return paired_change(db, run_dir)
+    except Exception as exc:
+        return f"(no paired after - before: {exc})"
 
 
 def _quiet(*_: Any, **__: Any) -> None:

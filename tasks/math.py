@@ -78,6 +78,7 @@ class MathTask:
         length_target: int = 200,
         length_cap: int = 800,
         misleading_hint: bool | str = False,
+        instruction: str = INSTRUCTION,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -85,6 +86,9 @@ class MathTask:
             raise ValueError("math: source 'jsonl' needs path=<file.jsonl>")
         self.source = source
         self.path = path
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise ValueError("math: instruction must be a non-empty string (it follows each problem in the prompt)")
+        self.instruction = instruction
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
         self.hub_id = hub_id
@@ -126,7 +130,7 @@ class MathTask:
         return with_hints(take(self._load()[split], limit, seed), self.misleading_hint)
 
     def messages(self, problem: Problem) -> Messages:
-        return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
+        return [{"role": "user", "content": f"{problem.prompt}\n\n{self.instruction}"}]
 
     def score(self, problem: Problem, completion: str) -> Score:
         reading = read_answer(completion)  # the committed answer; never raises, whatever the string

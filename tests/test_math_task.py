@@ -234,6 +234,13 @@ def test_messages_ask_for_a_boxed_answer() -> None:
     assert messages[0]["content"].startswith("Calculate 23 + 5.") and "\\boxed{}" in messages[0]["content"]
 
 
+def test_instruction_option_replaces_the_request_after_the_problem() -> None:
+    messages = MathTask(instruction="Answer as in 2 + 3 = \\boxed{5}.").messages(_problem("28"))
+    assert messages[0]["content"] == "Calculate 23 + 5.\n\nAnswer as in 2 + 3 = \\boxed{5}."
+    with pytest.raises(ValueError, match="instruction"):
+        MathTask(instruction="  ")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Sources and splits
 # ----------------------------------------------------------------------------------------------------------------

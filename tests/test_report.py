@@ -18,6 +18,7 @@ from harness.report import compare
 from harness.report.build import build_report, verdict
 from harness.report.data import Estimate, bootstrap, leaderboard, wilson
 from harness.report.screenshot import find_chromium, screenshot
+from harness.report.summary import example_samples, paired_change
 from harness.run import RunConfig, run
 from harness.store.results_db import connect, find_runs, index_run, rebuild
 
@@ -513,3 +514,29 @@ def test_solved_at_c_is_paired_from_evolve_s_call_numbers(tmp_path):
     # solved@1: (1, 1, 0) - (0, 1, 0) -> (+1, 0, 0): mean 1/3; solved@4: (1, 1, 1) - (1, 1, 0) -> (0, 0, +1).
     assert diff.metrics["solved@1"].value == pytest.approx(1 / 3) and diff.values["solved@1"] == [1.0, 0.0, 0.0]
     assert diff.metrics["solved@4"].value == pytest.approx(1 / 3) and diff.metrics["solved@4"].low == 0.0
+
+
+def test_the_run_summary_prints_the_paired_after_minus_before_of_that_run_only(tmp_path):
+    problems = ["p0", "p1", "p2"]
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems},
+                                               "after": {p: ALL for p in problems}})
+    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {p: NONE for p in problems},
+                                             "after": {p: NONE for p in problems}})
+    db = tmp_path / "results.sqlite"
+    rebuild(db, find_runs([tmp_path]))
+    text = paired_change(db, tmp_path / "grpo")
+    assert "paired over the 3 eval problems" in text
+    # +1 on every problem: the interval is [+1, +1], which excludes 0; vpo's unchanged run is not in grpo's summary
+    assert [line.split() for line in text.splitlines() if line.startswith("pass@1")] == [
+        ["pass@1", "+1.000", "[+1.000,", "+1.000]", "yes"]]
+    unchanged = paired_change(db, tmp_path / "vpo")
+    assert [line.split()[-1] for line in unchanged.splitlines() if line.startswith(("pass@", "best@"))] == ["no"] * 4
+    assert paired_change(db, tmp_path / "not-a-run") == ""
+
+
+def test_the_best_example_is_the_shortest_of_the_top_scoring_candidates(tmp_path):
+    rows = [{"problem_id": "p", "phase": "after", "text": t, "scalar": s, "extracted": "7", "rewards": {}}
+            for t, s in (("7 = 3 + 4 = Unknown + 0 = 7", 1.0), ("\\boxed{7}", 1.0), ("no", 0.0), ("long", 0.5))]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = example_samples(tmp_path / "samples.jsonl", "after")
+    assert "best  p: '\\\\boxed{7}'" in text and "worst p: 'no'" in text

@@ -93,11 +93,13 @@ class Row:
                 "headline": {n: e.as_dict() for n, e in self.headline.items()}}
 
 
-def leaderboard(conn: sqlite3.Connection, seed: int = 0) -> list[Row]:
-    """Rows for every complete run in the store, ordered task, trainer, searcher, model, seed, phase."""
+def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = None) -> list[Row]:
+    """Rows for every complete run in the store (or the one in ``run_dir``), ordered task, trainer, searcher, model,
+    seed, phase."""
     rows = []
-    runs = conn.execute("SELECT * FROM runs WHERE status = 'complete' ORDER BY task, trainer, searcher, model, seed, "
-                        "name").fetchall()
+    only = " AND run_dir = ?" if run_dir is not None else ""
+    runs = conn.execute(f"SELECT * FROM runs WHERE status = 'complete'{only} ORDER BY task, trainer, searcher, model, "
+                        "seed, name", () if run_dir is None else (run_dir,)).fetchall()
     for run in runs:
         metrics = {r["key"]: r["value"] for r in conn.execute("SELECT key, value FROM metrics WHERE run_dir = ?",
                                                               (run["run_dir"],))}

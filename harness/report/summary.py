@@ -4,8 +4,13 @@ and a best and a worst final candidate (means can be hacked; samples show how)."
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+from harness.report.compare import after_minus_before
+from harness.report.data import leaderboard
+from harness.store.results_db import connect
 
 
 def summary_table(metrics: dict[str, Any]) -> str:
@@ -32,6 +37,27 @@ def summary_table(metrics: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def paired_change(db: Path, run_dir: Path) -> str:
+    """After - before of a trained run, paired over its eval problems with a 95% bootstrap interval: whether the
+    change is more than which problems happened to be drawn (an interval that excludes 0). Empty when the run has no
+    before/after pair in the index."""
+    conn = connect(db)
+    try:
+        differences = after_minus_before(leaderboard(conn, run_dir=str(Path(run_dir).resolve())))
+    finally:
+        conn.close()
+    if not differences:
+        return ""
+    diff = differences[0]
+    rows = [[name, f"{e.value:+.3f}", f"[{e.low:+.3f}, {e.high:+.3f}]",
+             "yes" if e.low is not None and (e.low > 0 or e.high < 0) else "no"]
+            for name, e in diff.metrics.items() if e.low is not None and not math.isnan(e.low)]
+    if not rows:
+        return ""
+    return "\n".join([f"\nafter - before, paired over the {diff.problems} eval problems (95% bootstrap interval):",
+                      *_table(["metric", "change", "interval", "excludes 0"], rows)])
+
+
 def example_samples(path: Path, phase: str, width: int = 100) -> str:
     """A best and a worst candidate of the final evaluation: means can be hacked, samples show how."""
     if not path.exists():
@@ -40,7 +66,9 @@ def example_samples(path: Path, phase: str, width: int = 100) -> str:
             r.get("scalar") is not None]
     if not rows:
         return ""
-    best, worst = max(rows, key=lambda r: r["scalar"]), min(rows, key=lambda r: r["scalar"])
+    # Among equal scores, the shortest: the cleanest candidate that earned the top score, not a rambling one.
+    best = min(rows, key=lambda r: (-r["scalar"], len(r["text"])))
+    worst = min(rows, key=lambda r: r["scalar"])
     lines = [f"\nexample candidates ({phase}; all in {path.name}):"]
     for label, r in (("best", best), ("worst", worst)):
         text = " ".join(r["text"].split())
