@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--arm", help="run only these of the experiment file's arms ([[arm]] tables), e.g. "
                                      "grpo,vpo (default: every arm)")
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    run_p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                       help="the policy's weights (default: float32); for mixed precision with float32 weights use "
+                            "--set trainer.autocast=bfloat16 instead")
+    run_p.add_argument("--save-model", action=argparse.BooleanOptionalAction, default=None,
+                       help="save the trained policy to <run>/model/ in the Hugging Face format (default: on)")
+    run_p.add_argument("--push-to-hub", metavar="REPO", help="upload <run>/model/ to this hub repo when the run ends")
     run_p.add_argument("--engine",
                        help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
                             "(needs vLLM: pip "
@@ -188,7 +194,8 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
-             "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every")
+             "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "dtype",
+             "save_model", "push_to_hub")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -79,7 +79,7 @@ def tiny_random() -> str:
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
-    with _atomic_folder(folder) as tmp:
+    with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return str(folder)
@@ -105,7 +105,7 @@ def _converted_gguf_folder() -> Path:
     model = LlamaForCausalLM(gguf_model.config)
     model.load_state_dict(gguf_model.state_dict())
     model.generation_config = gguf_model.generation_config
-    with _atomic_folder(folder) as tmp:
+    with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         _drop_gguf_quantization(Path(tmp) / "config.json")
@@ -123,11 +123,13 @@ def _drop_gguf_quantization(config_path: Path) -> None:
         write_json_atomic(config_path, config)
 
 
-class _atomic_folder:
-    """Write a folder under a temporary name and rename it into place, so a killed conversion leaves no half model."""
+class atomic_folder:
+    """Write a folder under a temporary name and rename it into place, so a killed write leaves no half model. An
+    existing target is kept (another process converted the same model first), or with ``replace`` swapped out."""
 
-    def __init__(self, target: Path) -> None:
+    def __init__(self, target: Path, replace: bool = False) -> None:
         self.target = target
+        self.replace = replace
 
     def __enter__(self) -> str:
         self.target.parent.mkdir(parents=True, exist_ok=True)
@@ -136,6 +138,16 @@ class _atomic_folder:
 
     def __exit__(self, exc_type, *_: Any) -> None:
         if exc_type is None:
+            mask = os.umask(0o022)  # mkdtemp made it 0700: give it the mode a plain mkdir would (read back the umask)
+            os.umask(mask)
+            os.chmod(self.tmp, 0o777 & ~mask)
+            for file in Path(self.tmp).rglob("*"):  # some writers (safetensors) make their files 0600
+                if file.is_file():
+                    os.chmod(file, 0o666 & ~mask)
+            if self.replace and self.target.exists():
+                old = Path(tempfile.mkdtemp(dir=self.target.parent, prefix=f".{self.target.name}.old."))
+                os.replace(self.target, old / "x")
+                shutil.rmtree(old, ignore_errors=True)
             try:
                 os.replace(self.tmp, self.target)
             except OSError:  # another process finished first: keep theirs
@@ -152,6 +164,7 @@ class Policy:
     tokenizer: Any
     spec: str  # what the user asked for
     source: str  # the folder or hub id actually loaded
+    adapter: Any = None  # the peft wrapper of ``model`` when it trains (or was saved with) LoRA adapters
 
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "source": self.source, "class": type(self.model).__name__,
@@ -179,9 +192,11 @@ def load_policy(spec: str, registry, dtype: str = "float32") -> Policy:
 
     # A hub id while the hub is unreachable: try the local HF cache only, instead of ~20 s of retries.
     local_only = not Path(source).exists() and not hub_reachable(source)
+    adapter_config = Path(source) / "adapter_config.json"  # a LoRA run's saved policy: adapters over a base model
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=local_only)
+        base = json.loads(adapter_config.read_text())["base_model_name_or_path"] if adapter_config.exists() else source
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype), local_files_only=local_only)
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "the local cache (the hub is unreachable)" if local_only else repr(source)
@@ -189,5 +204,12 @@ def load_policy(spec: str, registry, dtype: str = "float32") -> Policy:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"  # decoder-only generation needs the prompt flush against the new tokens
+    adapter = None
+    if adapter_config.exists():
+        from peft import PeftModel
+
+        # not merged: the adapters compute exactly what they computed in the run that trained them
+        adapter = PeftModel.from_pretrained(model, source, is_trainable=False)
+        model = adapter.get_base_model()  # the model with LoRA layers in place: what the engine calls
     model.eval()
-    return Policy(model=model, tokenizer=tokenizer, spec=spec, source=source)
+    return Policy(model=model, tokenizer=tokenizer, spec=spec, source=source, adapter=adapter)

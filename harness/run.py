@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.plugins import Plugins, get_plugin_manager
+from harness.policy_export import MODEL_DIR, push_to_hub, write_model_card
 from harness.report.summary import example_samples, paired_change, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
@@ -74,7 +75,7 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo) -> tuple[Any, Any]:
 
         torch.set_num_threads(cfg.threads)
     echo(f"loading model {cfg.model} ...")
-    policy = load_policy(cfg.model, plugins["model"])
+    policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype)
     policy.model.to(dp.device)  # this rank's GPU, or the CPU
     make_engine = plugins["engine"].get(cfg.engine).load()  # the hook's contract: (policy, main_process, **options)
     return policy, make_engine(policy, main_process=dp.is_main, **plan.options["engine"])
@@ -111,6 +112,13 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
     if store.checkpointer:  # only a killed run needs it, and for the default model it is ~1.6 GB
         store.checkpointer.remove()
     index_into(Path(plan.cfg.out) / RESULTS_DB, store.dir, echo)
+    write_model_card(store.dir, manifest, store.metrics)
+    if plan.cfg.push_to_hub:
+        try:  # the run is complete whatever the hub says; the folder can be pushed again by hand
+            echo(f"pushed {store.dir / MODEL_DIR} to {push_to_hub(store.dir, plan.cfg.push_to_hub)}")
+        except Exception as exc:
+            echo(f"warning: could not push to the hub repo {plan.cfg.push_to_hub!r}: {type(exc).__name__}: "
+                 f"{(str(exc).strip().splitlines() or [''])[0]}")
     echo(summary_table(store.metrics))
     echo(_paired_change(Path(plan.cfg.out) / RESULTS_DB, store.dir))
     echo(example_samples(store.dir / "samples.jsonl", "after" if plan.trainer else "eval"))

@@ -35,6 +35,15 @@ from harness.trainers.policy_gradient import (
     score_rollouts,
     sequence_logprobs,
 )
+from harness.trainers.post_training import (
+    AdaptersOff,
+    PostTrainingOptions,
+    autocast,
+    lr_factor,
+    prepare_policy,
+    set_lr,
+    trainable_parameters,
+)
 from harness.types import (
     Completion,
     Engine,
@@ -49,8 +58,8 @@ from harness.types import (
 
 
 @dataclass
-class GRPOConfig:
-    steps: int = 10  # optimizer steps (one batch of rollouts each)
+class GRPOConfig(PostTrainingOptions):  # + LoRA, gradient checkpointing, autocast, lr schedule (post_training.py)
+    steps: int = 10  # batches of rollouts (one optimizer step each, num_iterations with several passes)
     prompts_per_step: int = 2  # distinct problems per step
     group_size: int = 8  # G: completions per problem; advantages are relative within these
     max_new_tokens: int = 96  # generation budget per completion (Dr. GRPO's constant normaliser too)
@@ -69,6 +78,7 @@ class GRPOConfig:
     draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
     pkpo_k: int = 4  # the k of max@k for the PKPO estimator (<= group_size)
     micro_batch: int = 8  # rows per forward/backward; gradients accumulate to the full batch
+    num_iterations: int = 1  # optimizer passes over each batch of rollouts (GRPO's mu; the clip acts from pass 2)
     behaviour: str = ""  # a registered behaviour scorer added to the reward as component "behaviour/<name>"
     behaviour_weight: float = 0.0  # lambda: its weight, r = r0 + lambda * behaviour(answer, problem)
     seed: int = 0
@@ -76,8 +86,9 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if self.loss_norm not in LOSS_NORMS:
             raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {', '.join(LOSS_NORMS)}")
+        self.check_post_training("grpo")
         for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "micro_batch",
-                     "answers_per_rollout", "draws"):
+                     "answers_per_rollout", "draws", "num_iterations"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
         if self.behaviour_weight and not self.behaviour:
@@ -112,16 +123,20 @@ class GRPOTrainer:
         cfg = self.config
         if not problems:
             raise ValueError(f"{self.name}: no training problems")
+        self.prepare_policy(policy)
         model, tok = policy.model, policy.tokenizer
         estimator = self.estimator
         dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/runner/distributed.py)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        reference = _frozen_copy(model) if cfg.beta > 0 else None
+        optimizer = torch.optim.AdamW(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        reference = None
+        if cfg.beta > 0:  # a LoRA policy's reference is itself with the adapters off: nothing to copy or checkpoint
+            reference = AdaptersOff(policy.adapter) if policy.adapter is not None else _frozen_copy(model)
+        saved_reference = reference if not isinstance(reference, AdaptersOff) else None
         # A run resumed with `harness run --resume` continues after its last checkpoint: weights, optimizer, RNG and
         # this trainer's counters restored; rollout seeds and problem order depend only on the step, so the steps
         # that follow are the ones an uninterrupted run would have taken.
         checkpointer = store.checkpointer
-        resumed = checkpointer.restore(model, optimizer, reference) if checkpointer else None
+        resumed = checkpointer.restore(model, optimizer, saved_reference) if checkpointer else None
         start = 0
         if resumed:
             start = resumed["step"] + 1
@@ -144,6 +159,7 @@ class GRPOTrainer:
         for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
                          disable=not dp.is_main):
             started = time.perf_counter()
+            set_lr(optimizer, cfg.lr * lr_factor(step, cfg.steps, cfg))
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             mine = batch_problems[share]
             model.eval()
@@ -163,8 +179,13 @@ class GRPOTrainer:
                                    k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
             rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
-            stats = self.update(trained, tok, optimizer, reference, completions[rows], advantages[rows],
-                                batch_rows=len(completions), batch_tokens=sum(len(c.token_ids) for c in completions))
+            passes = [self.update(trained, tok, optimizer, reference, completions[rows], advantages[rows],
+                                  batch_rows=len(completions), batch_tokens=sum(len(c.token_ids) for c in completions))
+                      for _ in range(cfg.num_iterations)]
+            # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
+            stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
+            if cfg.num_iterations > 1:
+                stats["clip_fraction_last_pass"] = passes[-1]["clip_fraction"]
             push_weights(engine, model, dp)
 
             scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
@@ -200,7 +221,12 @@ class GRPOTrainer:
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
             if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
-                checkpointer.save(step, model, optimizer, self.state_dict(), store, reference)
+                checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+
+    def prepare_policy(self, policy) -> None:
+        """LoRA adapters and gradient checkpointing as configured (idempotent); also called before a resumed run's
+        trained weights are restored, so a LoRA checkpoint finds its adapters."""
+        prepare_policy(policy, self.config)
 
     def state_dict(self) -> dict:
         """A subclass's own progress that a checkpoint must carry (RLAIF: the teacher's cost so far)."""
@@ -277,7 +303,7 @@ class GRPOTrainer:
         fault_point("optimizer_step")
         optimizer.step()
         model.eval()
-        return {**totals, "grad_norm": float(grad_norm), "lr": cfg.lr}
+        return {**totals, "grad_norm": float(grad_norm), "lr": optimizer.param_groups[0]["lr"]}
 
     def _micro_batch(self, model, tok, reference, part, advantages, batch_rows: int,
                      batch_tokens: int) -> dict[str, float]:
@@ -288,11 +314,12 @@ class GRPOTrainer:
         batch = {k: v.to(device) for k, v in pad_completions(part, tok.pad_token_id).items()}
         mask = batch["completion_mask"].float()
         width = int(batch["prompt_width"])
-        logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
+        with autocast(cfg, device):  # log-probs come out in float32 whatever the forward's precision
+            logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
         per_token, clipped = clipped_surrogate(logp, batch["old_logp"], adv, cfg.eps_low, cfg.eps_high)
         kl = torch.zeros_like(per_token)
         if reference is not None:
-            with torch.no_grad():
+            with torch.no_grad(), autocast(cfg, device):
                 ref_logp = sequence_logprobs(reference, batch["input_ids"], batch["attention_mask"], width,
                                              cfg.temperature)
             kl = k3_kl(logp, ref_logp)

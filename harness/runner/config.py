@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+DTYPES = ("float32", "bfloat16", "float16")
+
 
 @dataclass
 class RunConfig:
@@ -29,6 +31,13 @@ class RunConfig:
     engine_url: str = ""  # the engine's option url (--engine-url: a vLLM server)
     engine_weights_dir: str = ""  # its option weights_dir: a folder the server reads too (another machine)
     arm: str = ""  # the experiment file's arm this cell belongs to ([[arm]] tables); "" outside arms
+    dtype: str = "float32"  # the policy's weights: float32, bfloat16 or float16 (trainer.autocast: mixed precision)
+    save_model: bool = True  # a trained policy is saved to <run>/model/ (Hugging Face format, with a model card)
+    push_to_hub: str = ""  # a hub repo id the saved policy is uploaded to when the run completes
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
 
     def engine_options(self) -> dict[str, Any]:
         """The engine's options: --engine-url and --engine-weights-dir, then --set engine.KEY=VALUE."""

@@ -24,7 +24,8 @@ from harness.runner.config import RunConfig
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
 # Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
 # Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
-NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir")
+NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
+                   "save_model", "push_to_hub")
 
 
 def split_names(value: Any) -> list[Any]:

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from harness.policy_export import save_policy
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
 from harness.types import EngineCapabilities, capabilities_of
@@ -67,6 +68,10 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
     def train() -> None:
         with blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
             plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
+        if cfg.save_model:  # before the final evaluation: a run that dies there still has its trained policy
+            merged = bool(getattr(getattr(plan.trainer, "config", None), "save_merged", False))
+            for folder in save_policy(policy, store.dir, merged=merged):
+                echo(f"saved the trained policy to {folder}")
         if capabilities_of(engine, EngineCapabilities).own_weights:  # the final evaluation samples trained weights
             engine.sync_weights(policy.model)
 
@@ -78,6 +83,8 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
         if "train" not in done:
             echo(f"training: {cfg.trainer} on {len(plan.train_problems)} problems")
         else:  # the trained weights are in the last checkpoint (taken after the last step)
+            if hasattr(plan.trainer, "prepare_policy"):  # a LoRA checkpoint's weights need their adapters first
+                plan.trainer.prepare_policy(policy)
             store.checkpointer.restore_model(policy.model)
         phase("train", train)
         phase("after", lambda: evaluate("after"))
