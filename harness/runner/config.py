@@ -29,8 +29,22 @@ class RunConfig:
     engine_url: str = ""  # the engine's option url (--engine-url: a vLLM server)
     engine_weights_dir: str = ""  # its option weights_dir: a folder the server reads too (another machine)
     arm: str = ""  # the experiment file's arm this cell belongs to ([[arm]] tables); "" outside arms
+    batch_size: int | None = None  # --batch-size: sequences the engine decodes together (None: the engine's default)
+    model_revision: str = ""  # --model-revision: the hub revision (branch, tag, commit) of a hub model; "": latest
+
+    def __post_init__(self) -> None:
+        if self.batch_size is not None:
+            self.batch_size = positive_int(self.batch_size, "--batch-size")
 
     def engine_options(self) -> dict[str, Any]:
         """The engine's options: --engine-url and --engine-weights-dir, then --set engine.KEY=VALUE."""
         given = {"url": self.engine_url, "weights_dir": self.engine_weights_dir}
         return {**{k: v for k, v in given.items() if v}, **self.options.get("engine", {})}
+
+
+def positive_int(value: Any, what: str) -> int:
+    """``value`` (an int, or its digits as a string) as an int >= 1; otherwise one line naming ``what``."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{what} should be a positive integer, got {value!r}")
+    return int(text)
