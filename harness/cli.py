@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "http://127.0.0.1:8000 (start it with: python -m harness.engine.vllm_serve MODEL)")
     run_p.add_argument("--engine-weights-dir", metavar="DIR", help="a folder the vLLM server reads too, where the "
                        "trainer writes its weights for each push (needed when the server is on another machine)")
+    run_p.add_argument("--batch-size", metavar="N",
+                       help="sequences the engine decodes together: transformers' max_batch_rows (default 64; a "
+                            "prompt's n samples always go together), "
+                            "vllm's max_num_seqs (default: vLLM's); vllm-server has none here (start the server "
+                            "with --max-num-seqs N). Results do not depend on it beyond float rounding")
+    run_p.add_argument("--model-revision", metavar="REV",
+                       help="a hub model's revision (branch, tag or commit) to load (default: the latest)")
     run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
                        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
                             "wandb (each needs its package: pip install 'vector-harness[loggers]')")
@@ -195,7 +202,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
              "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "dtype",
-             "save_model", "push_to_hub")
+             "save_model", "push_to_hub", "batch_size", "model_revision")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

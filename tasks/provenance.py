@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import re
-from pathlib import Path
 from typing import Any
 
+from harness.provenance import file_digest, package_version
 
-def package_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def file_digest(path: Path) -> str | None:
-    """A short content hash of a local data file: two runs on different files never look alike."""
-    try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return None
+__all__ = ["file_digest", "package_version", "resolved_revision"]
 
 
 def resolved_revision(table: Any) -> str | None:

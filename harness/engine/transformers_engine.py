@@ -54,7 +54,7 @@ from harness.types import Completion, EngineCapabilities, Messages, SamplingPara
 
 
 class TransformersEngine:
-    capabilities = EngineCapabilities(steering=True)
+    capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows")  # --batch-size N: N rows
 
     def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
                  main_process: bool = True) -> None:

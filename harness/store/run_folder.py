@@ -1,7 +1,9 @@
 """One folder per run: manifest.json, metrics.json, samples.jsonl, steps.jsonl.
 
 JSON files are written atomically (temp file + rename) so a killed run never leaves a half-written file; JSONL
-files are appended and flushed line by line, so everything computed before a crash is kept.
+files are appended and flushed line by line, so everything computed before a crash is kept. An atomically written
+file gets the permissions a plain ``open(path, "w")`` would give it (``new_file_mode``), not mkstemp's private 0600:
+colleagues on a shared machine read each other's run folders.
 
 The store also forwards every metric it records to the run's loggers (harness/store/loggers.py): all of them receive the
 same stream, and the files above stay authoritative.
@@ -25,10 +27,74 @@ from harness.faults import fault_point
 APPENDED_FILES = ("samples.jsonl", "steps.jsonl", "metrics.jsonl")
 
 
+def _proc_umask() -> int | None:
+    """The umask as Linux reports it (/proc/self/status, since 4.7): read without changing it. None elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _umask_by_setting() -> int:
+    # The umask can only be read portably by setting it, and it is process-wide: a file another thread created between
+    # the two os.umask calls would get the temporary mask. So this runs at most once, when the module is imported
+    # (before the harness starts threads of its own), and only where /proc cannot tell the umask without changing it.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK_AT_IMPORT = 0o022 if _proc_umask() is not None else _umask_by_setting()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux: thread-safe, and it follows a later os.umask call);
+    elsewhere the umask this module saw when it was imported."""
+    mask = _proc_umask()
+    return _UMASK_AT_IMPORT if mask is None else mask
+
+
+def new_file_mode(path: Path | None = None) -> int:
+    """The mode ``open(path, "w")`` leaves a file with: an existing file's own, else 0666 minus the umask."""
+    if path is not None:
+        try:
+            return path.stat().st_mode & 0o7777
+        except OSError:
+            pass
+    return 0o666 & ~current_umask()
+
+
+def new_folder_mode() -> int:
+    """The mode ``mkdir`` gives a folder (0777 minus the umask), for folders made private by ``tempfile.mkdtemp``
+    and then published by a rename."""
+    return 0o777 & ~current_umask()
+
+
+def default_permissions(path: Path | str) -> None:
+    """Give ``path`` (a file, or a folder and everything under it) the modes a plain ``open(..., "w")`` / ``mkdir``
+    would have given it: for what other code writes privately (``tempfile.mkdtemp``: 0700; safetensors'
+    ``save_file``: 0600, so every model.safetensors transformers saves) before it is published."""
+    path = Path(path)
+    file_mode, folder_mode = 0o666 & ~current_umask(), new_folder_mode()
+    if not path.is_dir():
+        os.chmod(path, file_mode)
+        return
+    os.chmod(path, folder_mode)
+    for inner in path.rglob("*"):
+        if not inner.is_symlink():
+            os.chmod(inner, folder_mode if inner.is_dir() else file_mode)
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = new_file_mode(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)  # mkstemp's 0600 would hide the file from everyone else
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=2, sort_keys=False, default=str)
             f.write("\n")
