@@ -65,7 +65,7 @@ def test_published_folders_and_weights_are_not_private(tmp_path):
     import torch
 
     from harness.engine.vllm_server_engine import SharedFolderPush
-    from harness.models import _atomic_folder
+    from harness.models import atomic_folder
     from harness.steering.vectors import SteeringVector
 
     loaded = []
@@ -75,7 +75,7 @@ def test_published_folders_and_weights_are_not_private(tmp_path):
             loaded.append(body["kwargs"]["weights_path"])
 
     with umask(0o022):
-        with _atomic_folder(tmp_path / "cache" / "model") as tmp:
+        with atomic_folder(tmp_path / "cache" / "model") as tmp:
             (type(tmp_path)(tmp) / "w.bin").write_text("")
             (type(tmp_path)(tmp) / "w.bin").chmod(0o600)
         assert _mode(tmp_path / "cache" / "model") == 0o755 and _mode(tmp_path / "cache" / "model" / "w.bin") == 0o644
