@@ -143,6 +143,7 @@ class NoStep:
 
     def __init__(self, params) -> None:
         self.params = list(params)
+        self.param_groups = [{"params": self.params, "lr": 0.0}]  # the trainer reads the scheduled rate here
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:

@@ -136,6 +136,34 @@ class UppercaseTask:
         return {"source": "test"}
 
 
+class BrevityTask:
+    """Reward 1 - tokens / budget on small-talk prompts: a real chat model's answers to these run 10-40 tokens, so
+    every group has variance and the reward is learnable within a few steps on the real model (a format-only signal,
+    like `boxed`, is much sparser). The learnable-reward check of the slow tests and of bench/."""
+
+    name = "brevity"
+    version = "1"
+    reward_weights = {"short": 1.0}  # noqa: RUF012
+    questions = ("What is your name?", "Say hello.", "What colour is the sky?", "Name a fruit.", "How are you?",
+                 "What is 2+2?")
+
+    def __init__(self, tokenizer: Any, max_tokens: int = 40) -> None:
+        self.tokenizer, self.max_tokens = tokenizer, max_tokens
+
+    def problems(self, split, limit=None, seed=0):
+        return [Problem(id=str(i), prompt=q) for i, q in enumerate(self.questions)]
+
+    def messages(self, problem):
+        return [{"role": "user", "content": problem.prompt}]
+
+    def score(self, problem, completion):
+        tokens = len(self.tokenizer(completion)["input_ids"])
+        return Score(rewards={"short": max(0.0, 1 - tokens / self.max_tokens)}, primary="short")
+
+    def data_source(self):
+        return {"source": "harness.testing"}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The plugin contract as assertions, a store in memory, and a searcher run without a model
 # ----------------------------------------------------------------------------------------------------------------

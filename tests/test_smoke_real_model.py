@@ -10,38 +10,12 @@ import torch
 from harness.engine.transformers_engine import TransformersEngine
 from harness.run import RunConfig, run
 from harness.store.run_folder import RunStore
+from harness.testing import BrevityTask
 from harness.trainers.grpo import GRPOTrainer
-from harness.types import Problem, SamplingParams, Score
+from harness.types import SamplingParams
 
 pytestmark = pytest.mark.slow
 MAX_TOKENS = 40
-
-
-class BrevityTask:
-    """Reward 1 - tokens / budget: the model's answers to small talk run 10-40 tokens, so every group has variance
-    and the reward is learnable within a few steps (a format-only signal, like `boxed`, is much sparser)."""
-
-    name = "brevity"
-    version = "1"
-    reward_weights = {"short": 1.0}  # noqa: RUF012
-    questions = ("What is your name?", "Say hello.", "What colour is the sky?", "Name a fruit.", "How are you?",
-                 "What is 2+2?")
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def problems(self, split, limit=None, seed=0):
-        return [Problem(id=str(i), prompt=q) for i, q in enumerate(self.questions)]
-
-    def messages(self, problem):
-        return [{"role": "user", "content": problem.prompt}]
-
-    def score(self, problem, completion):
-        tokens = len(self.tokenizer(completion)["input_ids"])
-        return Score(rewards={"short": max(0.0, 1 - tokens / MAX_TOKENS)}, primary="short")
-
-    def data_source(self):
-        return {"source": "test"}
 
 
 def test_default_model_answers_greedily(smollm2_policy_loader):
