@@ -14,8 +14,10 @@ item i of seed s+1 is item i+1 of seed s; see tasks/splits.py).
 "correct" counts only an answer the completion COMMITS to (tasks/math_answers.py): a \\boxed{}, "the answer is X",
 "Answer: X", a final sentence that states a value ("... = 7", "The sum is 55."), or a final line that is a value
 alone. A completion that commits to none is unparsed (extracted None), never right or wrong by chance: a number that
-merely appears last in rambling text is a guess. "lenient_correct" reads such a completion as its last number, as
-math-v2 did, and is reported with weight 0: visible in metrics, never trained on or scalarised.
+merely appears last in rambling text is a guess. "boxed" is the format: the committed answer is boxed, and is not a
+copy of what the instruction's own box holds (the placeholder of "\\boxed{result}"). "lenient_correct" reads a
+completion that commits to nothing as its last number, as math-v2 did, and is reported with weight 0: visible in
+metrics, never trained on or scalarised.
 
 "length" prefers concise completions: with n = len(completion.strip()) characters,
     length = 1                                          if n <= length_target
@@ -38,7 +40,14 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
-from harness.tasks.math_answers import answers_match, is_checkable, last_number, read_answer, solution_answer
+from harness.tasks.math_answers import (
+    answers_match,
+    boxed_contents,
+    is_checkable,
+    last_number,
+    read_answer,
+    solution_answer,
+)
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
 from harness.tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -48,7 +57,9 @@ HENDRYCKS = "EleutherAI/hendrycks_math"
 HENDRYCKS_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
                       "prealgebra", "precalculus")  # one hub config each; no config means all of them
 GYM_POOL_SEED = POOL_SEED  # the one seed of the generated pool; part of the data, so changing it bumps `version`
-INSTRUCTION = "Reason briefly, then put your final answer inside \\boxed{}."
+# SmolLM2-135M boxes 0 of 128 sampled answers when asked to "put your final answer inside \boxed{}", and 7 of 128
+# (besides 21 copies of the placeholder) when shown the form: a format GRPO can learn needs a base rate above zero.
+INSTRUCTION = "Give the result in the form \\boxed{result}."
 
 
 class MathTask:
@@ -56,8 +67,9 @@ class MathTask:
 
     name = "math"
     # bump on any change of data, prompt, extraction or scoring (v2: the "length" component; v3: "correct" counts
-    # committed answers only, "lenient_correct" the old last-number reading)
-    version = "math-v3"
+    # committed answers only, "lenient_correct" the old last-number reading; v4: the instruction shows the boxed
+    # form, and a box that copies the instruction's placeholder earns no "boxed")
+    version = "math-v4"
     capabilities = TaskCapabilities(misleading_hints=True)
 
     def __init__(
@@ -89,6 +101,8 @@ class MathTask:
         if not isinstance(instruction, str) or not instruction.strip():
             raise ValueError("math: instruction must be a non-empty string (it follows each problem in the prompt)")
         self.instruction = instruction
+        # what the instruction's own boxes hold ("result" in \boxed{result}): a copy of it is not an answer
+        self._placeholders = {_normalise_box(b) for b in boxed_contents(instruction) if b.strip()}
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
         self.hub_id = hub_id
@@ -134,12 +148,13 @@ class MathTask:
 
     def score(self, problem: Problem, completion: str) -> Score:
         reading = read_answer(completion)  # the committed answer; never raises, whatever the string
-        answer, from_box = reading.value, reading.boxed
+        answer, from_box = reading.value, reading.boxed and _normalise_box(reading.value) not in self._placeholders
         correct = answers_match(problem.answer, answer)
         # A completion that commits to nothing is read leniently as its last number: reported, weight 0.
         lenient = answer if answer is not None else last_number(completion).value
         lenient_correct = correct if answer is not None else answers_match(problem.answer, lenient)
-        # "boxed" is the format component: some \boxed{} holds a non-empty answer. "strict" needs both.
+        # "boxed" is the format component: the committed answer is boxed and is not the instruction's placeholder
+        # copied ("\boxed{result}"). "strict" needs both.
         length = self._length(completion) if answer is not None else 0.0
         return Score(
             rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box),
@@ -368,3 +383,8 @@ def _champ_rows() -> tuple[list[dict[str, Any]], int]:
             rows.append({"id": f"champ-{key}", "problem": item["_text"], "answer": answer,
                          "category": item.get("category"), "champ_answer": item.get("_answer")})
     return rows, len(problems)
+
+
+def _normalise_box(text: str | None) -> str:
+    """A box's contents compared as the model would copy them: case, spaces and surrounding $ ignored."""
+    return re.sub(r"[\s$]", "", text or "").lower()

@@ -153,7 +153,20 @@ def test_reward_vector_order_and_components() -> None:
                                                           "lenient_correct": 0.0}
     # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
-    assert task.version == "math-v3"
+    assert task.version == "math-v4"
+
+
+def test_a_box_that_copies_the_instructions_placeholder_earns_no_format_reward() -> None:
+    problem = _problem("28")
+    task = MathTask()  # "Give the result in the form \boxed{result}."
+    for copy in ("\\boxed{result}", "So: $\\boxed{ Result }$"):
+        assert task.score(problem, copy).rewards | {"length": 0} == {
+            "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0, "lenient_correct": 0.0}
+    assert task.score(problem, "23 + 5 = \\boxed{28}").rewards["boxed"] == 1.0
+    # An instruction whose example box holds a value: copying the example is no format either, another value is.
+    shown = MathTask(instruction="Answer as in 2 + 3 = \\boxed{5}.")
+    assert shown.score(problem, "\\boxed{5}").rewards["boxed"] == 0.0
+    assert shown.score(problem, "\\boxed{28}").rewards["boxed"] == 1.0
 
 
 @pytest.mark.parametrize(("chars", "length"), [(1, 1.0), (200, 1.0), (350, 0.75), (500, 0.5), (800, 0.0), (5000, 0.0)])
@@ -231,7 +244,7 @@ def test_score_never_raises_and_rewards_are_in_unit_interval(completion: str) ->
 def test_messages_ask_for_a_boxed_answer() -> None:
     messages = MathTask().messages(_problem("28"))
     assert len(messages) == 1 and messages[0]["role"] == "user"
-    assert messages[0]["content"].startswith("Calculate 23 + 5.") and "\\boxed{}" in messages[0]["content"]
+    assert messages[0]["content"].startswith("Calculate 23 + 5.") and "\\boxed{result}" in messages[0]["content"]
 
 
 def test_instruction_option_replaces_the_request_after_the_problem() -> None:

@@ -237,3 +237,33 @@ def test_save_policy_replaces_an_earlier_save(tiny_policy, tmp_path):
     save_policy(tiny_policy, tmp_path)
     assert not (tmp_path / "model" / "stale.txt").exists() and (tmp_path / "model" / "config.json").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left behind
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_engine_is_sent_the_lora_policy_as_plain_merged_weights(plugins, dtype):
+    """What vLLM (in process or a server) loads from a LoRA policy: the plain architecture's names, each adapted
+    layer merged, so a plain model loaded from them computes what the adapted policy computes."""
+    from transformers import AutoModelForCausalLM
+
+    from harness.engine.weights import serving_weights
+
+    policy = load_policy("tiny-random", plugins["model"], dtype=dtype)
+    prepare_policy(policy, PostTrainingOptions(lora_r=4, lora_alpha=8))
+    torch.manual_seed(1)
+    with torch.no_grad():  # lora_B starts at zero (the adapters are a no-op): give them a real effect
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5)
+    plain = AutoModelForCausalLM.from_pretrained(policy.source, dtype=getattr(torch, dtype))
+    weights = dict(serving_weights(policy.model))
+    assert set(weights) == set(plain.state_dict())  # no lora_ or base_layer names
+    plain.load_state_dict(weights, strict=True)
+    ids = torch.tensor([[1, 5, 9, 200, 31, 7]])
+    with torch.no_grad():
+        adapted, served = policy.model(input_ids=ids).logits, plain(input_ids=ids).logits
+        untouched = AutoModelForCausalLM.from_pretrained(policy.source, dtype=getattr(torch, dtype))(input_ids=ids)
+    assert (adapted - untouched.logits).abs().max() > 0.5  # the adapters change the output ...
+    assert torch.allclose(adapted.float(), served.float(), atol=1e-4 if dtype == "float32" else 5e-2)  # ... as merged
+    # a model without adapters is sent its own state dict, unchanged
+    assert all(torch.equal(a, b) for (_, a), b in zip(serving_weights(plain), plain.state_dict().values(),
+                                                       strict=True))

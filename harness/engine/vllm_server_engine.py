@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.engine.vllm_engine import VLLMContract, _prompt_seed
+from harness.engine.weights import serving_weights
 from harness.store.run_folder import default_permissions
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
@@ -175,8 +176,8 @@ def _checkpoint_tensors(model: Any) -> dict[str, Any]:
     loads nothing for it (a tied lm_head would keep serving the first weights)."""
     tensors: dict[str, Any] = {}
     storages: set[int] = set()
-    for name, tensor in model.state_dict().items():
-        tensor = tensor.detach().cpu()
+    for name, tensor in serving_weights(model):  # a LoRA policy's adapters merged in (harness/engine/weights.py)
+        tensor = tensor.cpu()
         storage = tensor.untyped_storage().data_ptr()
         tensors[name] = (tensor.clone() if storage in storages else tensor).contiguous()
         storages.add(storage)
