@@ -535,8 +535,20 @@ def test_the_run_summary_prints_the_paired_after_minus_before_of_that_run_only(t
 
 
 def test_the_best_example_is_the_shortest_of_the_top_scoring_candidates(tmp_path):
-    rows = [{"problem_id": "p", "phase": "after", "text": t, "scalar": s, "extracted": "7", "rewards": {}}
+    rows = [{"problem_id": "p", "phase": "after", "text": t, "scalar": s, "extracted": "7", "rewards": {},
+             "prompt": "Calculate 3 + 4.", "reference": "7"}
             for t, s in (("7 = 3 + 4 = Unknown + 0 = 7", 1.0), ("\\boxed{7}", 1.0), ("no", 0.0), ("long", 0.5))]
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = example_samples(tmp_path / "samples.jsonl", "after")
-    assert "best  p: '\\\\boxed{7}'" in text and "worst p: 'no'" in text
+    assert "best  p: 'Calculate 3 + 4.' (reference '7')\n        answer '\\\\boxed{7}'" in text
+    assert "worst p: 'Calculate 3 + 4.' (reference '7')\n        answer 'no'" in text
+    assert "no candidate scored" not in text
+
+
+def test_when_nothing_scored_no_candidate_is_called_the_best(tmp_path):
+    rows = [{"problem_id": "p", "phase": "after", "text": t, "scalar": 0.0, "extracted": None, "rewards": {}}
+            for t in ("izon metab", "selenium")]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = example_samples(tmp_path / "samples.jsonl", "after")
+    assert "no candidate scored above 0 (of 2); one of them:" in text
+    assert "e.g.  p:" in text and "best" not in text and "worst" not in text

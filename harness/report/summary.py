@@ -70,11 +70,15 @@ def example_samples(path: Path, phase: str, width: int = 100) -> str:
     best = min(rows, key=lambda r: (-r["scalar"], len(r["text"])))
     worst = min(rows, key=lambda r: r["scalar"])
     lines = [f"\nexample candidates ({phase}; all in {path.name}):"]
-    for label, r in (("best", best), ("worst", worst)):
+    if best["scalar"] <= 0:  # a "best" of nothing would present noise as the model's best work
+        lines.append(f"  no candidate scored above 0 (of {len(rows)}); one of them:")
+    for label, r in (("e.g.", best),) if best["scalar"] <= 0 else (("best", best), ("worst", worst)):
         text = " ".join(r["text"].split())
         text = text if len(text) <= width else text[: width - 3] + "..."
-        lines.append(f"  {label:<5} {r['problem_id']}: {text!r} -> extracted {r['extracted']!r}, rewards "
-                     f"{r['rewards']}")
+        asked = " ".join(str(r.get("prompt") or "").split())
+        asked = f" {asked[:width]!r}" + (f" (reference {r['reference']!r})" if r.get("reference") else "")
+        lines.append(f"  {label:<5} {r['problem_id']}:{asked}\n        answer {text!r} -> extracted "
+                     f"{r['extracted']!r}, rewards {r['rewards']}")
     return "\n".join(lines)
 
 
