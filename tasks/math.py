@@ -14,10 +14,11 @@ item i of seed s+1 is item i+1 of seed s; see tasks/splits.py).
 "correct" counts only an answer the completion COMMITS to (tasks/math_answers.py): a \\boxed{}, "the answer is X",
 "Answer: X", a final sentence that states a value ("... = 7", "The sum is 55."), or a final line that is a value
 alone. A completion that commits to none is unparsed (extracted None), never right or wrong by chance: a number that
-merely appears last in rambling text is a guess. "boxed" is the format: the committed answer is boxed, and is not a
-copy of what the instruction's own box holds (the placeholder of "\\boxed{result}"). "lenient_correct" reads a
-completion that commits to nothing as its last number, as math-v2 did, and is reported with weight 0: visible in
-metrics, never trained on or scalarised.
+merely appears last in rambling text is a guess. "boxed" is the format: the committed answer is boxed and is a value:
+not a copy of what the instruction's own box holds (the placeholder of "\\boxed{result}"), and not the problem's
+arithmetic written out again ("\\boxed{9 + 3}", a hack GRPO found within 6 steps on SmolLM2-135M).
+"lenient_correct" reads a completion that commits to nothing as its last number, as math-v2 did, and is reported
+with weight 0: visible in metrics, never trained on or scalarised.
 
 "length" prefers concise completions: with n = len(completion.strip()) characters,
     length = 1                                          if n <= length_target
@@ -44,6 +45,7 @@ from harness.tasks.math_answers import (
     answers_match,
     boxed_contents,
     is_checkable,
+    is_unevaluated,
     last_number,
     read_answer,
     solution_answer,
@@ -68,7 +70,7 @@ class MathTask:
     name = "math"
     # bump on any change of data, prompt, extraction or scoring (v2: the "length" component; v3: "correct" counts
     # committed answers only, "lenient_correct" the old last-number reading; v4: the instruction shows the boxed
-    # form, and a box that copies the instruction's placeholder earns no "boxed")
+    # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed")
     version = "math-v4"
     capabilities = TaskCapabilities(misleading_hints=True)
 
@@ -148,13 +150,15 @@ class MathTask:
 
     def score(self, problem: Problem, completion: str) -> Score:
         reading = read_answer(completion)  # the committed answer; never raises, whatever the string
-        answer, from_box = reading.value, reading.boxed and _normalise_box(reading.value) not in self._placeholders
+        answer = reading.value
+        # the format is a boxed final value: not the instruction's placeholder copied, not the sum written out again
+        from_box = (reading.boxed and _normalise_box(answer) not in self._placeholders
+                    and not is_unevaluated(problem.answer, answer))
         correct = answers_match(problem.answer, answer)
         # A completion that commits to nothing is read leniently as its last number: reported, weight 0.
         lenient = answer if answer is not None else last_number(completion).value
         lenient_correct = correct if answer is not None else answers_match(problem.answer, lenient)
-        # "boxed" is the format component: the committed answer is boxed and is not the instruction's placeholder
-        # copied ("\boxed{result}"). "strict" needs both.
+        # "strict" needs both a correct answer and the format.
         length = self._length(completion) if answer is not None else 0.0
         return Score(
             rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box),

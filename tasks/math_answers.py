@@ -425,15 +425,26 @@ def _math_verify_equal(reference: str, answer: str) -> bool:
         return False
 
 
+def stated_value(reference: str, answer: str) -> str:
+    """The value an answer states: the right-hand side of "x = 5" or "23 + 5 = 28" (unless the reference is an
+    equation too)."""
+    return answer.rsplit("=", 1)[1].strip() if "=" in answer and "=" not in reference else answer
+
+
+def is_unevaluated(reference: str | None, answer: str | None) -> bool:
+    """Whether ``answer`` writes arithmetic out instead of giving its value ("9 + 3" where the reference is 12)."""
+    return bool(reference and answer and _INTEGER.fullmatch(reference.strip())
+                and _UNEVALUATED.search(stated_value(reference, answer)))
+
+
 def answers_match(reference: str | None, answer: str | None) -> bool:
     """Whether ``answer`` equals ``reference`` mathematically. Never raises."""
     try:
         if not reference or not answer or not answer.strip():
             return False
         reference, answer = reference.strip(), answer.strip()
-        if "=" in answer and "=" not in reference:  # "x = 5" or "23 + 5 = 28": the value is the right-hand side
-            answer = answer.rsplit("=", 1)[1].strip()
-        if _INTEGER.fullmatch(reference) and _UNEVALUATED.search(answer):
+        answer = stated_value(reference, answer)
+        if is_unevaluated(reference, answer):
             return False  # math-verify would simplify "23 + 5" to 28: copying the question is not computing it
         if _normalise(reference) == _normalise(answer):
             return True

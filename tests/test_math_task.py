@@ -164,6 +164,9 @@ def test_a_box_that_copies_the_instructions_placeholder_earns_no_format_reward()
             "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0, "lenient_correct": 0.0}
     assert task.score(problem, "23 + 5 = \\boxed{28}").rewards["boxed"] == 1.0
     # An instruction whose example box holds a value: copying the example is no format either, another value is.
+    # Nor is the problem's sum boxed again, however the completion goes on; a boxed equation's value is a value.
+    assert task.score(problem, "To calculate \\boxed{23 + 5}, we add.").rewards["boxed"] == 0.0
+    assert task.score(problem, "\\boxed{23 + 5 = 28}").rewards["boxed"] == 1.0
     shown = MathTask(instruction="Answer as in 2 + 3 = \\boxed{5}.")
     assert shown.score(problem, "\\boxed{5}").rewards["boxed"] == 0.0
     assert shown.score(problem, "\\boxed{28}").rewards["boxed"] == 1.0
