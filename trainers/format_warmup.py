@@ -24,6 +24,7 @@ import torch
 
 from harness.multi_answer import instruct, split_answers
 from harness.trainers.policy_gradient import cycle_problems
+from harness.trainers.post_training import trainable_parameters
 from harness.types import Engine, Problem, SamplingParams, Task
 
 
@@ -75,7 +76,7 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
         raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
     store.write_samples(target_records(examples, "self"))
     pairs = sft.encode(tok, examples)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr)
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=plan.lr)  # a LoRA policy's adapters only
     order = cycle_problems(pairs, plan.seed)
     step = 0
     while rates[-1] < plan.target_rate and step < plan.max_steps:

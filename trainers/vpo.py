@@ -52,6 +52,7 @@ class VPOTrainer(GRPOTrainer):
 
     def train(self, policy, engine, task, problems, *, store) -> None:
         cfg = self.config
+        self.prepare_policy(policy)  # LoRA / checkpointing before the warm-up too: it trains what RL will train
         if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
             shuffled = list(itertools.islice(cycle_problems(problems, cfg.seed + 1), len(problems)))
             targets = shuffled[: cfg.warmup_problems]
