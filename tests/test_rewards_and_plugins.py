@@ -235,6 +235,21 @@ def test_a_plugin_file_s_task_is_listed_and_runs(folder: Path, tmp_path: Path, c
     assert {s["problem_id"] for s in _samples(run)} == {"add-0", "add-1"}  # FakeTask's problems, as Doubles'
 
 
+def test_the_readme_s_plugin_works_from_its_file_without_installing(folder: Path, capsys) -> None:
+    """README.md: `--plugin harness-echo/harness_echo.py` (the example's module, verbatim, not installed)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "--plugin harness-echo/harness_echo.py --task echo" in readme
+    (module,) = re.findall(r"^`harness-echo/harness_echo\.py`:\n```python\n(.*?)^```", readme, re.S | re.M)
+    (folder / "harness-echo").mkdir()
+    (folder / "harness-echo" / "harness_echo.py").write_text(module)
+    try:
+        assert main(["list", "--plugin", "harness-echo/harness_echo.py"]) == 0
+    finally:
+        sys.modules.pop("harness_echo", None)
+    assert re.search(r"^\s+echo\s+Repeat a word back\s+\[local:harness-echo/harness_echo\.py\]$",
+                     capsys.readouterr().out, re.M)
+
+
 def test_a_plugin_module_importable_from_the_working_directory(folder: Path, capsys) -> None:
     (folder / "plugin_module.py").write_text(PLUGIN.replace('"doubles"', '"doubles-module"'))
     assert main(["list", "--plugin", "plugin_module"]) == 0
