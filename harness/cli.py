@@ -117,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
                        help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
                             "--set task.source=champ --set searcher.n=16 (repeatable)")
+    run_p.add_argument("--reward", dest="rewards", action="append", metavar="MODULE:FN[=WEIGHT]",
+                       help="a reward function fn(prompt, completion, reference) -> float from a module importable "
+                            "in the working directory, added to the task's reward vector as component FN with "
+                            "WEIGHT (default 1; 0: reported only); repeatable")
+    _plugin_flag(run_p)
     run_p.set_defaults(func=cmd_run)
 
     steer_p = sub.add_parser(
@@ -181,8 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
     list_p = sub.add_parser(
         "list", parents=[common], help="list every registered plugin (tasks, trainers, searchers, estimators, "
                                        "behaviours, engines, models, loggers) with the package that added it")
+    _plugin_flag(list_p)
     list_p.set_defaults(func=cmd_list)
     return parser
+
+
+def _plugin_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plugin", dest="plugins", action="append", metavar="FILE.py|MODULE",
+                        help="register a plugin without packaging it: a Python file, or a module importable in the "
+                             "working directory, whose harness_register_* hooks add tasks, trainers, ... (as "
+                             "pytest's -p); repeatable")
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -202,7 +215,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
              "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "dtype",
-             "save_model", "push_to_hub", "batch_size", "model_revision")
+             "save_model", "push_to_hub", "batch_size", "model_revision", "rewards", "plugins")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -282,7 +295,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from harness.plugins import get_plugin_manager
 
-    plugins = get_plugin_manager()
+    plugins = get_plugin_manager(local=args.plugins or ())
     titles = {"task": "tasks", "trainer": "trainers", "searcher": "searchers", "advantage": "advantage estimators",
               "behaviour": "behaviours", "engine": "rollout engines", "model": "model aliases",
               "logger": "metric loggers"}

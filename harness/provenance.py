@@ -22,6 +22,13 @@ def package_version(distribution: str) -> str | None:
 
 def file_digest(path: Path) -> str | None:
     """A short content hash of a local file: two runs on different files never look alike."""
+    full = file_sha256(path)
+    return None if full is None else "sha256:" + full[:16]
+
+
+def file_sha256(path: Path) -> str | None:
+    """A file's whole SHA-256 in hex, as `sha256sum` prints it (None: unreadable): for code a run executed, which
+    someone may want to check a copy of."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -29,7 +36,7 @@ def file_digest(path: Path) -> str | None:
                 digest.update(chunk)
     except OSError:
         return None
-    return "sha256:" + digest.hexdigest()[:16]
+    return digest.hexdigest()
 
 
 def folder_digest(folder: Path, limit: int = FOLDER_DIGEST_LIMIT) -> tuple[str | None, int]:

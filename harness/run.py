@@ -32,7 +32,7 @@ __all__ = ["RunConfig", "resume", "run"]
 def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: dict | None = None) -> Path:
     """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue)."""
     started = time.time()
-    plugins = plugins or get_plugin_manager()
+    plugins = plugins or get_plugin_manager(local=cfg.plugins)
     dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch`
     echo = echo if dp.is_main else _quiet  # rank 0 speaks for the run
     plan = plan_run(cfg, plugins, dp.world_size, resuming=resuming is not None)

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.executors import make_executor
+from harness.failures import PluginFailed
 from harness.plugins.options import coerce
 from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
@@ -356,6 +357,8 @@ def _check(task: Task, problem: Problem, text: str) -> tuple[Any, str]:
             checked = task.check(problem, text)
             return checked.score, "\n".join(checked.feedback)
         score = task.score(problem, text)
+    except PluginFailed:  # not this candidate's fault: the run stops (harness/failures.py)
+        raise
     except Exception:
         return None, ""
     return score, "no final answer found" if score.unparsed else f"final answer: {score.extracted}"

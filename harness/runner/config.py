@@ -36,12 +36,22 @@ class RunConfig:
     push_to_hub: str = ""  # a hub repo id the saved policy is uploaded to when the run completes
     batch_size: int | None = None  # --batch-size: sequences the engine decodes together (None: the engine's default)
     model_revision: str = ""  # --model-revision: the hub revision (branch, tag, commit) of a hub model; "": latest
+    # --reward MODULE:FN[=WEIGHT]: reward functions added to the task's vector (harness/reward_functions.py)
+    rewards: list[str] = field(default_factory=list)
+    # --plugin FILE.py|MODULE: local plugins registered before the run (harness/plugins/local.py)
+    plugins: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
         if self.batch_size is not None:
             self.batch_size = positive_int(self.batch_size, "--batch-size")
+        for key in ("rewards", "plugins"):  # a file may give one string; the manifest keeps a list
+            value = getattr(self, key)
+            value = [value] if isinstance(value, str) else value
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+                raise ValueError(f"{key} should be a list of strings, got {getattr(self, key)!r}")
+            setattr(self, key, [v.strip() for v in value])
 
     def engine_options(self) -> dict[str, Any]:
         """The engine's options: --engine-url and --engine-weights-dir, then --set engine.KEY=VALUE."""

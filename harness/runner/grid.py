@@ -66,6 +66,9 @@ def cell_name(cfg: RunConfig) -> str:
         identity.pop("model_revision", None)
     if identity.get("dtype") == "float32":  # and cells with float32 weights
         del identity["dtype"]
+    for key in ("rewards", "plugins"):  # and cells without --reward functions or --plugin files
+        if not identity.get(key):
+            identity.pop(key, None)
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     # an arm's name stands for its trainer: two arms of one trainer (an ablation) must be told apart at a glance
     label = f"{cfg.task}-{cfg.arm or cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
@@ -86,7 +89,7 @@ def run_grid(cells: list[RunConfig], plugins: Any = None, echo=print) -> list[Pa
     from harness.plugins import get_plugin_manager
     from harness.run import run
 
-    plugins = plugins or get_plugin_manager()
+    plugins = plugins or get_plugin_manager(local=cells[0].plugins if cells else ())  # not an axis: shared by all
     for cfg in cells:  # a misspelt name or option fails the grid now, not after hours of the cells before it
         check_cell(cfg, plugins)
     done: list[Path] = []
@@ -211,6 +214,9 @@ def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, 
     for key in ("model", "preset", "out", "k", "model_revision"):
         if key in data and not isinstance(data[key], (str, int)):
             raise ValueError(f"{where}: {key} should be a string, got {data[key]!r}")
+    for key in ("rewards", "plugins"):  # rewards = ["myrewards:brevity=0.5"], plugins = ["./my_plugin.py"]
+        if key in data and not (isinstance(data[key], list) and all(isinstance(v, str) for v in data[key])):
+            raise ValueError(f"{where}: {key} should be a list of strings, got {data[key]!r}")
     return {**data, "options": options}
 
 

@@ -31,10 +31,12 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
         "config": asdict(cfg),
         "resolved_options": plan.options,
         "plugins": {kind: {"name": name, "plugin": plugins[kind].get(name).plugin}
-                    for kind, name in kinds if name != "none"},
+                    for kind, name in kinds if name != "none"}
+        | ({"local": [p.describe() for p in plugins.local]} if plugins.local else {}),  # --plugin: file and digest
         "task": {"name": task.name, "version": task.version, "data_source": task.data_source(),
                  "eval_problems": len(plan.eval_problems), "train_problems": len(plan.train_problems),
-                 "reward_weights": task.reward_weights},
+                 "reward_weights": task.reward_weights}
+        | ({"reward_functions": [r.describe() for r in plan.rewards]} if plan.rewards else {}),  # --reward
         "model": model,
         "seed": cfg.seed,
         "processes": processes,  # data-parallel ranks (torchrun / accelerate launch); 1: one process

@@ -1,46 +1,28 @@
 """Step 3 of a run: its phases. ``eval`` alone (--trainer none), or ``before`` -> ``train`` -> ``after``.
 
 Each finished phase is recorded in the manifest with a snapshot of the folder, so a resumed run skips it and cuts
-back to its end. A plugin that raises is named: the error becomes ``PluginFailed`` ("searcher 'x' (plugin 'y')
-failed ..."), the manifest says ``failed`` with that line, and the traceback goes to ``error.txt`` in the folder;
-everything written before stays.
+back to its end. A plugin that raises is named: the error becomes ``PluginFailed`` (harness/failures.py: "searcher
+'x' (plugin 'y') failed ..."), the manifest says ``failed`` with that line, and the traceback goes to ``error.txt``
+in the folder; everything written before stays.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from harness.failures import PluginFailed, blame
 from harness.policy_export import save_policy
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
 from harness.types import EngineCapabilities, capabilities_of
 
 ERROR_FILE = "error.txt"
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # not a plugin's fault: the CLI says how to resume
-
-
-class PluginFailed(RuntimeError):
-    """A plugin raised during a run; the message names it and the phase, the cause keeps the traceback."""
-
-
-@contextlib.contextmanager
-def blame(kind: str, name: str, plugin: str, doing: str) -> Iterator[None]:
-    """Re-raise any error of the block as ``PluginFailed`` naming the plugin (a full disk and ^C pass through)."""
-    try:
-        yield
-    except (PluginFailed, KeyboardInterrupt):
-        raise
-    except OSError as exc:
-        if exc.errno in DISK_FULL:
-            raise
-        raise PluginFailed(_line(kind, name, plugin, doing, exc)) from exc
-    except Exception as exc:
-        raise PluginFailed(_line(kind, name, plugin, doing, exc)) from exc
+# PluginFailed and blame live in harness/failures.py (scoring lets PluginFailed through); still importable from here
+__all__ = ["ERROR_FILE", "PluginFailed", "blame", "execute", "record_failure"]
 
 
 def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore, manifest: dict,
@@ -105,8 +87,3 @@ def record_failure(store: RunStore, manifest: dict, exc: BaseException) -> None:
                     error=None if interrupted else (str(exc) or type(exc).__name__))
     with contextlib.suppress(Exception):
         store.write_manifest(manifest)
-
-
-def _line(kind: str, name: str, plugin: str, doing: str, exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{kind} {name!r} (plugin {plugin!r}) failed while {doing}: {type(exc).__name__}: {first}"

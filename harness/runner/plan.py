@@ -9,13 +9,14 @@ plugin: what differs between plugins is what they declare (harness/types.py).
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.plugins import Plugins
 from harness.plugins.contract import check_engine_factory, check_searcher, check_task, check_trainer, require
 from harness.plugins.options import build_plugin, check_options
+from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
 from harness.runner.presets import preset_options, run_preset
 from harness.store.loggers import check_loggers
@@ -42,6 +43,7 @@ class Plan:
     eval_problems: list[Problem]
     train_problems: list[Problem]
     loggers: list[str]
+    rewards: list[RewardFunction] = field(default_factory=list)  # --reward functions, in the task's vector
 
 
 def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bool = False) -> Plan:
@@ -56,15 +58,20 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
     if not eval_problems:
         raise ValueError(f"task {cfg.task!r} gave no eval problems")
+    if isinstance(task, WithRewards):
+        task.check_components(eval_problems[0])
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     loggers = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
-    return Plan(cfg, task, trainer, searcher, options, eval_problems, train_problems, loggers)
+    rewards = task.rewards if isinstance(task, WithRewards) else []
+    return Plan(cfg, task, trainer, searcher, options, eval_problems, train_problems, loggers, rewards)
 
 
 def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
                   resuming: bool = False) -> tuple[Any, Any, Any, dict[str, dict[str, Any]]]:
-    """(task, trainer or None, searcher, the options each was built with), each checked against its protocol.
-    Without ``with_task`` (a grid checking its cells) the task is resolved by name but not built."""
+    """(task, trainer or None, searcher, the options each was built with), each checked against its protocol; the
+    task carries the --reward functions' components (imported here even without ``with_task``). Without
+    ``with_task`` (a grid checking its cells) the task is resolved by name but not built."""
+    rewards = load_rewards(cfg.rewards)
     task = None
     task_options = {**preset_options(plugins, cfg.preset, "task", cfg.task), **cfg.options.get("task", {})}
     if with_task:
@@ -87,6 +94,8 @@ def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
     require(check_searcher(searcher, cfg.searcher), "searcher", cfg.searcher,
             plugins["searcher"].get(cfg.searcher).plugin)
+    if task is not None and rewards:
+        task = WithRewards(task, rewards)
     return task, trainer, searcher, {"task": task_options, "trainer": trainer_options, "searcher": searcher_options}
 
 
