@@ -98,6 +98,7 @@ class MathTask:
         operators: str | Iterable[str] = "+-",
         pool_size: int = 2000,
         eval_fraction: float = 0.2,
+        boxed_weight: float = 0.5,
         length_weight: float = 0.0,
         length_target: int = 200,
         length_cap: int = 800,
@@ -139,14 +140,14 @@ class MathTask:
             raise ValueError(f"math: operators must be drawn from '+-*/', got {operators!r}")
         if not 0.0 < self.eval_fraction <= 1.0:
             raise ValueError(f"math: eval_fraction must be in (0, 1], got {eval_fraction!r}")
-        self.length_weight = float(length_weight)
+        self.boxed_weight, self.length_weight = float(boxed_weight), float(length_weight)
         self.length_target, self.length_cap = int(length_target), int(length_cap)
-        if self.length_weight < 0 or not 0 <= self.length_target < self.length_cap:
-            raise ValueError("math: need length_weight >= 0 and 0 <= length_target < length_cap")
+        if not (self.length_weight >= 0 and self.boxed_weight >= 0 and 0 <= self.length_target < self.length_cap):
+            raise ValueError("math: need boxed_weight >= 0, length_weight >= 0 and 0 <= length_target < length_cap")
         # GRPO needs signal on a weak model: the format component is rewarded, strict correctness only reported.
         # "correct" counts "the answer is X" and final statements too (SmolLM2-135M boxes 3 answers in 80), so the
         # reward keeps its signal; "lenient_correct" (a guess counts) is reported with weight 0, never trained on.
-        self.reward_weights = {"correct": 1.0, "boxed": 0.5}
+        self.reward_weights = {"correct": 1.0, "boxed": self.boxed_weight}
         if self.length_weight > 0:
             self.reward_weights["length"] = self.length_weight
         self.reward_weights["lenient_correct"] = 0.0
