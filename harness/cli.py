@@ -8,6 +8,7 @@ import errno
 import sys
 from typing import Any
 
+from harness.interrupts import terminate_as_interrupt
 from harness.plugins.registry import PluginError
 from harness.steering.vectors import BETA_UNITS
 
@@ -17,6 +18,7 @@ DEBUG_HELP = "show the full traceback of an error instead of its one line"
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    terminate_as_interrupt()  # SIGTERM ends a run as ^C does: recorded, cleaned up, one line
     try:
         return args.func(args)
     except (PluginError, ValueError, FileNotFoundError, RuntimeError) as exc:
@@ -106,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "trainer writes its weights for each push (needed when the server is on another machine)")
     run_p.add_argument("--batch-size", metavar="N",
                        help="sequences the engine decodes together: transformers' max_batch_rows (default 64; a "
-                            "prompt's n samples always go together), "
+                            "prompt's n samples go together when they fit), "
                             "vllm's max_num_seqs (default: vLLM's); vllm-server has none here (start the server "
                             "with --max-num-seqs N). Results do not depend on it beyond float rounding")
     run_p.add_argument("--model-revision", metavar="REV",
@@ -178,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     index_p = sub.add_parser(
         "index", parents=[common], help="rebuild the results store (results.sqlite) of a folder of runs",
-        description="Delete FOLDER/results.sqlite and index every run folder under FOLDER again: the run folders "
-                    "are the record, the store only indexes them.")
+        description="Index every run folder under FOLDER into a new FOLDER/results.sqlite, which replaces the old "
+                    "one when it is whole: the run folders are the record, the store only indexes them.")
     index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
     index_p.set_defaults(func=cmd_index)
 
@@ -284,11 +286,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.store.results_db import RESULTS_DB, find_runs, rebuild
+    from harness.store.results_db import RESULTS_DB, reindex
 
-    folder = Path(args.folder)
-    count = rebuild(folder / RESULTS_DB, find_runs([folder]))
-    print(f"indexed {count} runs into {folder / RESULTS_DB}")
+    count = reindex(args.folder)  # a folder it cannot read is skipped, with a line saying which and why
+    print(f"indexed {count} runs into {Path(args.folder) / RESULTS_DB}")
     return 0
 
 

@@ -223,12 +223,33 @@ def resolve(spec: str, registry) -> str:
     return spec  # a hub id: transformers will fetch it, or fail with the error load_policy reports
 
 
+def check_safetensors(path: Path, spec: str) -> None:
+    """Refuse a cut or corrupt safetensors file in one line before torch loads (safetensors' own error is a
+    traceback): the file is an 8-byte header length, a JSON header giving each tensor's byte range, then the data."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or length > size - 8:
+                raise ValueError(f"its header needs {length} bytes")
+            header = json.loads(f.read(length))
+        end = max((t["data_offsets"][1] for name, t in header.items() if name != "__metadata__"), default=0)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise PluginError(f"model {spec!r}: {path} is not a readable safetensors file ({exc})") from None
+    if 8 + length + end > size:
+        raise PluginError(f"model {spec!r}: {path} is truncated ({size} bytes; its header describes "
+                          f"{8 + length + end}): copy or save it again")
+
+
 def load_policy(spec: str, registry, dtype: str = "float32", revision: str | None = None) -> Policy:
     """Load model and tokenizer for ``spec`` (``revision``: of a hub model). Any failure becomes one line naming the
     model."""
     source = resolve(spec, registry)
     if revision and Path(source).exists():
         raise PluginError(f"model {spec!r} is the local folder {source}: --model-revision applies to hub ids only")
+    if Path(source).is_dir():
+        for weights in sorted(Path(source).glob("*.safetensors")):
+            check_safetensors(weights, spec)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

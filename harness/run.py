@@ -7,7 +7,6 @@ and metric is written as soon as it exists, so a run that dies keeps what it did
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -18,19 +17,23 @@ from harness.policy_export import MODEL_DIR, push_to_hub, write_model_card
 from harness.report.summary import example_samples, paired_change, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
-from harness.runner.manifest import carry_over, new_manifest
+from harness.runner.manifest import carry_over, check_resume_point, new_manifest
 from harness.runner.phases import execute
 from harness.runner.plan import Plan, plan_run
 from harness.store.checkpoint import Checkpointer
+from harness.store.lock import lock_run_folder
 from harness.store.loggers import open_loggers
-from harness.store.results_db import RESULTS_DB, index_run
+from harness.store.reading import read_json
+from harness.store.results_db import RESULTS_DB, index_run, is_indexed
 from harness.store.run_folder import FollowerStore, RunStore
 
 __all__ = ["RunConfig", "resume", "run"]
 
 
-def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: dict | None = None) -> Path:
-    """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue)."""
+def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: dict | None = None,
+        store: RunStore | None = None) -> Path:
+    """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue, and
+    ``store`` its folder, which ``resume`` has locked and checked)."""
     started = time.time()
     plugins = plugins or get_plugin_manager(local=cfg.plugins)
     dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch`
@@ -39,30 +42,72 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     policy, engine = load_model(plan, plugins, dp, echo)
     if not dp.is_main:
         return follow(plan, dp, policy, engine)
-    store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, started, echo)
+    store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, store, started, echo)
     try:
-        execute(plan, plugins, policy, engine, store, manifest, echo)
+        try:
+            execute(plan, plugins, policy, engine, store, manifest, echo)
+        finally:
+            store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
+            dp.close()
+        finish(plan, store, manifest, started, echo)
     finally:
-        store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
-        dp.close()
-    finish(plan, store, manifest, started, echo)
+        store.lock.release()  # this process is done writing the folder (its end would release it too)
     return store.dir
 
 
 def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, threads: int | None = None) -> Path:
     """Continue a run that was killed or failed: its own configuration, its finished phases skipped, training from
-    its last checkpoint, everything written after that point cut away first (so nothing is lost or duplicated)."""
+    its last checkpoint, everything written after that point cut away first (so nothing is lost or duplicated).
+
+    The folder is locked first (a second writer is refused, naming the first's pid) and checked against the point
+    it resumes from before the model loads; a run complete on disk but missing from the index is indexed."""
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"cannot resume {run_dir}: no such folder")
+    main = current_parallel().is_main  # rank 0 writes, and so locks and checks; the others follow it
+    lock = lock_run_folder(run_dir) if main else None
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot resume {run_dir}: no readable manifest.json ({exc})") from None
-    if manifest.get("status") == "complete":
+        try:
+            manifest = read_json(run_dir / "manifest.json")
+        except ValueError as exc:
+            raise ValueError(f"cannot resume {run_dir}: no readable manifest.json ({exc})") from None
+        if isinstance(manifest, dict) and manifest.get("status") == "complete":
+            return index_if_missing(run_dir, echo)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+            raise ValueError(f"cannot resume {run_dir}: manifest.json holds no run configuration")
+        known = {f.name for f in fields(RunConfig)}
+        cfg = RunConfig(**{k: v for k, v in manifest["config"].items() if k in known})
+        if threads is not None and threads != cfg.threads:  # torch's thread count changes the rounding, so results
+            recorded = f"--threads {cfg.threads}" if cfg.threads else "torch's default threads"
+            raise ValueError(f"--threads {threads}: {run_dir} ran with {recorded}, and a resume keeps it (results "
+                             "depend on it); drop --threads")
+        cfg = replace(cfg, out=str(run_dir.parent), name=run_dir.name)
+        store = None
+        if main:
+            store = RunStore(cfg.out, cfg.name, existing=True)
+            store.lock, store.checkpointer = lock, checkpointer_for(cfg, store.dir)
+            check_resume_point(manifest, store)
+        return run(cfg, plugins=plugins, echo=echo, resuming=manifest, store=store)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def index_if_missing(run_dir: Path, echo) -> Path:
+    """A run complete on disk (killed after saying so, before it was indexed) gets what ``finish`` left undone:
+    its checkpoint removed, its row in the index. One already indexed has nothing left to resume."""
+    db = run_dir.parent / RESULTS_DB
+    if is_indexed(db, run_dir):
         raise ValueError(f"{run_dir} is already complete; nothing to resume")
-    known = {f.name for f in fields(RunConfig)}
-    cfg = RunConfig(**{k: v for k, v in manifest["config"].items() if k in known})
-    cfg = replace(cfg, out=str(run_dir.parent), name=run_dir.name, threads=threads or cfg.threads)
-    return run(cfg, plugins=plugins, echo=echo, resuming=manifest)
+    Checkpointer(run_dir).remove()
+    index_run(db, run_dir)
+    echo(f"{run_dir} was complete but missing from {db}: indexed it")
+    return run_dir
+
+
+def checkpointer_for(cfg: RunConfig, run_dir: Path) -> Checkpointer | None:
+    """A training run checkpoints (every ``--checkpoint-every`` steps; 0: never)."""
+    return Checkpointer(run_dir, cfg.checkpoint_every) if cfg.trainer != "none" and cfg.checkpoint_every else None
 
 
 def load_model(plan: Plan, plugins: Plugins, dp: Any, echo) -> tuple[Any, Any]:
@@ -81,17 +126,16 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo) -> tuple[Any, Any]:
     return policy, make_engine(policy, main_process=dp.is_main, **plan.options["engine"])
 
 
-def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming: dict | None, started: float,
-                    echo) -> tuple[RunStore, dict]:
-    """Step 3: a new folder (or the killed run's, cut back to its last consistent moment), its manifest, loggers."""
+def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming: dict | None,
+                    store: RunStore | None, started: float, echo) -> tuple[RunStore, dict]:
+    """Step 3: a new folder, locked (or the killed run's, cut back to its last consistent moment), its manifest,
+    loggers."""
     cfg = plan.cfg
     label = f"{cfg.task}-{cfg.trainer}-{cfg.searcher}".replace(":", "_").replace("/", "_")
-    if resuming:
-        store = RunStore(cfg.out, str(cfg.name), existing=True)
-    else:
+    if store is None:
         store = RunStore(cfg.out, cfg.name) if cfg.name else RunStore.create(cfg.out, label)
-    store.checkpointer = Checkpointer(store.dir, cfg.checkpoint_every) if plan.trainer and cfg.checkpoint_every \
-        else None
+        store.lock = lock_run_folder(store.dir)
+        store.checkpointer = checkpointer_for(cfg, store.dir)
     manifest = new_manifest(plan, plugins, policy.describe(), dp.world_size, started)
     if resuming:
         carry_over(manifest, resuming, store)
@@ -106,13 +150,14 @@ def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming
 
 
 def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) -> None:
-    """Step 5: the manifest says complete, the checkpoint goes, the run joins the results index; a summary."""
+    """Step 5: the manifest says complete (every file whole by then: ``execute`` checked), the checkpoint goes,
+    the run joins the results index; a summary. A kill between "complete" and the index is mended by --resume."""
+    write_model_card(store.dir, manifest, store.metrics)
     manifest.update(status="complete", seconds=round(time.time() - started, 1))
     store.write_manifest(manifest)
     if store.checkpointer:  # only a killed run needs it, and for the default model it is ~1.6 GB
         store.checkpointer.remove()
     index_into(Path(plan.cfg.out) / RESULTS_DB, store.dir, echo)
-    write_model_card(store.dir, manifest, store.metrics)
     if plan.cfg.push_to_hub:
         try:  # the run is complete whatever the hub says; the folder can be pushed again by hand
             echo(f"pushed {store.dir / MODEL_DIR} to {push_to_hub(store.dir, plan.cfg.push_to_hub)}")

@@ -118,6 +118,9 @@ class BestOfK:
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
+        if not (self.temperature >= 0 and 0 < self.top_p <= 1):  # 0: greedy
+            raise ValueError(f"best-of-k: need temperature >= 0 and 0 < top_p <= 1, got temperature={temperature!r}, "
+                             f"top_p={top_p!r}")
         self.seed = int(seed)
         self.batch_prompts = int(batch_prompts)
         self.embedding_diversity = bool(coerce(embedding_diversity, True))  # "false" from --set is False

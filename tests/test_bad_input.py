@@ -6,12 +6,14 @@ that never halts in test_sandbox.py; a broken third-party plugin is skipped and 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
+from harness.store.results_db import index_run
 
 TINY = [("--model", "tiny-random"), ("--trainer", "none"), ("--limit", "1"), ("--k", "1"),
         ("--set", "searcher.n=1"), ("--set", "searcher.max_new_tokens=2")]
@@ -26,16 +28,29 @@ def _table_of_what_the_user_sees():
         print(f"| {what} | `{line}` |")
 
 
-def _files(tmp: Path) -> dict[str, str]:
+def _files(tmp: Path, model: str | None = None) -> dict[str, str]:
     (tmp / "bad_row.jsonl").write_text('{"problem": "1+1", "answer": "2"}\n{"problem": "2+2"}\n')
     (tmp / "not_json.jsonl").write_text('{"problem": "1+1", "answer": "2"}\n{"problem": \n')
     (tmp / "broken.toml").write_text("trainer = [grpo\n")
     (tmp / "types.toml").write_text("steps = 'many'\n")
     (tmp / "unknown.toml").write_text("optimiser = 'adam'\n")
+    (tmp / "a-file").write_text("not a folder\n")
+    # 526 bytes of YAML that expand to 9^9 strings ("billion laughs")
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    levels += [f"{b}: &{b} [{','.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)]
+    (tmp / "bomb.yaml").write_text("\n".join(levels) + "\n")
     done = tmp / "done"
     done.mkdir(exist_ok=True)
     (done / "manifest.json").write_text(json.dumps({"status": "complete"}))
-    return {"tmp": str(tmp)}
+    index_run(tmp / "results.sqlite", done)  # complete and indexed: nothing left to do
+    subs = {"tmp": str(tmp)}
+    if model:  # the tiny model with its weights cut in half, as an interrupted copy leaves them
+        cut = Path(shutil.copytree(model, tmp / "cut-model"))
+        weights = cut / "model.safetensors"
+        with open(weights, "r+b") as f:
+            f.truncate(weights.stat().st_size // 2)
+        subs["truncated"] = str(cut)
+    return subs
 
 
 CASES = [
@@ -59,19 +74,44 @@ CASES = [
     ("report of no finished run", ["report", "{tmp}", "--out", "{tmp}/report"],
      "none of the 1 run folders is complete"),
     ("report of a missing folder", ["report", "{tmp}/nope", "--out", "{tmp}/report"], "does not exist"),
+    # issue 21: refused up front, where they once came after the model had loaded (or never)
+    ("--out is a file", ["run", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
+    ("report --out is a file", ["report", "{tmp}", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
+    ("truncated safetensors model", ["run", "--model", "{truncated}"], "model.safetensors is truncated"),
+    ("learning rate nan", ["run", "--trainer", "grpo", "--set", "trainer.lr=nan"], "lr='nan' is not a finite number"),
+    ("learning rate inf", ["run", "--trainer", "grpo", "--set", "trainer.lr=inf"], "lr='inf' is not a finite number"),
+    ("negative learning rate", ["run", "--trainer", "grpo", "--set", "trainer.lr=-1"], "got lr=-1.0"),
+    ("no training problems", ["run", "--trainer", "grpo", "--train-limit", "0"],
+     "--train-limit should be a positive integer, got 0"),
+    ("negative checkpoint interval", ["run", "--trainer", "grpo", "--checkpoint-every", "-1"],
+     "--checkpoint-every should be an integer >= 0, got -1"),
+    ("trainer options without a trainer", ["run", "--set", "trainer.lr=nan"], "this run trains nothing"),
+    ("YAML alias bomb", ["run", "--config", "{tmp}/bomb.yaml"], "bomb.yaml: its aliases expand to more than"),
 ]
 
 
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Every case here is refused before a model loads: loading one fails the test."""
+    from transformers import AutoModelForCausalLM
+
+    def refuse(*_, **__):
+        raise AssertionError("the model was loaded before the input was refused")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", refuse)
+
+
 @pytest.mark.parametrize(("what", "argv", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line(what, argv, expected, tmp_path, capsys, tiny_policy_spec):
-    subs = _files(tmp_path)
+def test_bad_input_is_one_line(what, argv, expected, tmp_path, capsys, tiny_policy_spec, no_model_load):
+    subs = _files(tmp_path, tiny_policy_spec if any("{truncated}" in a for a in argv) else None)
     argv = [a.format(**subs) for a in argv]
     if argv[0] == "run" and "--resume" not in argv and "--config" not in argv:
         argv += [a for flag, value in TINY if flag == "--set" or flag not in argv for a in (flag, value)]
-        argv += ["--out", str(tmp_path / "runs")]
+        argv += ["--out", str(tmp_path / "runs")] if "--out" not in argv else []
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected.lower() in err[0].lower(), err
+    assert not list(tmp_path.glob("runs/*")), "a refused run left a folder behind"
     SEEN.append((what, err[0]))
 
 
@@ -89,5 +129,46 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, capsys, ti
         (folder,) = [p for p in disk.iterdir() if p.is_dir()]
         json.loads((folder / "manifest.json").read_text())  # whole, not half-written
         assert not list(folder.glob(".*.tmp"))  # no temporary file left behind
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def _mount_tmpfs(folder: Path, options: str) -> None:
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+
+
+def test_a_read_only_out_is_one_line_before_the_model_loads(tmp_path, capsys, tiny_policy_spec, no_model_load):
+    """A read-only mount refuses even root, so this is what a read-only --out is whoever runs the test. Before,
+    `run` loaded the model first and both commands ended in a PermissionError or OSError traceback."""
+    disk = tmp_path / "read-only"
+    _mount_tmpfs(disk, "ro,size=64k")
+    try:
+        assert main(["run", *[a for pair in TINY for a in pair], "--out", str(disk / "runs")]) == 2
+        assert main(["report", str(tmp_path), "--out", str(disk / "report")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 2 and all("cannot write in" in line and str(disk) in line for line in err), err
+        SEEN.append(("--out on a read-only disk", err[0]))
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial_copy(tmp_path, capsys, tiny_policy_spec):
+    """24 MiB: the folder's files and the checkpoint's model.pt (13 MB) fit, its optimizer.pt (26 MB) does not.
+    Before: "[enforce fail at inline_container.cc:672]" naming no cause, and a .checkpoint.tmp left behind."""
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "size=24m")
+    try:
+        argv = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "1", "--limit", "1", "--k", "1",
+                "--train-limit", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
+                "--set", "trainer.max_new_tokens=2", "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=2"]
+        assert main([*argv, "--out", str(disk)]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("harness:")]
+        assert len(err) == 1 and "no space left writing" in err[0] and ".checkpoint.tmp/optimizer.pt" in err[0], err
+        SEEN.append(("disk full during a checkpoint", err[0]))
+        (folder,) = [p for p in disk.iterdir() if p.is_dir()]
+        assert not (folder / ".checkpoint.tmp").exists()
+        assert json.loads((folder / "manifest.json").read_text())["status"] == "failed"
     finally:
         subprocess.run(["umount", str(disk)], check=True)

@@ -157,6 +157,24 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
     assert [c.token_ids for c in joined] == [c.token_ids for c in together]
 
 
+def test_more_samples_than_the_batch_size_decode_in_slices(tiny_policy):
+    """Issue 21: searcher.n=100000 once put all of a prompt's samples in one batch (past 6 GB in 31 s) whatever the
+    batch size. Now no forward pass sees more rows than max_batch_rows, and the samples are the ones one batch of
+    everything draws (each sample's random stream is its own)."""
+    rows: list[int] = []
+    hook = tiny_policy.model.register_forward_pre_hook(lambda module, args, kwargs: rows.append(
+        kwargs["input_ids"].shape[0]), with_kwargs=True)
+    params = SamplingParams(n=11, max_new_tokens=6, temperature=1.0, seed=3)
+    try:
+        sliced = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate([SHORT, LONG], params)
+    finally:
+        hook.remove()
+    assert max(rows) == 4
+    together = TransformersEngine(tiny_policy, max_batch_rows=64, progress=False).generate([SHORT, LONG], params)
+    assert [(c.prompt_index, c.sample_index) for c in sliced] == [(p, s) for p in range(2) for s in range(11)]
+    assert [c.token_ids for c in sliced] == [c.token_ids for c in together]
+
+
 def test_a_cache_that_cannot_merge_decodes_in_chunks(tiny_policy, monkeypatch):
     """Another transformers' cache layout (no DynamicLayer): prompts wait until the batch is empty, and the
     completions are the same."""

@@ -14,7 +14,8 @@ from harness.cli import parse_overrides
 from harness.multi_answer import DELIMITER, join_answers, split_answers
 from harness.runner.grid import load_experiment
 from harness.searchers.evolve_prompt import apply_diff, child_text
-from harness.store.results_db import _per_problem
+from harness.store.reading import read_jsonl
+from harness.store.results_db import _read_samples
 from harness.tasks.code import extract_code
 
 answer = st.text(min_size=1).filter(lambda a: a.strip() and DELIMITER not in a)
@@ -89,9 +90,16 @@ def test_experiment_files_load_or_refuse_with_a_value_error(tmp_path, text: str)
 @given(st.lists(st.one_of(st.text(), st.builds(lambda pid, ok, x: json.dumps(
     {"problem_id": pid, "phase": "eval", "success": ok, "scalar": x}), st.sampled_from("abc"), st.booleans(),
     st.one_of(st.none(), st.floats(allow_nan=True)))), max_size=20))
-def test_samples_cut_or_garbled_by_a_crash_are_read_without_raising(tmp_path, lines: list[str]) -> None:
+def test_samples_cut_or_garbled_are_read_or_refused_naming_the_line(tmp_path, lines: list[str]) -> None:
+    """A last line cut by a crash is skipped; any other bad line is a ValueError naming the file and the line (the
+    index then skips the folder, saying so), never another exception."""
     samples = tmp_path / "samples.jsonl"
     samples.write_text("\n".join(line.replace("\n", " ") for line in lines))
-    problems, _ = _per_problem(samples)
-    for _phase, _pid, n, successes, scalars in problems:
+    try:
+        records = read_jsonl(samples, cut_tail=True)
+    except ValueError as exc:
+        assert str(exc).startswith(f"{samples} line "), exc
+        return
+    problems, _ = _read_samples(records)
+    for _phase, _pid, n, successes, scalars, _outcomes in problems:
         assert 0 <= successes <= n == len(json.loads(scalars))

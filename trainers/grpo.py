@@ -91,6 +91,13 @@ class GRPOConfig(PostTrainingOptions):  # + LoRA, gradient checkpointing, autoca
                      "answers_per_rollout", "draws", "num_iterations"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
+        if not (self.lr > 0 and self.temperature > 0 and 0 < self.top_p <= 1 and self.max_grad_norm > 0
+                and min(self.weight_decay, self.eps_low, self.eps_high, self.beta) >= 0):
+            raise ValueError(f"grpo: need lr, temperature and max_grad_norm > 0, 0 < top_p <= 1 and weight_decay, "
+                             f"eps_low, eps_high, beta >= 0; got lr={self.lr!r}, temperature={self.temperature!r}, "
+                             f"top_p={self.top_p!r}, max_grad_norm={self.max_grad_norm!r}, weight_decay="
+                             f"{self.weight_decay!r}, eps_low={self.eps_low!r}, eps_high={self.eps_high!r}, "
+                             f"beta={self.beta!r}")
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
 

@@ -76,6 +76,8 @@ class SFTConfig:
                      "answers_per_rollout"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"sft: {name} must be >= 1, got {getattr(self, name)!r}")
+        if not self.lr > 0:
+            raise ValueError(f"sft: lr must be > 0, got {self.lr!r}")
         if self.targets == "teacher" and not self.teacher:
             raise ValueError("sft: targets=teacher needs a teacher model spec (teacher=...)")
         if self.targets == "rewrites":

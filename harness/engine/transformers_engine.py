@@ -12,6 +12,8 @@ A hand-written decoding loop rather than ``model.generate`` because we need, che
 Where the time goes (SmolLM2-135M on CPU, bench/rollout_throughput.py) and what the loop does about it:
 - up to ``max_batch_rows`` rows decode together, and a waiting prompt's n rows join the running batch as soon as
   finished rows leave room (its prefill merged into the batch's cache), rather than waiting for the batch to empty;
+  a prompt with more than ``max_batch_rows`` samples joins in slices of at most that many rows (each slice
+  prefilled once), so memory is bounded by the batch size whatever n is;
 - the KV cache is preallocated (``_RoomyLayer``): transformers' DynamicCache appends by concatenation, copying the
   whole cache at every layer of every step (30% of a decode step); finished rows leave by moving the last rows into
   their slots, not by copying every row;
@@ -88,8 +90,9 @@ class TransformersEngine:
 
     def _decode(self, prompt_ids: list[list[int]], params: SamplingParams, hook: RowSteering | None,
                 betas: list[float] | None, bar: tqdm) -> list[Completion]:
-        """The decoding loop. Completion row r is sample r % n of prompt r // n. Whole prompts (their n rows) join
-        the running batch whenever it has room for them, so the batch stays full while prompts are waiting."""
+        """The decoding loop. Completion row r is sample r % n of prompt r // n. Prompts join the running batch
+        whenever it has room for their rows, so the batch stays full while prompts are waiting; a prompt's n rows
+        join together, in slices of at most max_batch_rows when n is larger."""
         model, tok = self.policy.model, self.policy.tokenizer
         stop_ids = eos_ids(model, tok)
         n, budget = params.n, params.max_new_tokens
@@ -98,16 +101,19 @@ class TransformersEngine:
         logps: list[list[float]] = [[] for _ in range(rows)]
         finished = [False] * rows
         generators: list[torch.Generator | None] = [None] * rows
-        waiting = deque(range(len(prompt_ids)) if budget > 0 else ())
+        # Each waiting entry is the completion rows of one prompt (all n, or a slice of max_batch_rows of them).
+        size = max(1, self.max_batch_rows)
+        waiting = deque(range(p * n + j, p * n + min(n, j + size)) for p in range(len(prompt_ids))
+                        for j in range(0, n, size)) if budget > 0 else deque()
         batch: _Batch | None = None
         while waiting or batch is not None:
-            # Admit whole prompts while their rows fit (an empty batch takes at least one). A cache that cannot be
-            # merged (another transformers' layout) takes new prompts only when it is empty: plain chunks.
+            # Admit entries while their rows fit (an empty batch takes at least one). A cache that cannot be merged
+            # (another transformers' layout) takes new prompts only when it is empty: plain chunks.
             room = self.max_batch_rows - (len(batch.active) if batch is not None else 0)
             admit: list[int] = []
             while waiting and ((batch is None and not admit) or
-                               ((batch is None or batch.mergeable) and n * (len(admit) + 1) <= room)):
-                admit.append(waiting.popleft())
+                               ((batch is None or batch.mergeable) and len(admit) + len(waiting[0]) <= room)):
+                admit.extend(waiting.popleft())
             if admit:
                 joining = self._prefill(admit, prompt_ids, params, hook, betas)
                 for r in joining.active:
@@ -144,13 +150,12 @@ class TransformersEngine:
             for r in range(rows)
         ]
 
-    def _prefill(self, admit: list[int], prompt_ids: list[list[int]], params: SamplingParams,
+    def _prefill(self, rows: list[int], prompt_ids: list[list[int]], params: SamplingParams,
                  hook: RowSteering | None, betas: list[float] | None) -> _Batch:
-        """A batch of the ``admit``-ed prompts' rows, each with the logits of its first token."""
+        """A batch of the completion rows ``rows``, each with the logits of its first token."""
         model, tok = self.policy.model, self.policy.tokenizer
         device = next(model.parameters()).device
         n = params.n
-        rows = [p * n + j for p in admit for j in range(n)]
         # Each row continues from one prefill. Unsteered, a prompt is prefilled once for its n samples; steered, its
         # own positions are steered too, so once per distinct (prompt, beta).
         keys = [(r // n, betas[r] if betas is not None else 0.0) for r in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -77,12 +78,28 @@ def check_options(kind: str, name: str, factory: Any, options: dict[str, Any], g
         raise ValueError(f"{kind} {name!r}: missing option(s) {', '.join(missing)} (--set {kind}.{missing[0]}=...)")
 
 
+def check_finite(kind: str, name: str, options: dict[str, Any]) -> None:
+    """Refuse, in one line, an option whose value reads as a number that is not finite (nan, inf, 1e999), whatever
+    the plugin: a learning rate of inf trains to NaN weights in a run that still says complete, and no option of
+    any built-in means anything at nan or inf. (A text option can therefore not be "nan".)"""
+    for key, value in options.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            continue
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            continue
+        if not math.isfinite(number):
+            raise ValueError(f"{kind} {name!r}: option {key}={value!r} is not a finite number")
+
+
 def build_plugin(plugins: Any, kind: str, name: str, options: dict[str, Any]) -> Any:
     """Construct plugin ``name`` of ``kind`` with ``options``; a factory that declares a ``plugins`` parameter also
     receives the registries (GRPO finds its advantage estimator there)."""
     entry = plugins[kind].get(name)
     factory = entry.load()
     check_options(kind, name, factory, options, positional=1 if entry.member is not None else 0)
+    check_finite(kind, name, options)
     if "plugins" in factory_parameters(factory):
         options = {**options, "plugins": plugins}
     try:

@@ -5,14 +5,17 @@ HTML page (index.html, plots under plots/), a Markdown page for a README (report
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from harness.faults import fault_point
 from harness.report import compare, data, plots
-from harness.store.results_db import RESULTS_DB, connect, find_runs, rebuild
+from harness.store.results_db import RESULTS_DB, build_index, connect, find_runs, publish
+from harness.store.run_folder import check_writable_folder, write_atomic
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -20,34 +23,41 @@ TEMPLATES = Path(__file__).parent / "templates"
 def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
     """Write the report for every run folder under ``paths``; returns the HTML file. Folders left out (no manifest,
     unfinished, failed, no evaluation) are echoed one line each and listed in the report, so a run that quietly
-    died is not mistaken for one that was never started."""
-    out = Path(out)
+    died is not mistaken for one that was never started.
+
+    The index is built in a private file and read from there, then renamed into place, and every output replaces
+    its file whole: several reports writing one --out each write a whole report, and a reader never sees half of
+    one."""
+    out = check_writable_folder(out, "--out")
     skipped: list[tuple[Path, str]] = []
     run_dirs = find_runs(paths, skipped)
     if not run_dirs:
         _say_skipped(skipped, echo)
         raise ValueError(f"no run folders (with a manifest.json) under {', '.join(map(str, paths))}")
     out.mkdir(parents=True, exist_ok=True)
-    db = out / RESULTS_DB
-    rebuild(db, run_dirs, skipped)
-    conn = connect(db)
+    db, _ = build_index(out / RESULTS_DB, run_dirs, skipped)
     try:
-        skipped += [(Path(folder), why) for folder, why in data.skipped_runs(conn)]
-        shown = _say_skipped(skipped, echo)
-        every_row = data.leaderboard(conn)
-        if not every_row:
-            raise ValueError(f"none of the {len(run_dirs)} run folders is complete with evaluation metrics")
-        context = _context(conn, every_row, out / "plots")
+        fault_point("report")
+        conn = connect(db)
+        try:
+            skipped += [(Path(folder), why) for folder, why in data.skipped_runs(conn)]
+            shown = _say_skipped(skipped, echo)
+            every_row = data.leaderboard(conn)
+            if not every_row:
+                raise ValueError(f"none of the {len(run_dirs)} run folders is complete with evaluation metrics")
+            context = _context(conn, every_row, out / "plots")
+        finally:
+            conn.close()
     finally:
-        conn.close()
+        publish(db, out / RESULTS_DB)
     context["skipped"] = shown
     rows = context["rows"]
     write_exports(rows, context["columns"], out, context)
-    (out / "report.md").write_text(markdown(context))
+    write_atomic(out / "report.md", markdown(context))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     html = out / "index.html"
-    html.write_text(env.get_template("report.html.j2").render(**context))
+    write_atomic(html, env.get_template("report.html.j2").render(**context))
     echo(f"report of {len(run_dirs)} runs ({len(rows)} rows): {html}, {out / 'report.md'}, "
          f"{out / 'leaderboard.csv'}, {out / 'leaderboard.json'}")
     return html
@@ -204,16 +214,17 @@ def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: 
     """leaderboard.csv (the table), leaderboard.json (the table, each row in full, and, with the report's context,
     the paired differences, the means over seeds and the solved-only-by lists)."""
     records = table_records(rows, columns)
-    with open(out / "leaderboard.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows(records)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(records[0]))
+    writer.writeheader()
+    writer.writerows(records)
+    write_atomic(out / "leaderboard.csv", table.getvalue())
     everything: dict[str, Any] = {"table": records, "rows": [r.export() for r in rows]}
     if context is not None:
         everything["differences"] = [d.export() for d in context["after_before"] + context["between"]]
         everything["over_seeds"] = [g.export() for g in context["seeds"] + context["seed_differences"]]
         everything["solved_only_by"] = [t.export() for t in context["solved_only"]]
-    (out / "leaderboard.json").write_text(json.dumps(everything, indent=1, default=str) + "\n")
+    write_atomic(out / "leaderboard.json", json.dumps(everything, indent=1, default=str) + "\n")
 
 
 def markdown(context: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@ file name, or None when the runs hold nothing to draw."""
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 
 from harness.report.data import HEADLINE, Row
+from harness.store.run_folder import write_atomic
 
 
 def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | None:
@@ -102,6 +104,8 @@ def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]
 def _save(fig, folder: Path, name: str) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(folder / name, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=110, format="png")
     plt.close(fig)
+    write_atomic(folder / name, png.getvalue())  # a second report drawing the same plot never leaves half a PNG
     return name

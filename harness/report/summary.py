@@ -3,14 +3,14 @@ and a best and a worst final candidate (means can be hacked; samples show how)."
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from harness.report.compare import after_minus_before
 from harness.report.data import leaderboard
-from harness.store.results_db import connect
+from harness.store.reading import read_jsonl
+from harness.store.results_db import open_index
 
 
 def summary_table(metrics: dict[str, Any]) -> str:
@@ -41,11 +41,8 @@ def paired_change(db: Path, run_dir: Path) -> str:
     """After - before of a trained run, paired over its eval problems with a 95% bootstrap interval: whether the
     change is more than which problems happened to be drawn (an interval that excludes 0). Empty when the run has no
     before/after pair in the index."""
-    conn = connect(db)
-    try:
+    with open_index(db) as conn:
         differences = after_minus_before(leaderboard(conn, run_dir=str(Path(run_dir).resolve())))
-    finally:
-        conn.close()
     if not differences:
         return ""
     diff = differences[0]
@@ -62,8 +59,7 @@ def example_samples(path: Path, phase: str, width: int = 100) -> str:
     """A best and a worst candidate of the final evaluation: means can be hacked, samples show how."""
     if not path.exists():
         return ""
-    rows = [r for r in map(json.loads, path.read_text().splitlines()) if r.get("phase") == phase and
-            r.get("scalar") is not None]
+    rows = [r for r in read_jsonl(path) if r.get("phase") == phase and r.get("scalar") is not None]
     if not rows:
         return ""
     # Among equal scores, the shortest: the cleanest candidate that earned the top score, not a rambling one.

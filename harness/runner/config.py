@@ -44,8 +44,12 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
-        if self.batch_size is not None:
-            self.batch_size = positive_int(self.batch_size, "--batch-size")
+        # Sizes are checked here, before any plugin or model: `--train-limit 0` used to fail after the first
+        # evaluation, `--checkpoint-every -1` after the model had loaded, each leaving a folder that said "running".
+        for name in ("batch_size", "steps", "limit", "train_limit", "threads"):
+            if getattr(self, name) is not None:
+                setattr(self, name, positive_int(getattr(self, name), f"--{name.replace('_', '-')}"))
+        self.checkpoint_every = positive_int(self.checkpoint_every, "--checkpoint-every", minimum=0)
         for key in ("rewards", "plugins"):  # a file may give one string; the manifest keeps a list
             value = getattr(self, key)
             value = [value] if isinstance(value, str) else value
@@ -59,9 +63,10 @@ class RunConfig:
         return {**{k: v for k, v in given.items() if v}, **self.options.get("engine", {})}
 
 
-def positive_int(value: Any, what: str) -> int:
-    """``value`` (an int, or its digits as a string) as an int >= 1; otherwise one line naming ``what``."""
+def positive_int(value: Any, what: str, minimum: int = 1) -> int:
+    """``value`` (an int, or its digits as a string) as an int >= ``minimum``; otherwise one line naming ``what``."""
     text = str(value).strip()
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{what} should be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not text.isdigit() or int(text) < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{what} should be {kind}, got {value!r}")
     return int(text)

@@ -19,7 +19,10 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness.runner.bounded_yaml import AliasBomb, load_bounded_yaml
 from harness.runner.config import RunConfig, positive_int
+from harness.store.lock import FolderBusy, lock_grid_cell, lock_run_folder
+from harness.store.run_folder import check_writable_folder
 
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
 # Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
@@ -85,34 +88,58 @@ def is_complete(run_dir: Path) -> bool:
 def run_grid(cells: list[RunConfig], plugins: Any = None, echo=print) -> list[Path]:
     """Run every cell not already complete. A cell whose folder exists but never finished (the grid was killed) is
     moved aside, not deleted, and run again. One failing cell does not stop the others; the failures are raised
-    together at the end, after every other cell has run."""
+    together at the end, after every other cell has run.
+
+    Each cell is locked while this grid checks, moves and runs it (harness/store/lock.py), and its folder's own
+    lock is taken before it is moved: a cell another process is running (the same grid started twice, or a
+    `--resume` of the cell's folder) is left alone and counted as failed, naming that process."""
     from harness.plugins import get_plugin_manager
     from harness.run import run
 
     plugins = plugins or get_plugin_manager(local=cells[0].plugins if cells else ())  # not an axis: shared by all
     for cfg in cells:  # a misspelt name or option fails the grid now, not after hours of the cells before it
         check_cell(cfg, plugins)
+    for out in dict.fromkeys(cfg.out for cfg in cells):  # where the cells' locks go, and their folders
+        check_writable_folder(out, "--out").mkdir(parents=True, exist_ok=True)
     done: list[Path] = []
     failed: list[str] = []
     for i, cfg in enumerate(cells, 1):
         folder = Path(cfg.out) / str(cfg.name)
-        if is_complete(folder):
-            echo(f"[{i}/{len(cells)}] {cfg.name}: complete, skipped")
-            done.append(folder)
-            continue
-        if folder.exists():
-            aside = folder.with_name(f"{folder.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
-            folder.rename(aside)
-            echo(f"[{i}/{len(cells)}] {cfg.name}: an unfinished earlier attempt moved to {aside.name}")
-        echo(f"[{i}/{len(cells)}] {cfg.name}: running")
         try:
+            cell_lock = lock_grid_cell(cfg.out, str(cfg.name))
+        except FolderBusy as exc:
+            print(f"harness: cell {cfg.name} skipped: {exc}", file=sys.stderr)
+            failed.append(f"{cfg.name} ({exc})")
+            continue
+        try:
+            if is_complete(folder):
+                echo(f"[{i}/{len(cells)}] {cfg.name}: complete, skipped")
+                done.append(folder)
+                continue
+            if folder.exists():
+                move_aside(folder, echo, f"[{i}/{len(cells)}] {cfg.name}")
+            echo(f"[{i}/{len(cells)}] {cfg.name}: running")
             done.append(run(cfg, plugins=plugins, echo=echo))
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             print(f"harness: cell {cfg.name} failed: {exc}", file=sys.stderr)
             failed.append(f"{cfg.name} ({exc})")
+        finally:
+            cell_lock.release()
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(cells)} grid cells failed: {'; '.join(failed)}")
     return done
+
+
+def move_aside(folder: Path, echo, label: str) -> None:
+    """Move an unfinished cell's folder to ``<name>.incomplete-<time>``, unless a live process (a `--resume`)
+    holds it: then ``FolderBusy`` names that process and the folder stays."""
+    folder_lock = lock_run_folder(folder)
+    try:
+        aside = folder.with_name(f"{folder.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
+        folder.rename(aside)
+    finally:
+        folder_lock.release()
+    echo(f"{label}: an unfinished earlier attempt moved to {aside.name}")
 
 
 def check_cell(cfg: RunConfig, plugins: Any) -> None:
@@ -176,18 +203,18 @@ ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # it becomes part of a fol
 def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"experiment file {path} does not exist")
-    text = path.read_text()
     try:
+        text = path.read_text()
         if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
+            data = load_bounded_yaml(text, str(path)) or {}
         else:
             import tomllib
 
             data = tomllib.loads(text)
     except ImportError as exc:
         raise ValueError(f"{path}: cannot read this format ({exc})") from None
+    except AliasBomb:  # its line names the file already
+        raise
     except Exception as exc:  # tomllib.TOMLDecodeError / yaml.YAMLError: the parser says where
         raise ValueError(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
     if not isinstance(data, dict):
@@ -294,7 +321,7 @@ def cells_for(settings: dict[str, Any], given: dict[str, Any], cli_options: dict
     if arm_tables is None:
         if arms:
             raise ValueError("--arm chooses among an experiment file's [[arm]] tables; this run has none")
-        return expand(RunConfig(**settings, options=layered(shared, cli_options)), axes)
+        return _trainer_options_used(expand(RunConfig(**settings, options=layered(shared, cli_options)), axes))
     if "trainer" in given:
         raise ValueError("--trainer: the experiment file's arms name their trainers; choose arms with --arm")
     chosen = arm_tables
@@ -314,6 +341,16 @@ def cells_for(settings: dict[str, Any], given: dict[str, Any], cli_options: dict
             arm_axes["searcher"] = [arm["searcher"]]
         base = RunConfig(**{**settings, **own}, options=layered(shared, arm["options"], cli_options))
         cells += expand(base, arm_axes)
+    return _trainer_options_used(cells)
+
+
+def _trainer_options_used(cells: list[RunConfig]) -> list[RunConfig]:
+    """Refuse trainer options when no cell trains: with --trainer none nothing would read (or check) them. In a
+    grid where some cells train, those cells check them and the others carry them unread, as before."""
+    given = sorted({key for cell in cells for key in cell.options.get("trainer", {})})
+    if given and all(cell.trainer == "none" for cell in cells):
+        raise ValueError(f"--set trainer.{given[0]}: this run trains nothing (--trainer none), so no trainer reads "
+                         "it; drop the trainer options")
     return cells
 
 

@@ -51,22 +51,34 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
 
 
 def carry_over(manifest: dict, killed: dict, store: RunStore) -> None:
-    """Continue ``killed``'s progress in ``manifest`` and cut the folder back to its last consistent moment."""
+    """Continue ``killed``'s progress in ``manifest`` and cut the folder back to its last consistent moment (which
+    ``check_resume_point`` has verified)."""
     manifest.update({k: killed[k] for k in RESUMED_KEYS if k in killed})
     manifest["resumed"] = [*killed.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
-    store.rollback(resume_point(manifest, store))
+    store.rollback(resume_point(manifest, store.checkpointer)[0])
 
 
-def resume_point(manifest: dict, store: RunStore) -> dict | None:
-    """The latest consistent moment of a killed run: its last training checkpoint while training was unfinished,
-    else the end of its last finished phase (None: the very start)."""
+def check_resume_point(killed: dict, store: RunStore) -> None:
+    """Refuse, in one line naming the file, a resume whose point the folder no longer matches: a file missing,
+    shorter than recorded or not whole JSON lines up to its recorded length, a checkpoint file lost or cut."""
+    manifest = {"phases_done": list(killed.get("phases_done", [])),
+                "phase_snapshots": killed.get("phase_snapshots", {})}
+    snapshot, moment = resume_point(manifest, store.checkpointer)
+    if moment == "the checkpoint":
+        store.checkpointer.check()
+    store.check_snapshot(snapshot, moment)
+
+
+def resume_point(manifest: dict, checkpointer: Any) -> tuple[dict | None, str]:
+    """The latest consistent moment of a killed run and what it is: its last training checkpoint while training was
+    unfinished, else the end of its last finished phase (None: the very start)."""
     done = manifest["phases_done"]
-    checkpoint = store.checkpointer.state() if store.checkpointer else None
+    checkpoint = checkpointer.state() if checkpointer else None
     if "train" in done and not checkpoint:  # finished training, but its weights were never saved: train again
         del done[done.index("train"):]
     if "before" in done and "train" not in done and checkpoint:
-        return checkpoint["store"]
-    return manifest["phase_snapshots"][done[-1]] if done else None
+        return checkpoint["store"], "the checkpoint"
+    return (manifest["phase_snapshots"][done[-1]], f"the end of phase {done[-1]!r}") if done else (None, "the start")
 
 
 def package_versions() -> dict[str, str | None]:

@@ -60,6 +60,7 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
     try:
         if plan.trainer is None:
             phase("eval", lambda: evaluate("eval"))
+            store.check_complete()
             return
         phase("before", lambda: evaluate("before"))
         if "train" not in done:
@@ -70,6 +71,7 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
             store.checkpointer.restore_model(policy.model)
         phase("train", train)
         phase("after", lambda: evaluate("after"))
+        store.check_complete()  # every line whole before anything may say "complete"
     except BaseException as exc:
         record_failure(store, manifest, exc)
         if isinstance(exc, PluginFailed):

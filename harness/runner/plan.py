@@ -15,11 +15,12 @@ from typing import Any
 
 from harness.plugins import Plugins
 from harness.plugins.contract import check_engine_factory, check_searcher, check_task, check_trainer, require
-from harness.plugins.options import build_plugin, check_options
+from harness.plugins.options import build_plugin, check_finite, check_options
 from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
 from harness.runner.presets import preset_options, run_preset
 from harness.store.loggers import check_loggers
+from harness.store.run_folder import check_writable_folder
 from harness.types import (
     EngineCapabilities,
     Problem,
@@ -62,6 +63,7 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
         task.check_components(eval_problems[0])
     train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     loggers = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
+    check_writable_folder(cfg.out, "--out")  # a file or a read-only folder: said now, not after the model loads
     rewards = task.rewards if isinstance(task, WithRewards) else []
     return Plan(cfg, task, trainer, searcher, options, eval_problems, train_problems, loggers, rewards)
 
@@ -170,6 +172,7 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
             raise ValueError(f"--batch-size and --set engine.{caps.batch_size} set the same thing; give one")
         options[caps.batch_size] = cfg.batch_size
     check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
+    check_finite("engine", cfg.engine, options)
     if trainer.steering and not caps.steering:
         able = [n for n in plugins["engine"].names()
                 if capabilities_of(plugins["engine"].get(n).load(), EngineCapabilities).steering]

@@ -7,17 +7,21 @@ the run folder: each appended file's size and the metrics at that moment).
 
 Written to ``.checkpoint.tmp/`` and published by renames, so there is always one complete checkpoint: a crash before
 the swap leaves the previous one, a crash between the two renames leaves it as ``.checkpoint.old/``, which ``load``
-falls back to. Only the latest checkpoint is kept, and none once the run is complete.
+falls back to. Only the latest checkpoint is kept, and none once the run is complete. A save that fails (a full
+disk) removes its ``.checkpoint.tmp/`` and raises an OSError naming the file; the previous checkpoint stays.
+state.json records each file's size, so a resume can refuse a checkpoint whose files were cut or lost.
 """
 
 from __future__ import annotations
 
-import json
+import errno
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from harness.faults import fault_point
+from harness.store.reading import read_json
 from harness.store.run_folder import write_json_atomic
 
 NAME = "checkpoint"
@@ -46,7 +50,21 @@ class Checkpointer:
 
     def state(self) -> dict[str, Any] | None:
         folder = self.folder
-        return json.loads((folder / "state.json").read_text()) if folder else None
+        return read_json(folder / "state.json") if folder else None
+
+    def check(self) -> None:
+        """Refuse, in one line naming the file, a checkpoint whose files are missing or not the size it recorded."""
+        folder = self.folder
+        if folder is None:
+            return
+        state = self.state()
+        for name, size in state.get("files", {"model.pt": None, "optimizer.pt": None}).items():
+            path = folder / name
+            if not path.is_file():
+                raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} is missing ({path})")
+            if size is not None and path.stat().st_size != size:
+                raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} has "
+                                 f"{path.stat().st_size} bytes, not the {size} it recorded ({path})")
 
     def save(self, step: int, model, optimizer, trainer_state: dict[str, Any], store, reference=None) -> None:
         import torch  # here, not at the top: `harness run` refuses bad names before torch loads
@@ -54,12 +72,17 @@ class Checkpointer:
         tmp = self.run_dir / f".{NAME}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        torch.save(model.state_dict(), tmp / "model.pt")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        if reference is not None:
-            torch.save(reference.state_dict(), tmp / "reference.pt")
-        write_json_atomic(tmp / "state.json", {"step": step, "torch_rng": torch.get_rng_state().tolist(),
-                                               "trainer": trainer_state, "store": store.snapshot()})
+        parts = {"model.pt": model, "optimizer.pt": optimizer, "reference.pt": reference}
+        try:
+            for name, part in parts.items():
+                if part is not None:
+                    _save(part.state_dict(), tmp / name)
+            write_json_atomic(tmp / "state.json", {
+                "step": step, "torch_rng": torch.get_rng_state().tolist(), "trainer": trainer_state,
+                "store": store.snapshot(), "files": {p.name: p.stat().st_size for p in tmp.glob("*.pt")}})
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a full disk must not keep a partial copy of the weights
+            raise
         fault_point("checkpoint")
         final, old = self.run_dir / NAME, self.run_dir / f".{NAME}.old"
         shutil.rmtree(old, ignore_errors=True)
@@ -86,10 +109,45 @@ class Checkpointer:
         folder = self.folder
         if folder is None:
             return None
-        state = json.loads((folder / "state.json").read_text())
+        state = read_json(folder / "state.json")
         model.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
         optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True))
         if reference is not None and (folder / "reference.pt").exists():
             reference.load_state_dict(torch.load(folder / "reference.pt", map_location="cpu", weights_only=True))
         torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
         return state
+
+
+def _save(obj: Any, path: Path) -> None:
+    """torch.save through our own file, so a failed write (a full disk) is an OSError naming the file: torch's own
+    writer swallows the write's error and says only "[enforce fail at inline_container.cc:672] unexpected pos"."""
+    import torch
+
+    with open(path, "wb") as f:
+        watched = _WatchedFile(f)
+        try:
+            torch.save(obj, watched)
+            f.flush()
+            os.fsync(f.fileno())
+        except (OSError, RuntimeError) as exc:
+            error = watched.error or exc
+            if not isinstance(error, OSError):
+                raise
+            raise OSError(error.errno or errno.EIO, error.strerror or str(error), str(path)) from exc
+
+
+class _WatchedFile:
+    """A file that keeps the first OSError its writes raised (torch turns it into a RuntimeError)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file, self.error = file, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()

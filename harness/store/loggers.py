@@ -7,6 +7,10 @@ plugin, imported by every ``harness list``, so it imports none of those packages
 An event is ``log(metrics, step, stage)``; a value's name is ``f"{stage}/{key}"``, its key in metrics.json, and
 ``step`` is None for one-off values such as evaluations (see ``RunStore``). The numeric backends receive only the
 numbers of an event (``scalars``); JSONL receives everything.
+
+On ``--resume`` the events after the resume point are sent again (the work is redone). A logger whose stream is cut
+back with the run folder says so (``rolled_back = True``: JSONL) and receives them; every other logger already has
+them and is skipped for those events, so TensorBoard, MLflow and W&B never get a point twice.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class JsonlLogger:
 
     name = "jsonl"
     requires = None
+    rolled_back = True  # its file is cut back with the folder on resume, so it receives the replayed events again
 
     def __init__(self, run_dir: Path, config: dict[str, Any] | None = None) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"

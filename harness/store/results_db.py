@@ -4,18 +4,30 @@ The run folders stay the record (manifest.json, metrics.json, samples.jsonl); th
 can be deleted and rebuilt from the folders at any time (`rebuild`). Several runs may finish at once and index into
 the same file: WAL mode lets readers go on while one writer holds the lock, and each run is written in one
 ``BEGIN IMMEDIATE`` transaction with a long busy timeout, so concurrent writers wait their turn instead of failing.
+
+A rebuild writes a new file beside the old one and renames it into place, so the old index stays whole until the new
+one is: a rebuild that fails leaves it as it was. SQLite must never see its file swapped while a connection is open
+(its -wal and -shm files go by name, and would then be shared by two databases), so every connection here holds a
+shared flock on ``.<name>.lock`` beside the file and the swap takes it exclusively. A folder that cannot be read
+is skipped with its reason (``UnreadableRun``: the file, and the line, and why).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
+import os
 import sqlite3
+import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from harness.store.reading import read_json, read_jsonl
+from harness.store.run_folder import check_writable_folder, new_file_mode
 
 RESULTS_DB = "results.sqlite"
 # What a sample record (samples.jsonl, written by a searcher through store.write_samples) must carry for the report
@@ -52,11 +64,52 @@ def connect(db: Path | str) -> sqlite3.Connection:
     return conn
 
 
+@contextlib.contextmanager
+def swap_lock(db: Path | str, exclusive: bool = False) -> Iterator[None]:
+    """Shared: a connection to ``db`` may be open; exclusive: the file may be replaced (``publish``). Waits."""
+    db = Path(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(db.parent / f".{db.name}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def open_index(db: Path | str) -> Iterator[sqlite3.Connection]:
+    """A connection to the index ``db`` (made if missing), closed after the block; the file is not swapped under
+    it meanwhile."""
+    with swap_lock(db):
+        conn = connect(db)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
 def index_run(db: Path | str, run_dir: Path | str) -> None:
     """(Re)index one run folder: its rows are replaced in one transaction, so a reader never sees half a run."""
-    run_dir = Path(run_dir).resolve()
-    rows = read_run(run_dir)
-    conn = connect(db)
+    rows = read_run(Path(run_dir).resolve())
+    with open_index(db) as conn:
+        _insert(conn, Path(run_dir).resolve(), rows)
+
+
+def is_indexed(db: Path | str, run_dir: Path | str) -> bool:
+    """Whether ``run_dir`` has its row in the index ``db`` (a missing index holds nothing)."""
+    if not Path(db).is_file():
+        return False
+    try:
+        with open_index(db) as conn:
+            key = str(Path(run_dir).resolve())
+            return conn.execute("SELECT 1 FROM runs WHERE run_dir = ?", (key,)).fetchone() is not None
+    except sqlite3.Error as exc:
+        raise ValueError(f"{db}: not a readable results index ({exc}); rebuild it with `harness index "
+                         f"{Path(db).parent}`") from None
+
+
+def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
         key = str(run_dir)
@@ -72,27 +125,73 @@ def index_run(db: Path | str, run_dir: Path | str) -> None:
     except BaseException:
         conn.rollback()
         raise
-    finally:
-        conn.close()
 
 
 def rebuild(db: Path | str, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None) -> int:
-    """Index every given run folder into a fresh file; returns how many were indexed. With ``skipped``, a folder
-    whose manifest.json cannot be read is added there as (folder, reason) instead of stopping the rebuild."""
-    db = Path(db)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    count = 0
-    for run_dir in run_dirs:
+    """Index every given run folder into a new file and rename it into place as ``db``; returns how many were
+    indexed. With ``skipped``, a folder that cannot be read is added there as (folder, reason) instead of stopping
+    the rebuild. Until the rename the old index is untouched."""
+    tmp, count = build_index(Path(db), run_dirs, skipped)
+    publish(tmp, Path(db))
+    return count
+
+
+def build_index(db: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None
+                ) -> tuple[Path, int]:
+    """A new index of ``run_dirs`` in a private file beside ``db`` (to read before ``publish`` renames it), and
+    how many runs it holds."""
+    check_writable_folder(db.parent, "the results index's folder")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=db.parent, prefix=f".{db.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp, count = Path(name), 0
+    try:
+        conn = connect(tmp)
         try:
-            index_run(db, run_dir)
-        except UnreadableRun as exc:
-            if skipped is None:
-                raise
-            skipped.append((run_dir, exc.reason))
-            continue
-        count += 1
-    connect(db).close()  # an empty store is still a valid store
+            for run_dir in run_dirs:
+                try:
+                    rows = read_run(Path(run_dir).resolve())
+                except UnreadableRun as exc:
+                    if skipped is None:
+                        raise
+                    skipped.append((run_dir, exc.reason))
+                    continue
+                _insert(conn, Path(run_dir).resolve(), rows)
+                count += 1
+            conn.execute("PRAGMA journal_mode=DELETE")  # folds the WAL in: the file alone is the whole index
+        finally:
+            conn.close()
+    except BaseException:
+        discard(tmp)
+        raise
+    return tmp, count
+
+
+def publish(tmp: Path, db: Path) -> None:
+    """Rename the index ``tmp`` into place as ``db``, while no connection to ``db`` is open; the old file's -wal
+    and -shm (left only by a crash) go with it, or SQLite would apply them to the new file."""
+    try:
+        os.chmod(tmp, new_file_mode(db))
+        with swap_lock(db, exclusive=True):
+            os.replace(tmp, db)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+    finally:
+        discard(tmp)
+
+
+def discard(tmp: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def reindex(folder: Path | str, echo=print) -> int:
+    """`harness index FOLDER`: rebuild FOLDER/results.sqlite from the run folders under it, saying which it
+    skipped and why; returns how many it indexed."""
+    skipped: list[tuple[Path, str]] = []
+    count = rebuild(Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped)
+    for run_dir, why in sorted(skipped):
+        echo(f"skipped {run_dir}: {why}")
     return count
 
 
@@ -121,7 +220,7 @@ def find_runs(paths: Iterable[Path | str], skipped: list[tuple[Path, str]] | Non
 
 
 class UnreadableRun(ValueError):
-    """A run folder whose manifest.json cannot be read; ``reason`` says why, without the folder."""
+    """A run folder that cannot be indexed; ``reason`` says why (the file, and line), without the folder."""
 
     def __init__(self, run_dir: Path, reason: str) -> None:
         super().__init__(f"{run_dir}: {reason}")
@@ -131,13 +230,19 @@ class UnreadableRun(ValueError):
 def read_run(run_dir: Path) -> dict[str, Any]:
     """Everything the index holds about one run, read from its folder."""
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UnreadableRun(run_dir, f"unreadable manifest.json ({exc})") from None
+        manifest = read_json(run_dir / "manifest.json")
+    except ValueError as exc:
+        raise UnreadableRun(run_dir, f"unreadable manifest.json ({_inside(exc, run_dir)})") from None
     if not isinstance(manifest, dict):
         raise UnreadableRun(run_dir, f"manifest.json holds a {type(manifest).__name__}, not an object")
-    metrics_path = run_dir / "metrics.json"
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
+    try:
+        metrics = read_json(run_dir / "metrics.json") if (run_dir / "metrics.json").exists() else {}
+        if not isinstance(metrics, dict):
+            raise ValueError(f"{run_dir / 'metrics.json'}: a JSON {type(metrics).__name__}, not an object")
+        # A last line cut by a crash mid-write was never whole: skipped. A bad line anywhere else skips the folder.
+        samples = read_jsonl(run_dir / "samples.jsonl", cut_tail=True) if (run_dir / "samples.jsonl").exists() else []
+    except ValueError as exc:
+        raise UnreadableRun(run_dir, _inside(exc, run_dir)) from None
     cfg = manifest.get("config", {})
     run = (run_dir.name, manifest.get("status"), cfg.get("task"), cfg.get("trainer"), cfg.get("searcher"),
            cfg.get("model"), manifest.get("seed", cfg.get("seed")), cfg.get("preset"), manifest.get("started"),
@@ -145,18 +250,16 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     scalars = [(k, float(v)) for k, v in metrics.items() if _number(v)]
     curves = [(k, step, float(v)) for k, values in metrics.items() if isinstance(values, list)
               for step, v in enumerate(values) if _number(v)]
-    problems, examples = _read_samples(run_dir / "samples.jsonl")
+    problems, examples = _read_samples(samples)
     return {"run": run, "metrics": scalars, "curves": curves, "problems": problems, "examples": examples}
 
 
-def _per_problem(samples: Path) -> tuple[list[tuple], list[tuple]]:
-    """(phase, problem, n, successes, scalars) per problem and the best and worst candidate per phase: what
-    ``_read_samples`` gives, without the outcomes."""
-    problems, examples = _read_samples(samples)
-    return [p[:5] for p in problems], examples
+def _inside(exc: ValueError, run_dir: Path) -> str:
+    """The error with the folder's own path cut to the file's name (the skip line names the folder already)."""
+    return str(exc).replace(f"{run_dir}/", "")
 
 
-def _read_samples(samples: Path) -> tuple[list[tuple], list[tuple]]:
+def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
     """(phase, problem, n, successes, scalars, outcomes) per problem and the best and worst candidate per phase.
 
     A scorer error (scalar None) is a failure for pass@k and takes the problem's lowest known value for best@k, as
@@ -166,15 +269,8 @@ def _read_samples(samples: Path) -> tuple[list[tuple], list[tuple]]:
     where a missing answer is never a rollout's best), the model call at which it was made (evolve) gives each
     problem's solved@c."""
     by_problem: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    if samples.exists():
-        for line in samples.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:  # a line cut by a crash mid-write: everything before it is kept
-                continue
-            if not isinstance(record, dict):
-                continue
-            by_problem[(str(record.get("phase")), str(record.get("problem_id")))].append(record)
+    for record in records:
+        by_problem[(str(record.get("phase")), str(record.get("problem_id")))].append(record)
     problems, by_phase = [], defaultdict(list)
     for (phase, problem_id), records in by_problem.items():
         known = [r["scalar"] for r in records if _number(r.get("scalar"))]

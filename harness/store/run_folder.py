@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults import fault_point
+from harness.store.reading import read_json, read_jsonl
 
 # Files that grow by appending; JSON files are replaced whole. metrics.jsonl is the JSONL logger's stream.
 APPENDED_FILES = ("samples.jsonl", "steps.jsonl", "metrics.jsonl")
@@ -89,6 +90,36 @@ def default_permissions(path: Path | str) -> None:
             os.chmod(inner, folder_mode if inner.is_dir() else file_mode)
 
 
+def check_writable_folder(path: Path | str, what: str) -> Path:
+    """``path`` if it is (or can be made as) a folder this process can write in; otherwise one line naming
+    ``what`` (e.g. "--out"), said before anything expensive starts. Nothing is created: a run refused later (its
+    model not found) leaves no empty folder."""
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{what} {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):  # also says EROFS: a read-only mount refuses even root
+        raise ValueError(f"{what} {path}: cannot write in {existing} (read-only, or no permission)")
+    return path
+
+
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Replace ``path`` whole: a reader (or a second writer) sees the old file or the new one, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(content.encode() if isinstance(content, str) else content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = new_file_mode(path)
@@ -122,10 +153,14 @@ class RunStore:
         self.metrics: dict[str, Any] = {}  # flat: "before/pass@1": 0.2, "train/reward_mean": [..]
         self.loggers: list[Any] = []
         self.checkpointer: Any = None  # the runner's Checkpointer for a training run (harness/store/checkpoint.py)
+        self.lock: Any = None  # the folder's WriterLock (harness/store/lock.py), held while this process writes it
+        # Events a resume will send again (they came after its snapshot): loggers whose stream is not cut back with
+        # the folder (TensorBoard, MLflow, W&B) already have them, so they skip this many (see ``rollback``).
+        self.replayed_events = 0
         if not existing:
             self.dir.mkdir(parents=True, exist_ok=False)
         elif (self.dir / "metrics.json").exists():
-            self.metrics = json.loads((self.dir / "metrics.json").read_text())
+            self.metrics = read_json(self.dir / "metrics.json")
 
     @classmethod
     def create(cls, root: Path | str, label: str) -> RunStore:
@@ -183,7 +218,10 @@ class RunStore:
     def _forward(self, metrics: dict[str, Any], step: int | None, stage: str) -> None:
         # A logger is a convenience, not the record: one that fails must not end a run that may have trained for
         # hours, so it is dropped after one warning and the store's own files carry on.
+        replayed, self.replayed_events = self.replayed_events > 0, max(0, self.replayed_events - 1)
         for logger in list(self.loggers):
+            if replayed and not getattr(logger, "rolled_back", False):
+                continue
             try:
                 logger.log(dict(metrics), step, stage)  # a copy each, so no logger sees another's changes
             except Exception as exc:
@@ -212,15 +250,43 @@ class RunStore:
                           for name in APPENDED_FILES},
                 "metrics": json.loads(json.dumps(self.metrics, default=str))}
 
+    def check_snapshot(self, snapshot: dict[str, Any] | None, moment: str) -> None:
+        """Refuse, in one line naming the file, to resume from ``snapshot`` (taken at ``moment``, e.g. "the
+        checkpoint") unless every appended file it recorded is present, at least as long as recorded, and whole
+        JSON lines up to that length: cutting back a file that lost lines would silently drop work."""
+        for name, size in (snapshot or {}).get("files", {}).items():
+            path = self.dir / name
+            if not size:
+                continue
+            if not path.is_file():
+                raise ValueError(f"cannot resume {self.dir}: {name} is missing ({moment} recorded {size} bytes)")
+            if path.stat().st_size < size:
+                raise ValueError(f"cannot resume {self.dir}: {name} has {path.stat().st_size} bytes, fewer than the "
+                                 f"{size} {moment} recorded")
+            try:
+                read_jsonl(path, upto=size)
+            except ValueError as exc:
+                raise ValueError(f"cannot resume {self.dir}: {exc} (within the {size} bytes {moment} recorded)") \
+                    from None
+
+    def check_complete(self) -> None:
+        """Every appended file is whole JSON lines, end to end: checked before a run says it is complete."""
+        for name in APPENDED_FILES:
+            if (self.dir / name).exists():
+                read_jsonl(self.dir / name)
+
     def rollback(self, snapshot: dict[str, Any] | None) -> None:
-        """Cut every appended file back to its size in ``snapshot`` (None: empty) and restore its metrics: lines
-        written after it (by work the resume redoes) would otherwise be duplicated, and a half line kept."""
+        """Cut every appended file back to its size in ``snapshot`` (None: empty; checked by ``check_snapshot``)
+        and restore its metrics: lines written after it (by work the resume redoes) would otherwise be duplicated,
+        and a half line kept. The logger events cut from metrics.jsonl are the ones the resume will send again."""
         files = (snapshot or {}).get("files", {})
         for name in APPENDED_FILES:
             path = self.dir / name
             if path.exists():
                 with open(path, "r+b") as f:
-                    f.truncate(min(files.get(name, 0), path.stat().st_size))
+                    if name == "metrics.jsonl":  # one line per event
+                        self.replayed_events = f.read().count(b"\n") - _lines(path, files.get(name, 0))
+                    f.truncate(min(files.get(name, 0), path.stat().st_size))  # never grown with zeros
                     f.flush()
                     os.fsync(f.fileno())
         self.metrics = json.loads(json.dumps((snapshot or {}).get("metrics", {})))
@@ -246,6 +312,11 @@ class FollowerStore:
 
     def close(self) -> None:
         pass
+
+
+def _lines(path: Path, size: int) -> int:
+    with open(path, "rb") as f:
+        return f.read(size).count(b"\n")
 
 
 def _warn(logger: Any, message: str) -> None:
