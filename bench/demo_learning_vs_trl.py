@@ -273,8 +273,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads, both sides")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="task.KEY=VALUE",
-                        help="a math task option, e.g. --set task.max_digits=1 (repeatable)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
+                        help="a math task or GRPO option, e.g. --set task.max_digits=1 --set trainer.lr=3e-5 "
+                             "(repeatable; the trainer options reach both sides)")
     parser.add_argument("--out", default="bench/results/demo_learning_vs_trl.json")
     args = parser.parse_args()
 
@@ -283,13 +284,14 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     overrides = parse_overrides(args.overrides)
-    if any(overrides[kind] for kind in overrides if kind != "task"):
-        parser.error("only task.KEY=VALUE options apply: the trainer options are the demo's")
+    if any(overrides[kind] for kind in overrides if kind not in ("task", "trainer")):
+        parser.error("only task.KEY=VALUE and trainer.KEY=VALUE options apply")
     plugins = get_plugin_manager(autoload=False)
     # the demo's options: the quick preset's task options, train problems and GRPO options (steps and seed ours)
     task = build_plugin(plugins, "task", "math", {**preset_options(plugins, "quick", "task", "math"),
                                                   **overrides["task"]})
-    grpo = {**preset_options(plugins, "quick", "trainer", "grpo"), "steps": args.steps, "seed": args.seed}
+    grpo = {**preset_options(plugins, "quick", "trainer", "grpo"), **overrides["trainer"], "steps": args.steps,
+            "seed": args.seed}
     options = GRPOTrainer(plugins=plugins, **grpo).describe()  # every option, defaults included, for TRL's side
     train = task.problems("train", limit=run_preset("quick")["train_limit"], seed=args.seed)
     # the problems our trainer draws, in its order; TRL's dataset is exactly these, unshuffled
