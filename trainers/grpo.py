@@ -6,7 +6,8 @@ rollout (engine.generate) -> scoring (task.score, a reward *vector*) -> advantag
 ``loss_norm="token"`` with a wider ``eps_high``.
 
 Rollouts sampled in another precision than the update computes in (``--rollout-dtype``) get their old log-probs
-recomputed and a truncated importance weight per token (trainers/rollout_precision.py).
+recomputed and a truncated importance weight per token (trainers/rollout_precision.py). Each step logs where its
+time went as ``time/<section>`` (trainers/step_timer.py).
 
 Reward shaping (the VSPO paper's baseline): ``behaviour=NAME, behaviour_weight=lambda`` adds a component
 ``behaviour/NAME`` (a registered behaviour scorer's score of each answer) to the reward vector with weight lambda, so
@@ -55,6 +56,7 @@ from harness.trainers.rollout_precision import (
     policy_logprobs,
     should_recompute,
 )
+from harness.trainers.step_timer import StepTimer
 from harness.types import (
     Completion,
     Engine,
@@ -137,6 +139,7 @@ class GRPOTrainer:
         require(check_estimator(self.estimator), "advantage", entry.name, entry.plugin)
         # Behaviours are plugins too: looked up by name, so trainers never import tasks.
         self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None
+        self.timer = StepTimer()  # seconds per section of the current step, logged as time/<section>
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
@@ -175,6 +178,7 @@ class GRPOTrainer:
         # warm-up may have changed them) and after every optimizer step.
         push_weights(engine, model, dp)
 
+        timer = self.timer
         for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
                          disable=not dp.is_main):
             started = time.perf_counter()
@@ -182,24 +186,27 @@ class GRPOTrainer:
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             mine = batch_problems[share]
             model.eval()
-            completions = engine.generate(
-                [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
-                SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
-                desc=f"{self.name} step {step} rollouts",
-            )
-            scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout,
-                                    cfg.delimiter)
-            if shaping:
-                scored = self.add_shaping(scored, mine, completions, list(shaping))
-            if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
-                completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
-            groups = torch.tensor([c.prompt_index for c in completions])
-            advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
-                                   k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
+            with timer("generation"):
+                completions = engine.generate(
+                    [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
+                    SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                   top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
+                    desc=f"{self.name} step {step} rollouts",
+                )
+            with timer("scoring"):  # and what turns scores into advantages: shaping, the gather, the estimator
+                scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout,
+                                        cfg.delimiter)
+                if shaping:
+                    scored = self.add_shaping(scored, mine, completions, list(shaping))
+                if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
+                    completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
+                groups = torch.tensor([c.prompt_index for c in completions])
+                advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
+                                       k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
             rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
-            corrected = self.rollout_correction(model, tok, engine, completions[rows])
+            with timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
+                corrected = self.rollout_correction(model, tok, engine, completions[rows])
             passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],
                                   tis_weights=corrected.weights, batch_rows=len(completions),
                                   batch_tokens=sum(len(c.token_ids) for c in completions))
@@ -208,7 +215,8 @@ class GRPOTrainer:
             stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
             if cfg.num_iterations > 1:
                 stats["clip_fraction_last_pass"] = passes[-1]["clip_fraction"]
-            push_weights(engine, model, dp)
+            with timer("weight_sync"):
+                push_weights(engine, model, dp)
             mismatch = dp.sum({"gap": corrected.abs_log_ratio, "clipped": corrected.clipped,
                                "tokens": corrected.tokens})
 
@@ -232,6 +240,8 @@ class GRPOTrainer:
                 "mismatch/tis_clipped_fraction": mismatch["clipped"] / max(mismatch["tokens"], 1),
                 "rollout_seconds": generated - started,
                 "update_seconds": time.perf_counter() - generated,
+                # time/checkpoint: the previous step's save, which comes after its line (the line is in the save)
+                **timer.take(TIME_SECTIONS),
                 **self.step_metrics(),
             }
             store.log_step(step, metrics)
@@ -248,7 +258,8 @@ class GRPOTrainer:
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
             if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
-                checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+                with timer("checkpoint"):
+                    checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
 
     def prepare_policy(self, policy) -> None:
         """LoRA adapters and gradient checkpointing as configured (idempotent); also called before a resumed run's
@@ -331,18 +342,20 @@ class GRPOTrainer:
         batch_rows = rows if batch_rows is None else batch_rows
         batch_tokens = sum(len(c.token_ids) for c in completions) if batch_tokens is None else batch_tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
-        for start in range(0, rows, cfg.micro_batch):
-            end = start + cfg.micro_batch
-            # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
-            with dp.no_sync(model, last=end >= rows):
-                part = self._micro_batch(model, tok, reference, completions[start:end], advantages[start:end],
-                                         batch_rows, batch_tokens,
-                                         None if tis_weights is None else tis_weights[start:end])
-            totals = {k: totals[k] + part[k] for k in totals}
-        totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
-        grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
-        fault_point("optimizer_step")
-        optimizer.step()
+        with self.timer("backward"):  # forward and backward of every micro-batch
+            for start in range(0, rows, cfg.micro_batch):
+                end = start + cfg.micro_batch
+                # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
+                with dp.no_sync(model, last=end >= rows):
+                    part = self._micro_batch(model, tok, reference, completions[start:end], advantages[start:end],
+                                             batch_rows, batch_tokens,
+                                             None if tis_weights is None else tis_weights[start:end])
+                totals = {k: totals[k] + part[k] for k in totals}
+            totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
+        with self.timer("optimizer"):
+            grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
+            fault_point("optimizer_step")
+            optimizer.step()
         model.eval()
         return {**totals, "grad_norm": float(grad_norm), "lr": optimizer.param_groups[0]["lr"]}
 
@@ -380,6 +393,10 @@ class GRPOTrainer:
 
     def describe(self) -> dict:
         return asdict(self.config)
+
+
+# Sections of a step, logged as time/<section> (seconds); rollout_seconds / update_seconds are kept as they were.
+TIME_SECTIONS = ("generation", "scoring", "old_logprobs", "backward", "optimizer", "weight_sync", "checkpoint")
 
 
 def push_weights(engine, model, dp) -> None:
