@@ -24,8 +24,9 @@ trainer recomputes with a forward pass (see trainers/policy_gradient.py: sequenc
 
 Precision (``rollout_dtype``, the run's ``--rollout-dtype``): the forward passes run under ``torch.autocast`` to that
 dtype, weights untouched. Autocast rather than a low-precision copy of the model: it costs no memory, needs no
-refresh after an optimizer step (the casts are made from the live weights, once per ``generate`` since the whole call
-is one autocast region, which caches them), and a LoRA policy needs no merging. The log-probabilities are then those
+refresh after an optimizer step (the casts are made from the live weights; the whole call is one autocast region,
+which caches the casts of trainable weights for the call, while frozen ones, a LoRA base, are cast at every step),
+and a LoRA policy needs no merging. The log-probabilities are then those
 of the distribution sampled from, i.e. the low-precision one; a trainer that computes in another precision learns so
 from ``capabilities.sampling_dtype`` and recomputes its own (trainers/rollout_precision.py).
 
@@ -110,7 +111,7 @@ class TransformersEngine:
 
     def precision(self) -> contextlib.AbstractContextManager:
         """The region the forward passes run in: autocast to ``rollout_dtype``, or as they are. One region per
-        ``generate`` call, so autocast casts each weight once per call, not once per decoding step."""
+        ``generate`` call, so autocast casts each trainable weight once per call, not once per decoding step."""
         if not self.rollout_dtype:
             return contextlib.nullcontext()
         device = next(self.policy.model.parameters()).device
