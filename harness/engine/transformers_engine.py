@@ -26,9 +26,9 @@ Precision (``rollout_dtype``, the run's ``--rollout-dtype``): the forward passes
 dtype, weights untouched. Autocast rather than a low-precision copy of the model: it costs no memory, needs no
 refresh after an optimizer step (the casts are made from the live weights; the whole call is one autocast region,
 which caches the casts of trainable weights for the call, while frozen ones, a LoRA base, are cast at every step),
-and a LoRA policy needs no merging. The log-probabilities are then those
-of the distribution sampled from, i.e. the low-precision one; a trainer that computes in another precision learns so
-from ``capabilities.sampling_dtype`` and recomputes its own (trainers/rollout_precision.py).
+and a LoRA policy needs no merging. The log-probabilities are then those of the distribution sampled from, the
+low-precision one; a trainer that computes in another precision learns so from ``capabilities.sampling_dtype`` and
+recomputes its own (trainers/rollout_precision.py).
 
 Steering, in detail:
 - every position of a row is steered, its prompt included (as steering vectors are usually applied, and as a plain
