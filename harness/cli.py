@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
                        help="the policy's weights (default: float32); for mixed precision with float32 weights use "
                             "--set trainer.autocast=bfloat16 instead")
+    run_p.add_argument("--rollout-dtype", choices=("float32", "bfloat16", "float16"),
+                       help="the precision rollouts and evaluations sample in (default: the weights'); the trainer "
+                            "recomputes the old log-probs in its own precision and corrects the difference by "
+                            "truncated importance sampling (--set trainer.tis_cap=C, default 2)")
     run_p.add_argument("--save-model", action=argparse.BooleanOptionalAction, default=None,
                        help="save the trained policy to <run>/model/ in the Hugging Face format (default: on)")
     run_p.add_argument("--push-to-hub", metavar="REPO", help="upload <run>/model/ to this hub repo when the run ends")
@@ -217,7 +221,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
              "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "dtype",
-             "save_model", "push_to_hub", "batch_size", "model_revision", "rewards", "plugins")
+             "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards", "plugins")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -162,6 +162,10 @@ class EngineCapabilities:
     install: str = ""  # how to install that module, said when it is missing
     batch_size: str = ""  # the name of its own option that ``--batch-size`` sets (how many sequences it decodes
     # together); "": it has none, and ``--batch-size`` is refused before the model loads
+    rollout_dtype: str = ""  # the name of its own option that ``--rollout-dtype`` sets (the precision it samples and
+    # evaluates in); "": it has none, and ``--rollout-dtype`` is refused before the model loads
+    sampling_dtype: str = ""  # the precision its forward passes run in when not the policy weights' own (an
+    # instance sets it from its options); a trainer computing in another one recomputes the old log-probs
 
 
 class WeightSync(Protocol):

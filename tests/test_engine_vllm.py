@@ -57,9 +57,9 @@ def test_default_engine_keeps_grid_cell_names(tmp_path):
     from harness.runner.grid import NOT_IN_IDENTITY, cell_name
 
     cfg = RunConfig(out=str(tmp_path))
-    # the identity cells had before engines, arms (experiment files' [[arm]] tables), dtypes, revisions, reward
-    # functions and local plugins existed
-    added_later = ("engine", "arm", "dtype", "model_revision", "rewards", "plugins")
+    # the identity cells had before engines, arms (experiment files' [[arm]] tables), dtypes, rollout dtypes, revisions,
+    # reward functions and local plugins existed
+    added_later = ("engine", "arm", "dtype", "rollout_dtype", "model_revision", "rewards", "plugins")
     before_engines = {k: v for k, v in asdict(cfg).items() if k not in (*NOT_IN_IDENTITY, *added_later)}
     digest = hashlib.sha256(json.dumps(before_engines, sort_keys=True, default=str).encode()).hexdigest()[:8]
     assert cell_name(cfg).endswith(digest)

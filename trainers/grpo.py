@@ -5,6 +5,10 @@ rollout (engine.generate) -> scoring (task.score, a reward *vector*) -> advantag
 -> loss (trainers/losses.py). Dr. GRPO is ``advantage="dr_grpo", loss_norm="constant"``; DAPO's token-level loss is
 ``loss_norm="token"`` with a wider ``eps_high``.
 
+Rollouts sampled in another precision than the update computes in (``--rollout-dtype``) get their old log-probs
+recomputed and a truncated importance weight per token (trainers/rollout_precision.py). Each step logs where its
+time went as ``time/<section>`` (trainers/step_timer.py).
+
 Reward shaping (the VSPO paper's baseline): ``behaviour=NAME, behaviour_weight=lambda`` adds a component
 ``behaviour/NAME`` (a registered behaviour scorer's score of each answer) to the reward vector with weight lambda, so
 the scalar reward is r0 + lambda * behaviour(answer, problem). Subclasses add their own components through
@@ -44,6 +48,15 @@ from harness.trainers.post_training import (
     set_lr,
     trainable_parameters,
 )
+from harness.trainers.rollout_precision import (
+    OLD_LOGPROBS,
+    Corrected,
+    correct_rollouts,
+    pad_weights,
+    policy_logprobs,
+    should_recompute,
+)
+from harness.trainers.step_timer import StepTimer
 from harness.types import (
     Completion,
     Engine,
@@ -81,12 +94,20 @@ class GRPOConfig(PostTrainingOptions):  # + LoRA, gradient checkpointing, autoca
     num_iterations: int = 1  # optimizer passes over each batch of rollouts (GRPO's mu; the clip acts from pass 2)
     behaviour: str = ""  # a registered behaviour scorer added to the reward as component "behaviour/<name>"
     behaviour_weight: float = 0.0  # lambda: its weight, r = r0 + lambda * behaviour(answer, problem)
+    # The surrogate's old policy (trainers/rollout_precision.py): "auto" recomputes its log-probs in the update's
+    # precision when the engine samples in another (--rollout-dtype), "recompute" always, "sampler" never
+    old_logprobs: str = "auto"
+    tis_cap: float = 2.0  # C: each token's loss is weighted by min(pi_old / pi_sampler, C) (truncated IS)
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.loss_norm not in LOSS_NORMS:
             raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {', '.join(LOSS_NORMS)}")
         self.check_post_training("grpo")
+        if self.old_logprobs not in OLD_LOGPROBS:
+            raise ValueError(f"grpo: old_logprobs must be one of {', '.join(OLD_LOGPROBS)}, got {self.old_logprobs!r}")
+        if not self.tis_cap > 0:
+            raise ValueError(f"grpo: tis_cap must be > 0, got {self.tis_cap!r}")
         for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "micro_batch",
                      "answers_per_rollout", "draws", "num_iterations"):
             if int(getattr(self, name)) < 1:
@@ -125,6 +146,7 @@ class GRPOTrainer:
         require(check_estimator(self.estimator), "advantage", entry.name, entry.plugin)
         # Behaviours are plugins too: looked up by name, so trainers never import tasks.
         self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None
+        self.timer = StepTimer()  # seconds per section of the current step, logged as time/<section>
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
@@ -163,6 +185,7 @@ class GRPOTrainer:
         # warm-up may have changed them) and after every optimizer step.
         push_weights(engine, model, dp)
 
+        timer = self.timer
         for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
                          disable=not dp.is_main):
             started = time.perf_counter()
@@ -170,30 +193,39 @@ class GRPOTrainer:
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             mine = batch_problems[share]
             model.eval()
-            completions = engine.generate(
-                [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
-                SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
-                desc=f"{self.name} step {step} rollouts",
-            )
-            scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout, cfg.delimiter)
-            if shaping:
-                scored = self.add_shaping(scored, mine, completions, list(shaping))
-            if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
-                completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
-            groups = torch.tensor([c.prompt_index for c in completions])
-            advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
-                                   k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
+            with timer("generation"):
+                completions = engine.generate(
+                    [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
+                    SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                   top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
+                    desc=f"{self.name} step {step} rollouts",
+                )
+            with timer("scoring"):  # and what turns scores into advantages: shaping, the gather, the estimator
+                scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout,
+                                        cfg.delimiter)
+                if shaping:
+                    scored = self.add_shaping(scored, mine, completions, list(shaping))
+                if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
+                    completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
+                groups = torch.tensor([c.prompt_index for c in completions])
+                advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
+                                       k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
             rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
-            passes = [self.update(trained, tok, optimizer, reference, completions[rows], advantages[rows],
-                                  batch_rows=len(completions), batch_tokens=sum(len(c.token_ids) for c in completions))
+            with timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
+                corrected = self.rollout_correction(model, tok, engine, completions[rows])
+            passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],
+                                  tis_weights=corrected.weights, batch_rows=len(completions),
+                                  batch_tokens=sum(len(c.token_ids) for c in completions))
                       for _ in range(cfg.num_iterations)]
             # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
             stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
             if cfg.num_iterations > 1:
                 stats["clip_fraction_last_pass"] = passes[-1]["clip_fraction"]
-            push_weights(engine, model, dp)
+            with timer("weight_sync"):
+                push_weights(engine, model, dp)
+            mismatch = dp.sum({"gap": corrected.abs_log_ratio, "clipped": corrected.clipped,
+                               "tokens": corrected.tokens})
 
             scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
             answers = [x for row in scalars for x in row]
@@ -210,8 +242,13 @@ class GRPOTrainer:
                 "completion_tokens_mean": sum(len(c.token_ids) for c in completions) / len(completions),
                 "truncated_rate": sum(not c.finished for c in completions) / len(completions),
                 **stats,
+                # |log pi_old - log pi_sampler| per token: the precision gap the correction acts on (0: the same)
+                "mismatch/abs_log_ratio_mean": mismatch["gap"] / max(mismatch["tokens"], 1),
+                "mismatch/tis_clipped_fraction": mismatch["clipped"] / max(mismatch["tokens"], 1),
                 "rollout_seconds": generated - started,
                 "update_seconds": time.perf_counter() - generated,
+                # time/checkpoint: the previous step's save, which comes after its line (the line is in the save)
+                **timer.take(TIME_SECTIONS),
                 **self.step_metrics(),
             }
             store.log_step(step, metrics)
@@ -228,7 +265,8 @@ class GRPOTrainer:
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
             if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
-                checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+                with timer("checkpoint"):
+                    checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
 
     def prepare_policy(self, policy) -> None:
         """LoRA adapters and gradient checkpointing as configured (idempotent); also called before a resumed run's
@@ -285,9 +323,21 @@ class GRPOTrainer:
                         errors += 1
         return replace(scored, rewards=torch.cat([scored.rewards, extra], dim=-1), errors=scored.errors + errors)
 
-    def update(self, model, tok, optimizer, reference, completions, advantages, *, batch_rows: int | None = None,
+    def rollout_correction(self, model, tok, engine, completions: Sequence[Completion]) -> Corrected:
+        """The rollouts with the old policy's log-probs (recomputed in the update's precision when the engine
+        samples in another, trainers/rollout_precision.py) and each token's truncated importance weight."""
+        cfg = self.config
+        old = None
+        if should_recompute(cfg.old_logprobs, engine, model, cfg):
+            old = policy_logprobs(model, tok.pad_token_id, completions, cfg, cfg.micro_batch, cfg.temperature)
+        return correct_rollouts(completions, old, cfg.tis_cap)
+
+    def update(self, model, tok, optimizer, reference, completions, advantages, *,
+               tis_weights: Sequence[Sequence[float]] | None = None, batch_rows: int | None = None,
                batch_tokens: int | None = None) -> dict[str, float]:
         """One optimizer step over the whole batch, in micro-batches whose losses add up to the full-batch loss.
+        ``tis_weights``: per token of each completion, the truncated importance weight of its policy-gradient loss
+        (``rollout_correction``); None: 1.
 
         In a data-parallel run ``completions`` are this rank's rows and ``batch_rows`` / ``batch_tokens`` the whole
         batch's, so the ranks' losses add up to the whole batch's loss and the synchronised gradient is its gradient."""
@@ -299,21 +349,25 @@ class GRPOTrainer:
         batch_rows = rows if batch_rows is None else batch_rows
         batch_tokens = sum(len(c.token_ids) for c in completions) if batch_tokens is None else batch_tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
-        for start in range(0, rows, cfg.micro_batch):
-            # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
-            with dp.no_sync(model, last=start + cfg.micro_batch >= rows):
-                part = self._micro_batch(model, tok, reference, completions[start : start + cfg.micro_batch],
-                                         advantages[start : start + cfg.micro_batch], batch_rows, batch_tokens)
-            totals = {k: totals[k] + part[k] for k in totals}
-        totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
-        grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
-        fault_point("optimizer_step")
-        optimizer.step()
+        with self.timer("backward"):  # forward and backward of every micro-batch
+            for start in range(0, rows, cfg.micro_batch):
+                end = start + cfg.micro_batch
+                # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
+                with dp.no_sync(model, last=end >= rows):
+                    part = self._micro_batch(model, tok, reference, completions[start:end], advantages[start:end],
+                                             batch_rows, batch_tokens,
+                                             None if tis_weights is None else tis_weights[start:end])
+                totals = {k: totals[k] + part[k] for k in totals}
+            totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
+        with self.timer("optimizer"):
+            grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
+            fault_point("optimizer_step")
+            optimizer.step()
         model.eval()
         return {**totals, "grad_norm": float(grad_norm), "lr": optimizer.param_groups[0]["lr"]}
 
-    def _micro_batch(self, model, tok, reference, part, advantages, batch_rows: int,
-                     batch_tokens: int) -> dict[str, float]:
+    def _micro_batch(self, model, tok, reference, part, advantages, batch_rows: int, batch_tokens: int,
+                     tis_weights: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
         """Loss and backward of one micro-batch, normalised by the whole batch's totals; its share of the stats."""
         cfg = self.config
         device = next(model.parameters()).device
@@ -324,6 +378,8 @@ class GRPOTrainer:
         with autocast(cfg, device):  # log-probs come out in float32 whatever the forward's precision
             logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
         per_token, clipped = clipped_surrogate(logp, batch["old_logp"], adv, cfg.eps_low, cfg.eps_high)
+        if tis_weights is not None:  # the policy-gradient term only, as TRL and verl do; the KL term is exact
+            per_token = per_token * pad_weights(tis_weights, per_token.shape[1]).to(device)
         kl = torch.zeros_like(per_token)
         if reference is not None:
             with torch.no_grad(), autocast(cfg, device):
@@ -344,6 +400,10 @@ class GRPOTrainer:
 
     def describe(self) -> dict:
         return asdict(self.config)
+
+
+# Sections of a step, logged as time/<section> (seconds); rollout_seconds / update_seconds are kept as they were.
+TIME_SECTIONS = ("generation", "scoring", "old_logprobs", "backward", "optimizer", "weight_sync", "checkpoint")
 
 
 def push_weights(engine, model, dp) -> None:

@@ -59,6 +59,7 @@ from harness.runner.distributed import current as current_parallel
 from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer
 from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
+from harness.trainers.rollout_precision import correct_rollouts
 from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
 
 REWARDS = ("strength", "behaviour")
@@ -205,6 +206,12 @@ class VSPOTrainer(GRPOTrainer):
         return super().shaping_value(name, problem, completion, answer)
 
     # -- update: the unsteered policy's log-probs as the old ones ---------------------------------------------------
+
+    def rollout_correction(self, model, tok, engine, completions):
+        """No precision correction: the engine's log-probs are the *steered* distribution's, so a weight
+        pi_unsteered / pi_steered would undo the steering the reward asks for; ``update`` replaces them with the
+        unsteered policy's (in the trainer's precision) and logs the gap as ``steer_logratio`` instead."""
+        return correct_rollouts(completions, None, self.config.tis_cap)
 
     def update(self, model, tok, optimizer, reference, completions, advantages, **totals) -> dict[str, float]:
         unsteered = self.unsteered_logprobs(model, tok, completions)

@@ -24,6 +24,14 @@ rounding of a row's logits, not its random stream, so results are batch-invarian
 Log-probabilities are those of the temperature-scaled distribution *before* top-k/top-p truncation, which is what a
 trainer recomputes with a forward pass (see trainers/policy_gradient.py: sequence_logprobs).
 
+Precision (``rollout_dtype``, the run's ``--rollout-dtype``): the forward passes run under ``torch.autocast`` to that
+dtype, weights untouched. Autocast rather than a low-precision copy of the model: it costs no memory, needs no
+refresh after an optimizer step (the casts are made from the live weights; the whole call is one autocast region,
+which caches the casts of trainable weights for the call, while frozen ones, a LoRA base, are cast at every step),
+and a LoRA policy needs no merging. The log-probabilities are then those of the distribution sampled from, the
+low-precision one; a trainer that computes in another precision learns so from ``capabilities.sampling_dtype`` and
+recomputes its own (trainers/rollout_precision.py).
+
 Steering, in detail:
 - every position of a row is steered, its prompt included (as steering vectors are usually applied, and as a plain
   forward pass under ``RowSteering`` would do), and left padding too (masked out as keys, outputs never read);
@@ -38,11 +46,12 @@ Steering, in detail:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -54,13 +63,26 @@ from harness.models import Policy
 from harness.steering.vectors import RowSteering, Steering
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
+ROLLOUT_DTYPES = ("float32", "bfloat16", "float16")
+
 
 class TransformersEngine:
-    capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows")  # --batch-size N: N rows
+    # --batch-size N: N rows; --rollout-dtype D: forward passes under autocast to D
+    capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows", rollout_dtype="rollout_dtype")
 
     def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
-                 main_process: bool = True) -> None:
+                 main_process: bool = True, rollout_dtype: str = "") -> None:
         self.policy = policy
+        weights = str(next(policy.model.parameters()).dtype).removeprefix("torch.")
+        if rollout_dtype and rollout_dtype not in ROLLOUT_DTYPES:
+            raise ValueError(f"rollout_dtype must be one of {', '.join(ROLLOUT_DTYPES)}, got {rollout_dtype!r}")
+        if rollout_dtype == "float32" and weights != "float32":  # autocast only lowers precision
+            raise ValueError(f"rollout_dtype float32 needs float32 weights (these are {weights}): autocast cannot "
+                             "sample more precisely than the weights")
+        # "" or the weights' own dtype: forward passes as they are, the capabilities of the class
+        self.rollout_dtype = rollout_dtype if rollout_dtype not in ("", weights) else ""
+        if self.rollout_dtype:  # what a trainer compares with its own precision
+            self.capabilities = replace(type(self).capabilities, sampling_dtype=self.rollout_dtype)
         # Rows (samples) decoded together; the KV cache holds max_batch_rows x (prompt + max_new_tokens) positions.
         # A decode step's cost is mostly fixed (reading the weights) on CPU: 64 rows made 64 x 64-token rollouts of
         # SmolLM2-135M 1.6x faster than 32 (bench/rollout_throughput.py).
@@ -82,11 +104,20 @@ class TransformersEngine:
                    leave=False)
         hook = RowSteering(self.policy.model, steering.vector) if steering is not None else None
         try:
-            return self._decode(encoded, params, hook, betas, bar)
+            with self.precision():
+                return self._decode(encoded, params, hook, betas, bar)
         finally:  # the model must come back unsteered whatever happened
             if hook is not None:
                 hook.remove()
             bar.close()
+
+    def precision(self) -> contextlib.AbstractContextManager:
+        """The region the forward passes run in: autocast to ``rollout_dtype``, or as they are. One region per
+        ``generate`` call, so autocast casts each trainable weight once per call, not once per decoding step."""
+        if not self.rollout_dtype:
+            return contextlib.nullcontext()
+        device = next(self.policy.model.parameters()).device
+        return torch.autocast(device_type=device.type, dtype=getattr(torch, self.rollout_dtype))
 
     def _decode(self, prompt_ids: list[list[int]], params: SamplingParams, hook: RowSteering | None,
                 betas: list[float] | None, bar: tqdm) -> list[Completion]:

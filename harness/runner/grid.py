@@ -67,6 +67,8 @@ def cell_name(cfg: RunConfig) -> str:
         identity.pop("arm", None)
     if not identity.get("model_revision"):  # and cells on a model's latest revision
         identity.pop("model_revision", None)
+    if identity.get("rollout_dtype") in ("", identity.get("dtype")):  # and cells sampling in the weights' precision
+        del identity["rollout_dtype"]
     if identity.get("dtype") == "float32":  # and cells with float32 weights
         del identity["dtype"]
     for key in ("rewards", "plugins"):  # and cells without --reward functions or --plugin files

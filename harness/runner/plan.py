@@ -171,6 +171,13 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
         if caps.batch_size in options:
             raise ValueError(f"--batch-size and --set engine.{caps.batch_size} set the same thing; give one")
         options[caps.batch_size] = cfg.batch_size
+    if cfg.rollout_dtype:  # --rollout-dtype: likewise, the engine's option for the precision it samples in
+        if not caps.rollout_dtype:
+            raise ValueError(f"--rollout-dtype: engine {cfg.engine!r} has no sampling precision to set "
+                             "(EngineCapabilities.rollout_dtype)")
+        if caps.rollout_dtype in options:
+            raise ValueError(f"--rollout-dtype and --set engine.{caps.rollout_dtype} set the same thing; give one")
+        options[caps.rollout_dtype] = cfg.rollout_dtype
     check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
     check_finite("engine", cfg.engine, options)
     if trainer.steering and not caps.steering:
