@@ -167,7 +167,7 @@ def test_rollout_dtype_is_a_run_option_that_reaches_the_engine(tmp_path):
     cfg = RunConfig(out=str(tmp_path), rollout_dtype="bfloat16")
     assert check_engine(cfg, plugins, TrainerCapabilities())["rollout_dtype"] == "bfloat16"
     assert "rollout_dtype" not in check_engine(replace(cfg, rollout_dtype=""), plugins, TrainerCapabilities())
-    with pytest.raises(ValueError, match="--rollout-dtype: engine 'vllm-server' has no sampling precision"):
+    with pytest.raises(ValueError, match="--rollout-dtype: engine 'vllm-server' has no rollout dtype"):
         check_engine(replace(cfg, engine="vllm-server", engine_url="http://127.0.0.1:1"), plugins,
                      TrainerCapabilities())
     with pytest.raises(ValueError, match="give one"):

@@ -164,20 +164,18 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
     require(check_engine_factory(factory, cfg.engine), "engine", cfg.engine, entry.plugin)
     caps = capabilities_of(factory, EngineCapabilities)
     options = cfg.engine_options()
-    if cfg.batch_size is not None:  # --batch-size: the option the engine declared for it
-        if not caps.batch_size:
-            raise ValueError(f"--batch-size: engine {cfg.engine!r} has no batch size to set "
-                             "(EngineCapabilities.batch_size)")
-        if caps.batch_size in options:
-            raise ValueError(f"--batch-size and --set engine.{caps.batch_size} set the same thing; give one")
-        options[caps.batch_size] = cfg.batch_size
-    if cfg.rollout_dtype:  # --rollout-dtype: likewise, the engine's option for the precision it samples in
-        if not caps.rollout_dtype:
-            raise ValueError(f"--rollout-dtype: engine {cfg.engine!r} has no sampling precision to set "
-                             "(EngineCapabilities.rollout_dtype)")
-        if caps.rollout_dtype in options:
-            raise ValueError(f"--rollout-dtype and --set engine.{caps.rollout_dtype} set the same thing; give one")
-        options[caps.rollout_dtype] = cfg.rollout_dtype
+    # --batch-size and --rollout-dtype each set the engine option it declared for them (EngineCapabilities)
+    for flag, value, declared in (("--batch-size", cfg.batch_size, caps.batch_size),
+                                  ("--rollout-dtype", cfg.rollout_dtype or None, caps.rollout_dtype)):
+        if value is None:
+            continue
+        if not declared:
+            field = flag.removeprefix("--").replace("-", "_")
+            raise ValueError(f"{flag}: engine {cfg.engine!r} has no {field.replace('_', ' ')} to set "
+                             f"(EngineCapabilities.{field})")
+        if declared in options:
+            raise ValueError(f"{flag} and --set engine.{declared} set the same thing; give one")
+        options[declared] = value
     check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
     check_finite("engine", cfg.engine, options)
     if trainer.steering and not caps.steering:
