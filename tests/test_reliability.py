@@ -64,9 +64,10 @@ def _lines(err: str) -> list[str]:
 
 
 def _outcome(folder: Path) -> dict:
-    """What a run computed: metrics, samples and steps without wall-clock fields."""
+    """What a run computed: metrics, samples and steps without wall-clock fields (*seconds*, the time/* breakdown)."""
     def strip(value):
-        return {k: strip(v) for k, v in value.items() if "seconds" not in k} if isinstance(value, dict) else value
+        return ({k: strip(v) for k, v in value.items() if "seconds" not in k and "time/" not in k}
+                if isinstance(value, dict) else value)
     lines = {name: [strip(json.loads(line)) for line in (folder / name).read_text().splitlines()]
              for name in ("samples.jsonl", "steps.jsonl")}
     return {"metrics": strip(json.loads((folder / "metrics.json").read_text())), **lines}
