@@ -7,38 +7,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from tiny_runs import RUN, only_run
+from tiny_runs import harness as _harness
+from tiny_runs import outcome as _outcome
 
-RUN = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "3", "--limit", "2", "--train-limit", "4",
-       "--k", "1,2", "--threads", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-       "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4"]
 KILLS_PER_POINT = {"generate": 2, "optimizer_step": 2, "json_write": 2, "jsonl_write": 1, "checkpoint": 1}
-
-
-def _harness(args: list[str], **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "HARNESS_DISABLE_PLUGIN_AUTOLOAD": "1", **env}
-    return subprocess.run([sys.executable, "-m", "harness", *args], env=environment, capture_output=True, text=True,
-                          timeout=300)
-
-
-def _without_timing(value):
-    """Wall-clock fields differ between any two runs; everything else must not."""
-    if isinstance(value, dict):
-        return {k: _without_timing(v) for k, v in value.items() if "seconds" not in k and "time/" not in k}
-    return value
-
-
-def _outcome(folder: Path) -> dict:
-    lines = {name: [_without_timing(json.loads(line)) for line in (folder / name).read_text().splitlines()]
-             for name in ("samples.jsonl", "steps.jsonl")}
-    return {"metrics": _without_timing(json.loads((folder / "metrics.json").read_text())), **lines}
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +25,7 @@ def baseline(tmp_path_factory, tiny_policy_spec):
     log = out / "points.log"
     done = _harness([*RUN, "--out", str(out / "runs")], HARNESS_FAULT_LOG=str(log))
     assert done.returncode == 0, done.stderr[-2000:]
-    (folder,) = (p for p in (out / "runs").iterdir() if p.is_dir())
-    return _outcome(folder), Counter(log.read_text().split())
+    return _outcome(only_run(out / "runs")), Counter(log.read_text().split())
 
 
 def _kill_points(counts: Counter) -> list[tuple[str, int]]:

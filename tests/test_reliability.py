@@ -12,7 +12,6 @@ refusals up front: tests/test_bad_input.py; bounded batching: tests/test_engine.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sqlite3
@@ -23,24 +22,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-RUN = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "3", "--limit", "2", "--train-limit", "4",
-       "--k", "1,2", "--threads", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-       "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4"]
-CEILING = 300  # seconds: a hang, never a speed
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "HARNESS_DISABLE_PLUGIN_AUTOLOAD": "1", **extra}
-
-
-def _harness(args: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], env=_env(**env), capture_output=True, text=True,
-                          timeout=CEILING)
+from tiny_runs import CEILING, RUN, harness_env, only_run
+from tiny_runs import harness as _harness
+from tiny_runs import outcome as _outcome
 
 
 def _start(args: list[str], **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], env=_env(**env), stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], env=harness_env(**env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -63,21 +51,6 @@ def _lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip()]
 
 
-def _outcome(folder: Path) -> dict:
-    """What a run computed: metrics, samples and steps without wall-clock fields (*seconds*, the time/* breakdown)."""
-    def strip(value):
-        return ({k: strip(v) for k, v in value.items() if "seconds" not in k and "time/" not in k}
-                if isinstance(value, dict) else value)
-    lines = {name: [strip(json.loads(line)) for line in (folder / name).read_text().splitlines()]
-             for name in ("samples.jsonl", "steps.jsonl")}
-    return {"metrics": strip(json.loads((folder / "metrics.json").read_text())), **lines}
-
-
-def _only_run(out: Path) -> Path:
-    (folder,) = [p for p in out.iterdir() if p.is_dir()]
-    return folder
-
-
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory, tiny_policy_spec):
     """An uninterrupted run: its folder, its outcome, and how often it reaches each fault point."""
@@ -85,7 +58,7 @@ def baseline(tmp_path_factory, tiny_policy_spec):
     log = out / "points.log"
     done = _harness([*RUN, "--out", str(out / "runs")], HARNESS_FAULT_LOG=str(log))
     assert done.returncode == 0, done.stderr[-2000:]
-    folder = _only_run(out / "runs")
+    folder = only_run(out / "runs")
     return folder, _outcome(folder), Counter(log.read_text().split())
 
 
@@ -95,7 +68,7 @@ def killed(tmp_path_factory, baseline):
     out = tmp_path_factory.mktemp("killed")
     done = _harness([*RUN, "--out", str(out)], HARNESS_FAULT="optimizer_step:2")
     assert done.returncode == -signal.SIGKILL
-    return _only_run(out)
+    return only_run(out)
 
 
 def _copy(folder: Path, tmp_path: Path) -> Path:
@@ -113,7 +86,7 @@ def test_a_second_writer_of_a_running_folder_is_refused_naming_the_first(tmp_pat
     first = _start([*RUN, "--out", str(tmp_path / "runs")], HARNESS_PAUSE=f"generate:3:{pause}")
     try:
         _held(first, pause)
-        folder = _only_run(tmp_path / "runs")
+        folder = only_run(tmp_path / "runs")
         second = _harness(["run", "--resume", str(folder), "--threads", "1"])
         assert second.returncode == 2 and len(_lines(second.stderr)) == 1, second.stderr
         assert f"pid {first.pid}" in second.stderr and str(folder) in second.stderr
@@ -213,7 +186,7 @@ def test_nothing_is_complete_until_every_file_is_whole(tmp_path, baseline):
     process = _start([*RUN, "--out", str(tmp_path / "runs")], HARNESS_PAUSE=f"generate:{last_generate}:{pause}")
     try:
         _held(process, pause)
-        folder = _only_run(tmp_path / "runs")
+        folder = only_run(tmp_path / "runs")
         lines = (folder / "samples.jsonl").read_text().splitlines(keepends=True)
         (folder / "samples.jsonl").write_text("".join([lines[0], "{broken\n", *lines[1:]]))
     finally:
@@ -317,7 +290,7 @@ def test_sigterm_ends_a_run_like_an_interrupt(tmp_path):
     said = [line for line in err.splitlines() if line.startswith("harness:")]  # progress bars aside
     assert code == 130 and said == ["harness: error: interrupted; everything written so far is kept in the run "
                                     "folder"], err[-2000:]
-    folder = _only_run(tmp_path / "runs")
+    folder = only_run(tmp_path / "runs")
     assert json.loads((folder / "manifest.json").read_text())["status"] == "interrupted"
 
 
@@ -348,7 +321,7 @@ def test_loggers_get_no_duplicate_points_after_a_resume(tmp_path):
     logged = [*RUN, "--log", "tensorboard", "--checkpoint-every", "0"]  # no checkpoint: training is redone whole
     killed = _harness([*logged, "--out", str(tmp_path / "runs")], HARNESS_FAULT="optimizer_step:3")
     assert killed.returncode == -signal.SIGKILL
-    folder = _only_run(tmp_path / "runs")
+    folder = only_run(tmp_path / "runs")
     assert _tensorboard_points(folder)[("train/loss", 1)] == 1  # two steps logged before the kill
     done = _harness(["run", "--resume", str(folder)])
     assert done.returncode == 0, done.stderr[-2000:]
