@@ -53,13 +53,10 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import torch
-
 from harness.runner.distributed import current as current_parallel
 from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer
-from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
-from harness.trainers.rollout_precision import correct_rollouts
+from harness.trainers.rollout_precision import correct_rollouts, policy_logprobs
 from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
 
 REWARDS = ("strength", "behaviour")
@@ -223,20 +220,11 @@ class VSPOTrainer(GRPOTrainer):
         stats = super().update(model, tok, optimizer, reference, completions, advantages, **totals)
         return {**stats, "steer_logratio": gap["gap"] / max(gap["tokens"], 1)}
 
-    @torch.no_grad()
     def unsteered_logprobs(self, model, tok, completions) -> list[list[float]]:
-        """log pi(token) of every completion token under the plain (unsteered) model, at the sampling temperature."""
+        """log pi(token) of every completion token under the plain (unsteered) model, at the sampling temperature,
+        in the trainer's precision."""
         cfg = self.config
-        model.eval()
-        device = next(model.parameters()).device
-        out: list[list[float]] = []
-        for start in range(0, len(completions), cfg.micro_batch):
-            part = completions[start : start + cfg.micro_batch]
-            batch = pad_completions(part, tok.pad_token_id)
-            logp = sequence_logprobs(model, batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                                     int(batch["prompt_width"]), cfg.temperature).float().cpu()
-            out.extend(logp[r, : len(c.token_ids)].tolist() for r, c in enumerate(part))
-        return out
+        return policy_logprobs(model, tok.pad_token_id, completions, cfg, cfg.micro_batch, cfg.temperature)
 
 
 class _SteeredEngine:
