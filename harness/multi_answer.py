@@ -12,6 +12,17 @@ from collections.abc import Sequence
 from harness.types import Messages
 
 DELIMITER = "### next answer ###"
+DELIMITER_TOKENS = 16  # generation budget per delimiter line, on top of M answers' own budgets
+
+
+def rollout_budget(per_answer: int, m: int) -> int:
+    """The generation budget of a rollout of M answers: M answers' budgets plus room for the M - 1 delimiters."""
+    return int(per_answer) * m + DELIMITER_TOKENS * (m - 1)
+
+
+def answer_budget(per_rollout: int, m: int) -> int:
+    """One answer's budget, from a rollout's (``rollout_budget``'s inverse, at least 1 token)."""
+    return max(1, (int(per_rollout) - DELIMITER_TOKENS * (m - 1)) // m)
 
 
 def instruct(messages: Messages, m: int, delimiter: str = DELIMITER) -> Messages:

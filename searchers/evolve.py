@@ -6,7 +6,8 @@ scorer evaluates (code: in the sandbox, never in this process).
 
 The loop, for a batch of problems in lockstep (one engine call serves every problem of the batch):
   1. seeds: ``seeds`` samples of the task's own prompt, exactly as best-of-k draws them (same seed, same n), so
-     best-of-k and evolve start from the same candidates;
+     best-of-k and evolve start from the same candidates; for a policy that writes M answers per rollout, in its
+     format (below);
   2. each generation, ``children`` child slots per problem (slot c works on island c % islands); slot c of
      generation g is one engine call over the problems that still have budget, seeded by (seed, g, c): the engine
      derives each row's random stream from that seed and the row's prompt, so a problem's search does not depend
@@ -26,20 +27,49 @@ Budgets, per problem: ``calls`` (model calls), ``candidates`` (evaluated), ``tok
 that unit, at least one must be set. A problem stops when a budget is spent, when ``generations`` is reached, or
 (``stop_on_success``) at its first success: its solved-at point is already known and the calls are better spent
 elsewhere. Budgets are checked before each generation and a generation never exceeds calls or candidates (it
-is cut to what is left); ``tokens`` is checked before each generation and may be overrun by one generation.
+is cut to what is left); ``tokens`` is checked before each generation and may be overrun by one generation. The
+seeds are drawn whole, before any check (set calls >= seeds, and candidates >= seeds x M).
+
+A policy that writes M answers per rollout (``answers_per_rollout``, passed by the runner from the trainer's
+declaration, as to best-of-k; VPO): the seeds are ``seeds`` rollouts in the M-answer format (harness/multi_answer.py:
+the task's prompt with the request for M answers, ``delimiter`` between them), i.e. best-of-k's draw with n = seeds x
+M: same prompts, seed and sampling, so evolve's seed candidates are best-of-k's written answers. Each well-formed
+answer of a seed rollout is a candidate (answer a of rollout j is seed candidate j x M + a, on island (j x M + a) %
+islands); a rollout with fewer than M answers contributes the answers it has, and is counted
+(``malformed_rollouts``; ``missing_answers``: the answers it did not write, which are not candidates here: unlike
+best-of-k's fixed n, evolve's budget is calls, and nothing was written to score). ``max_new_tokens`` is a rollout's
+budget (the runner gives M answers' budgets plus the delimiters, as for best-of-k).
+Children stay one answer per call: a child's prompt is evolve's own rewrite prompt (the task's question, the parent
+with its scores and feedback, other candidates: searchers/evolve_prompt.py), not the task's prompt, so the M-answer
+request, which is appended to the task's prompt, has nothing to attach to; M rewrites of one parent in one call would
+also see each other, and a child's budget and parsing (rewrite, diff) are per answer. Nothing in the runner asks
+otherwise: it passes M so that the policy's trained format is used where evolve samples the task's own prompt, the
+seeds. A child gets one answer's budget (``child_max_new_tokens``, default: max_new_tokens's share for one answer,
+harness/multi_answer.py ``answer_budget``; = max_new_tokens when M = 1); when a policy writes several answers
+anyway, only the first is scored (the prompt asks for one; scoring them all would let a list of guesses pass).
+
+Counting, with M answers per rollout: a seed rollout is ONE model call (``calls``, ``tokens``: all its tokens) and
+yields up to M candidates (``candidates``); a child is one call and at most one candidate. So ``solved@c`` reads "a
+success among the candidates of the first c model calls": for the seeds, c rollouts of M answers, best-of-k's
+set-level pass@(c x M) trajectory (a rollout succeeds when any of its answers does), not c answers. Comparing an
+M-answer policy with an M = 1 policy at equal calls gives the M-answer seeds M times the candidates (and a rollout
+about M times the tokens): equal calls, not equal candidates, which is what ``budget/candidates`` and
+``budget/tokens`` show beside it.
 
 Metrics (flat; the caller prefixes the phase): ``solved@<c>``: the fraction of problems with a success within
 their first c model calls, for each c in ``k`` (the solved-at-budget curve; with calls == candidates for
 best-of-k, comparable with its pass@k at n = c, though pass@k is an average over orderings and this is one
 trajectory); ``success_rate`` (solved by the end); ``best/<component>`` and ``best_fitness`` (each problem's best
 candidate, averaged); ``mean_reward/<component>`` (over all candidates); budget/calls, budget/candidates,
-budget/tokens; ``children/<how>`` (rewrite, diff, text, failed); num_skipped (the scorer raised),
+budget/tokens; ``children/<how>``: candidates by how they were made (seed, rewrite, diff, text) and failed (child
+calls that yielded nothing); malformed_rollouts and missing_answers (M > 1); num_skipped (the scorer raised),
 ``generations`` (mean per problem); ``behaviour/<name>`` (option ``behaviours``, over all candidates).
 The whole curve (solved fraction at every call count) goes to ``<run>/evolve/<phase>/curve.json``.
 
 samples.jsonl gets every candidate of a problem when the problem finishes, from its database (evaluation order):
 sample_index (= candidate id), text, the Score's fields, scalar (= fitness), and the search's own fields
-(island, parent, generation, how, call: the model call that produced it, num_tokens, finished).
+(island, parent, generation, how, call: the model call that produced it, num_tokens, finished; with M > 1 a
+seed's answer_index within its rollout, whose num_tokens and finished it shares).
 """
 
 from __future__ import annotations
@@ -56,6 +86,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.executors import make_executor
 from harness.failures import PluginFailed
+from harness.multi_answer import DELIMITER, answer_budget, instruct, split_answers
 from harness.plugins.options import coerce
 from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
@@ -89,6 +120,8 @@ class ProblemState:
     calls: int = 0
     tokens: int = 0
     skipped: int = 0  # candidates whose scorer raised: counted, not in the database
+    malformed: int = 0  # seed rollouts with fewer than M answers (M > 1)
+    missing: int = 0  # the answers those rollouts did not write (not candidates: nothing to score)
     how: Counter = field(default_factory=Counter)
     solved_at: int | None = None  # the model call (1-based) that produced the first success
     done: bool = False
@@ -102,6 +135,7 @@ class ProblemState:
     def state_dict(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "problem_id": self.problem_id, "generation": self.generation,
                 "seeded": self.seeded, "calls": self.calls, "tokens": self.tokens, "skipped": self.skipped,
+                "malformed": self.malformed, "missing": self.missing,
                 "how": dict(self.how), "solved_at": self.solved_at, "done": self.done, "extra": self.extra,
                 "db": self.db.state_dict() if self.db else None}
 
@@ -111,14 +145,29 @@ class ProblemState:
             raise ValueError(f"evolve: unsupported checkpoint format {state.get('format')!r}")
         return cls(problem_id=state["problem_id"], db=Database.from_state(state["db"]) if state["db"] else None,
                    generation=int(state["generation"]), seeded=bool(state["seeded"]), calls=int(state["calls"]),
-                   tokens=int(state["tokens"]), skipped=int(state["skipped"]), how=Counter(state["how"]),
+                   tokens=int(state["tokens"]), skipped=int(state["skipped"]),
+                   malformed=int(state.get("malformed", 0)), missing=int(state.get("missing", 0)),
+                   how=Counter(state["how"]),
                    solved_at=state["solved_at"], done=bool(state["done"]), extra=list(state["extra"]))
+
+
+@dataclass
+class _Call:
+    """One model call to evaluate: the problem (index in its batch), the parent (children), the completion, and
+    what it yields: (island, text or None when nothing can be scored, how, answer index within a seed rollout or
+    None) per answer; ``missing``: the answers a malformed seed rollout did not write."""
+
+    problem: int
+    parent: int | None
+    completion: Completion
+    answers: list[tuple[int, str | None, str, int | None]]
+    missing: int = 0
 
 
 class Evolve:
     """The Searcher protocol: an evolutionary search per problem under a budget; see the module docstring."""
 
-    capabilities = SearcherCapabilities(behaviours=True, resume=True)
+    capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True, resume=True)
 
     def __init__(self, seeds: int = 4, children: int = 4, generations: int = 0, calls: int = 16,
                  candidates: int = 0, tokens: int = 0, islands: int = 2, bins: int = 2, exploit: float = 0.5,
@@ -127,12 +176,20 @@ class Evolve:
                  max_chars: int = 1200, max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 1.0,
                  seed: int = 0, batch_prompts: int = 8, workers: int = 2, stop_on_success: bool | str = True,
                  k: Sequence[int] | str | int = "", resume: str = "", behaviours: str | Sequence[str] = "",
-                 executor: str = "local", plugins: Any = None) -> None:
+                 executor: str = "local", answers_per_rollout: int = 1, delimiter: str = DELIMITER,
+                 child_max_new_tokens: int = 0, plugins: Any = None) -> None:
         self.seeds, self.children, self.generations = int(seeds), int(children), int(generations)
         self.budget = {"calls": int(calls), "candidates": int(candidates), "tokens": int(tokens)}
-        if self.seeds < 1 or self.children < 1 or int(batch_prompts) < 1 or int(workers) < 1:
-            raise ValueError(f"evolve: seeds, children, batch_prompts and workers must be >= 1, got seeds={seeds}, "
-                             f"children={children}, batch_prompts={batch_prompts}, workers={workers}")
+        self.m, self.delimiter = int(answers_per_rollout), str(delimiter)
+        if self.seeds < 1 or self.children < 1 or int(batch_prompts) < 1 or int(workers) < 1 or self.m < 1:
+            raise ValueError(f"evolve: seeds, children, batch_prompts, workers and answers_per_rollout must be >= 1, "
+                             f"got seeds={seeds}, children={children}, batch_prompts={batch_prompts}, "
+                             f"workers={workers}, answers_per_rollout={answers_per_rollout}")
+        if self.m > 1 and not self.delimiter.strip():
+            raise ValueError("evolve: the delimiter must not be blank")
+        if int(child_max_new_tokens) < 0:
+            raise ValueError(f"evolve: child_max_new_tokens must be >= 0 (0 = one answer's share of max_new_tokens), "
+                             f"got {child_max_new_tokens}")
         if any(v < 0 for v in self.budget.values()) or self.generations < 0:
             raise ValueError(f"evolve: budgets and generations must be >= 0 (0 = no limit), got {self.budget}, "
                              f"generations={generations}")
@@ -149,6 +206,8 @@ class Evolve:
         self.features = [n.strip() for n in names if n.strip()]  # [] = every component of the reward vector
         self.mode, self.top, self.diverse, self.max_chars = mode, int(top), int(diverse), int(max_chars)
         self.max_new_tokens, self.temperature, self.top_p = int(max_new_tokens), float(temperature), float(top_p)
+        # A seed is a rollout of M answers (max_new_tokens, as best-of-k's); a child is one answer
+        self.child_max_new_tokens = int(child_max_new_tokens) or answer_budget(self.max_new_tokens, self.m)
         self.seed, self.batch_prompts, self.workers = int(seed), int(batch_prompts), int(workers)
         self.stop_on_success = bool(coerce(stop_on_success, True))
         self.ks = _curve_points(k, self.budget["calls"] or self.budget["candidates"] or self.seeds)
@@ -189,11 +248,12 @@ class Evolve:
                    folder: Path) -> None:
         todo = [i for i, s in enumerate(states) if not s.seeded]
         if todo:
+            # Exactly best-of-k's draw with n = seeds x M: same prompts (the M-answer format), seed and sampling
             params = SamplingParams(n=self.seeds, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                                     top_p=self.top_p, seed=self.seed)
-            completions = engine.generate([task.messages(batch[i]) for i in todo], params, desc="evolve seeds")
-            jobs = [(todo[c.prompt_index], c.sample_index % self.db_options["islands"], None, c, c.text, "seed")
-                    for c in completions]
+            prompts = [instruct(task.messages(batch[i]), self.m, self.delimiter) for i in todo]
+            completions = engine.generate(prompts, params, desc="evolve seeds")
+            jobs = [self._seed_call(todo[c.prompt_index], c) for c in completions]
             self._evaluate(task, batch, states, jobs, generation=0)
             for i in todo:
                 states[i].seeded = True
@@ -211,17 +271,34 @@ class Evolve:
                 island = slot % self.db_options["islands"]
                 parents = {i: states[i].db.sample_parent(island)[0] for i in rows}
                 prompts = [self._prompt(task, batch[i], states[i].db, parents[i], island) for i in rows]
-                params = SamplingParams(n=1, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                params = SamplingParams(n=1, max_new_tokens=self.child_max_new_tokens, temperature=self.temperature,
                                         top_p=self.top_p, seed=_derive_seed(self.seed, generation, slot))
                 for c in engine.generate(prompts, params, desc=f"evolve generation {generation}"):
                     i = rows[c.prompt_index]
-                    text, how = child_text(parents[i].text, c.text, mode=self.mode)
-                    jobs.append((i, island, parents[i].id, c, text, how))
+                    text, how = child_text(parents[i].text, self._one_answer(c.text), mode=self.mode)
+                    jobs.append(_Call(i, parents[i].id, c, [(island, text, how, None)]))
             self._evaluate(task, batch, states, jobs, generation=generation)
             for i in active:
                 states[i].db.maybe_migrate(generation)
                 states[i].generation = generation
                 self._finish_generation(states[i], folder)
+
+    def _seed_call(self, i: int, completion: Completion) -> _Call:
+        """A seed rollout: one model call whose well-formed answers are candidates (M = 1: the text as generated).
+        Answer a of rollout j is seed candidate j x M + a, on island (j x M + a) % islands."""
+        answers = split_answers(completion.text, self.m, self.delimiter)
+        first = completion.sample_index * self.m
+        return _Call(i, None, completion,
+                     [((first + a) % self.db_options["islands"], text, "seed", a if self.m > 1 else None)
+                      for a, text in enumerate(answers)], missing=self.m - len(answers))
+
+    def _one_answer(self, text: str) -> str:
+        """A child's text: with M > 1, the first answer when a policy trained to write several writes several
+        anyway (the child prompt asks for one; scoring all of them would let a list of guesses pass as one answer)."""
+        if self.m == 1 or self.delimiter not in text:
+            return text
+        answers = split_answers(text, self.m, self.delimiter)
+        return answers[0] if answers else ""
 
     def _children_left(self, state: ProblemState) -> int:
         """This generation's children for one problem: ``children``, cut to the calls and candidates left."""
@@ -249,38 +326,49 @@ class Evolve:
     # Evaluation
     # ------------------------------------------------------------------------------------------------------------
 
-    def _evaluate(self, task: Task, batch: list[Problem], states: list[ProblemState],
-                  jobs: list[tuple[int, int, int | None, Completion, str | None, str]], *, generation: int) -> None:
-        """Score every child with a text (on the executor), then add them in job order (deterministic)."""
-        scorable = [(batch[j[0]], j[4]) for j in jobs if j[4] is not None]
+    def _evaluate(self, task: Task, batch: list[Problem], states: list[ProblemState], jobs: list[_Call], *,
+                  generation: int) -> None:
+        """Score every answer with a text (on the executor), then add them in job order (deterministic). Each job is
+        one model call: it costs a call and its tokens whatever it yields."""
+        scorable = [(batch[job.problem], text) for job in jobs for _, text, _, _ in job.answers if text is not None]
         verdicts = iter(self.executor.map(_check_child, task, scorable))
         for job in jobs:
-            i, island, parent, completion, text, how = job
-            state = states[i]
+            state, completion = states[job.problem], job.completion
             state.calls += 1
             state.tokens += len(completion.token_ids)
-            state.how[how] += 1
-            if text is None:
-                continue
-            score, feedback = next(verdicts)
-            if score is None:
-                state.skipped += 1
-                continue
-            fitness = scalarize(score.rewards, task.reward_weights)
-            if state.db is None:
-                state.db = Database(self.features or list(score.rewards),
-                                    seed=_derive_seed(self.seed, state.problem_id), **self.db_options)
-            try:
-                state.db.add(text, score.rewards, fitness, island=island, parent=parent,
-                             generation=generation, feedback=feedback, success=score.success)
-            except ValueError:  # a reward vector without a configured feature: skip it, count it
-                state.skipped += 1
-                continue
-            state.extra.append({"call": state.calls, "num_tokens": len(completion.token_ids),
-                                "finished": completion.finished, "how": how, "primary": score.primary,
-                                "extracted": score.extracted, "unparsed": score.unparsed})
-            if score.success and state.solved_at is None:
-                state.solved_at = state.calls
+            if job.missing:
+                state.malformed += 1
+                state.missing += job.missing
+            for island, text, how, answer in job.answers:
+                state.how[how] += 1
+                if text is not None:
+                    self._add(task, state, job, island, text, how, answer, next(verdicts), generation)
+
+    def _add(self, task: Task, state: ProblemState, job: _Call, island: int, text: str, how: str,
+             answer: int | None, verdict: tuple[Any, str], generation: int) -> None:
+        """One scored answer into the problem's database (or counted as skipped when its scorer raised)."""
+        completion, parent = job.completion, job.parent
+        score, feedback = verdict
+        if score is None:
+            state.skipped += 1
+            return
+        fitness = scalarize(score.rewards, task.reward_weights)
+        if state.db is None:
+            state.db = Database(self.features or list(score.rewards),
+                                seed=_derive_seed(self.seed, state.problem_id), **self.db_options)
+        try:
+            state.db.add(text, score.rewards, fitness, island=island, parent=parent,
+                         generation=generation, feedback=feedback, success=score.success)
+        except ValueError:  # a reward vector without a configured feature: skip it, count it
+            state.skipped += 1
+            return
+        extra = {"call": state.calls, "num_tokens": len(completion.token_ids), "finished": completion.finished,
+                 "how": how, "primary": score.primary, "extracted": score.extracted, "unparsed": score.unparsed}
+        if answer is not None:  # which answer of its seed rollout (M > 1); num_tokens is the whole rollout's
+            extra["answer_index"] = answer
+        state.extra.append(extra)
+        if score.success and state.solved_at is None:
+            state.solved_at = state.calls
 
     # ------------------------------------------------------------------------------------------------------------
     # Checkpoints, samples, metrics
@@ -330,6 +418,9 @@ class Evolve:
         metrics["budget/tokens"] = sum(s.tokens for s in states)
         metrics["num_candidates"] = metrics["budget/candidates"]
         metrics["num_skipped"] = sum(s.skipped for s in states)
+        if self.m > 1:  # seed rollouts in the M-answer format that wrote fewer than M answers
+            metrics["malformed_rollouts"] = sum(s.malformed for s in states)
+            metrics["missing_answers"] = sum(s.missing for s in states)
         metrics["generations"] = sum(s.generation for s in states) / n
         for how, count in sorted(sum((s.how for s in states), Counter()).items()):
             metrics[f"children/{how}"] = count

@@ -76,6 +76,66 @@ def test_the_seeds_are_best_of_ks_samples(tmp_path):
     assert [s["text"] for s in evolve_samples] == [s["text"] for s in bok]
 
 
+MULTI = "Give 2 different candidate answers"
+
+
+def two_answers(messages, sample_index, seed):
+    """An M = 2 policy. Seed rollout j writes answers 100 + j and j + 1, except rollout 2: one answer (malformed).
+    A child writes two answers though asked for one: 0 first (right for add-0), then 5."""
+    text = messages[-1]["content"]
+    if "## Current solution" in text:
+        assert MULTI not in text  # a child's prompt is evolve's own, not the M-answer format
+        return "The answer is 0\n### next answer ###\nThe answer is 5"
+    assert MULTI in text
+    if sample_index == 2:
+        return "The answer is 99"
+    return f"The answer is {100 + sample_index}\n### next answer ###\nThe answer is {sample_index + 1}"
+
+
+def test_a_multi_answer_policy_seeds_from_m_answer_rollouts(tmp_path):
+    """M = 2: a seed rollout is one call yielding its answers as candidates; a malformed one yields what it has and
+    is counted; solved@c counts calls; a child is one answer per call, with one answer's budget."""
+    engine = FakeEngine(two_answers)
+    evolve = Evolve(seeds=3, children=2, calls=5, seed=0, answers_per_rollout=2, max_new_tokens=36, islands=2)
+    metrics, samples, _ = search(evolve, engine, FakeTask(), tmp_path, limit=2)
+    # add-1 (answer 2) is solved by the 2nd answer of seed rollout 1: call 2, and stops; add-0 by its first child
+    # (call 4), whose first answer, 0, is the one scored (the whole text's last number is 5).
+    assert metrics["solved@1"] == 0.0 and metrics["solved@2"] == 0.5 and metrics["solved@4"] == 1.0
+    assert metrics["budget/calls"] == 5 + 3  # add-0: 3 seed rollouts + 2 children; add-1: 3 seed rollouts
+    assert metrics["budget/candidates"] == 2 * (2 + 2 + 1) + 2 == len(samples)
+    assert metrics["malformed_rollouts"] == 2 and metrics["missing_answers"] == 2
+    assert metrics["children/seed"] == 10 and metrics["children/text"] == 2
+    seeds = [s for s in samples if s["problem_id"] == "add-0" and s["how"] == "seed"]
+    assert [(s["call"], s["answer_index"], s["island"]) for s in seeds] == [(1, 0, 0), (1, 1, 1), (2, 0, 0),
+                                                                            (2, 1, 1), (3, 0, 0)]
+    assert [s["text"] for s in seeds] == ["The answer is 100", "The answer is 1", "The answer is 101",
+                                          "The answer is 2", "The answer is 99"]
+    children = [s for s in samples if s["problem_id"] == "add-0" and s["how"] != "seed"]
+    assert [(s["call"], s["text"], s["success"]) for s in children] == [(4, "The answer is 0", True),
+                                                                      (5, "The answer is 0", True)]
+    assert "answer_index" not in children[0]
+    # One engine call for the seeds (3 rollouts per problem, the rollout budget), then children of one answer each
+    # (36 = 2 x 10 + 16 for the delimiter: 10 tokens per answer)
+    assert [(len(p), params.n, params.max_new_tokens) for p, params, _ in engine.calls] == [(2, 3, 36), (1, 1, 10),
+                                                                                         (1, 1, 10)]
+
+
+def test_multi_answer_seeds_are_best_of_ks_written_answers(tmp_path):
+    from harness.searchers.best_of_k import BestOfK
+
+    task, engine = FakeTask(), FakeEngine(two_answers)
+    _, evolve_samples, _ = search(Evolve(seeds=3, calls=3, seed=3, answers_per_rollout=2), engine, task, tmp_path,
+                                  "evolve")
+    store = RunStore.create(tmp_path, "bok")
+    BestOfK(n=6, k=2, seed=3, answers_per_rollout=2, embedding_diversity=False).search(
+        engine, task, task.problems("eval", limit=4), phase="pre", store=store)
+    bok = [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
+    assert [s["text"] for s in evolve_samples] == [s["text"] for s in bok if not s.get("missing")]
+    assert [(s["problem_id"], s["call"] - 1, s["answer_index"]) for s in evolve_samples] == \
+        [(s["problem_id"], s["rollout_index"], s["answer_index"]) for s in bok if not s.get("missing")]
+    assert [p for p, _, _ in engine.calls[0:1]] == [p for p, _, _ in engine.calls[1:2]]  # the same prompts
+
+
 def test_failed_children_cost_calls_not_candidates(tmp_path):
     task = FakeTask()
 
@@ -152,6 +212,9 @@ def test_a_scorer_that_raises_costs_one_candidate(tmp_path):
     ({"islands": 0}, "islands must be >= 1"),
     ({"exploit": 0.9}, "must sum to 1"),
     ({"seeds": 0}, "must be >= 1"),
+    ({"answers_per_rollout": 0}, "must be >= 1"),
+    ({"answers_per_rollout": 2, "delimiter": " "}, "delimiter must not be blank"),
+    ({"child_max_new_tokens": -1}, "child_max_new_tokens must be >= 0"),
     ({"resume": "/nonexistent/run"}, "resume folder '/nonexistent/run' not found"),
     ({"behaviours": "sarcasm"}, "unknown behaviour 'sarcasm'"),
 ])

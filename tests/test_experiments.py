@@ -21,7 +21,7 @@ DEMO = Path(__file__).resolve().parent.parent / "experiments" / "demo.toml"  # `
 EXPERIMENTS = sorted(p for p in DEMO.parent.glob("*.toml") if p != DEMO)
 NO_SET = {"task": {}, "trainer": {}, "searcher": {}}  # `--set` given nothing
 # Cells the runner refuses today, with the reason; when one starts to pass, drop it here and in its file's STATUS.
-KNOWN_REFUSALS = {("vpo_seeds_evolve.toml", "vpo"): "cannot evaluate a policy that writes 4 answers per rollout"}
+KNOWN_REFUSALS: dict[tuple[str, str], str] = {}
 
 TWO_ARMS = """
 model = "tiny-random"
@@ -108,6 +108,20 @@ def test_every_cell_of_every_file_builds(path, size, plugins):
             continue
         check_cell(cfg, plugins)
         build_plugins(cfg, plugins, with_task=True)  # the task's options too (check_cell resolves only its name)
+
+
+@pytest.mark.parametrize("size", ["cpu", "gpu"])
+def test_evolve_evaluates_vpos_policy_in_its_format(size, plugins):
+    """The vpo arm of vpo_seeds_evolve.toml (refused until evolve declared answers_per_rollout): evolve gets the
+    trainer's M = 4, a seed rollout's budget of 4 answers plus delimiters, and one answer's budget per child."""
+    path = DEMO.parent / "vpo_seeds_evolve.toml"
+    for cfg in cells_for(load_experiment(path, size=size), {"seed": "0"}, NO_SET):
+        _, _, searcher, options = build_plugins(cfg, plugins, with_task=True)
+        per_answer = 96 if size == "cpu" else 384  # the task's budget (math, code)
+        m = 4 if cfg.arm == "vpo" else 1
+        assert (searcher.m, options["searcher"].get("answers_per_rollout", 1)) == (m, m)
+        assert searcher.max_new_tokens == per_answer * m + 16 * (m - 1)
+        assert searcher.child_max_new_tokens == per_answer
 
 
 def test_the_smoke_flags_override_every_arm(plugins):

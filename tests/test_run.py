@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from harness.hookspecs import hookimpl
 from harness.report.summary import summary_table
 from harness.run import RunConfig, run
 
@@ -113,11 +114,34 @@ def test_every_trainer_and_searcher_builds_with_each_preset(plugins):
                 assert plugins["trainer"].get(trainer).presets.get(preset), (trainer, preset)
                 assert plugins["searcher"].get(searcher).presets.get(preset), (searcher, preset)
                 cfg = RunConfig(trainer=trainer, searcher=searcher, preset=preset)
-                if (trainer, searcher) == ("vpo", "evolve"):  # evolve cannot read VPO's answer sets: refused
-                    with pytest.raises(ValueError, match="cannot evaluate a policy that writes 4 answers"):
-                        build_plugins(cfg, plugins)
-                    continue
-                build_plugins(cfg, plugins)
+                build_plugins(cfg, plugins)  # every built-in searcher takes VPO's M answers per rollout
+
+
+class OneAnswerSearcher:
+    """A searcher that does not declare ``answers_per_rollout``: it can only read one answer per rollout."""
+
+    def __init__(self, seed: int = 0, k: str = "") -> None:
+        pass
+
+    def search(self, engine, task, problems, *, phase, store):
+        return {}
+
+
+class _OneAnswerPlugin:
+    @hookimpl
+    def harness_register_searchers(self, registry):
+        registry.add("one-answer", OneAnswerSearcher, "reads one answer per rollout")
+
+
+def test_a_searcher_that_cannot_read_m_answers_is_refused_before_the_model_loads():
+    from harness.plugins import get_plugin_manager
+    from harness.runner.plan import build_plugins
+
+    plugins = get_plugin_manager(extra_plugins=(_OneAnswerPlugin(),), autoload=False)
+    build_plugins(RunConfig(trainer="grpo", searcher="one-answer"), plugins)
+    with pytest.raises(ValueError, match="searcher 'one-answer' cannot evaluate a policy that writes 4 answers per "
+                                         "rollout"):
+        build_plugins(RunConfig(trainer="vpo", searcher="one-answer"), plugins)
 
 
 def test_a_trainer_targeting_robustness_gets_hinted_problems(plugins):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.multi_answer import rollout_budget
 from harness.plugins import Plugins
 from harness.plugins.contract import check_engine_factory, check_searcher, check_task, check_trainer, require
 from harness.plugins.options import build_plugin, check_finite, check_options
@@ -127,7 +128,7 @@ def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budge
     evaluates = evaluates or TrainerCapabilities()
     m = int(given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout)))
     if "max_new_tokens" in options:  # the task's per-answer budget, else the preset's
-        options["max_new_tokens"] = int(budget or options["max_new_tokens"]) * m + 16 * (m - 1)
+        options["max_new_tokens"] = rollout_budget(int(budget or options["max_new_tokens"]), m)
     options["seed"] = cfg.seed
     if kind == "trainer" and cfg.steps is not None:
         options["steps"] = cfg.steps
