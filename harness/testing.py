@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.plugins import contract
 from harness.store.results_db import REQUIRED_SAMPLE_KEYS
-from harness.types import Completion, Messages, Problem, SamplingParams, Score, Split
+from harness.types import Completion, EngineCapabilities, Messages, Problem, SamplingParams, Score, Split
 
 Responder = Callable[[Messages, int, int], str]  # (messages, sample_index, seed) -> completion text
 
@@ -53,7 +53,11 @@ class FakeEngine:
     """The Engine protocol without a model. ``responses`` is a function ``(messages, sample_index, seed) -> str``,
     or a list whose entry ``sample_index % len`` answers every prompt. Tokens are whitespace words: a completion
     longer than ``max_new_tokens`` words is cut there and marked unfinished, as a real engine would. Every call is
-    kept in ``calls`` as (prompts, params, desc) so tests can check batching and sampling options."""
+    kept in ``calls`` as (prompts, params, desc) so tests can check batching and sampling options, and the
+    ``samples=`` it was given (per-prompt sample counts, ``EngineCapabilities.samples_per_prompt``; None when not)
+    in ``sample_counts``."""
+
+    capabilities = EngineCapabilities(samples_per_prompt=True)
 
     def __init__(self, responses: Responder | Sequence[str]) -> None:
         if callable(responses):
@@ -64,13 +68,17 @@ class FakeEngine:
                 raise ValueError("FakeEngine needs at least one response")
             self._respond = lambda messages, sample_index, seed: texts[sample_index % len(texts)]
         self.calls: list[tuple[list[Messages], SamplingParams, str]] = []
+        self.sample_counts: list[list[int] | None] = []
 
-    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "") -> list[Completion]:
+    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
+                 samples: Sequence[int] | None = None) -> list[Completion]:
         self.calls.append((list(prompts), params, desc))
+        self.sample_counts.append(None if samples is None else list(samples))
+        counts = [params.n] * len(prompts) if samples is None else list(samples)
         out = []
         for p, messages in enumerate(prompts):
             prompt_ids = fake_token_ids(" ".join(m["content"] for m in messages))
-            for j in range(params.n):
+            for j in range(counts[p]):
                 response = self._respond(messages, j, params.seed)
                 words = response.split()
                 finished = len(words) <= params.max_new_tokens

@@ -166,6 +166,8 @@ class EngineCapabilities:
     # evaluates in); "": it has none, and ``--rollout-dtype`` is refused before the model loads
     sampling_dtype: str = ""  # the precision its forward passes run in when not the policy weights' own (an
     # instance sets it from its options); a trainer computing in another one recomputes the old log-probs
+    samples_per_prompt: bool = False  # ``generate(..., samples=[k_0, k_1, ...])`` gives prompt p k_p samples (sample
+    # j the same as with n > j) instead of ``params.n`` each: one call for prompts wanting different counts (evolve)
 
 
 class WeightSync(Protocol):

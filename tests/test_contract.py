@@ -143,7 +143,7 @@ def test_engine_factory_problems_and_the_builtin_engines(plugins):
             return []
 
     class ClaimsSteering(NoMainProcess):
-        capabilities = EngineCapabilities(steering=True, own_weights=True)
+        capabilities = EngineCapabilities(steering=True, own_weights=True, samples_per_prompt=True)
 
         def __init__(self, policy, main_process=True):
             pass
@@ -155,7 +155,8 @@ def test_engine_factory_problems_and_the_builtin_engines(plugins):
         "'main_process'"]
     assert contract.check_engine_factory(ClaimsSteering, "e") == [
         "declares EngineCapabilities(own_weights=True) but has no sync_weights()",
-        "declares EngineCapabilities(steering=True) but generate() takes no steering"]
+        "declares EngineCapabilities(steering=True) but generate() takes no steering",
+        "declares EngineCapabilities(samples_per_prompt=True) but generate() takes no samples"]
     for name in ("transformers", "vllm", "vllm-server"):  # classes only: nothing is imported beyond their modules
         assert contract.check_engine_factory(plugins["engine"].get(name).load(), name) == [], name
 

@@ -54,6 +54,20 @@ def test_seeded_sampling_is_deterministic_and_batch_invariant(tiny_policy):
     assert len({tuple(c.token_ids) for c in first[:4]}) > 1  # the n samples of one prompt differ
 
 
+def test_samples_per_prompt_are_the_samples_of_n(tiny_policy):
+    """``samples=[k_0, k_1, ...]``: prompt p gets k_p samples, sample j the one any n > j draws (its own stream), the
+    prompt prefilled once for its k_p rows."""
+    engine = _engine(tiny_policy)
+    params = SamplingParams(n=1, max_new_tokens=8, temperature=1.0, seed=5)
+    mixed = engine.generate([SHORT, LONG, SHORT], params, samples=[3, 1, 0])
+    assert [(c.prompt_index, c.sample_index) for c in mixed] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    three = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=8, temperature=1.0, seed=5))
+    assert [c.token_ids for c in mixed] == [c.token_ids for c in three[:4]]
+    assert engine.capabilities.samples_per_prompt
+    with pytest.raises(ValueError, match="one count >= 0 per prompt"):
+        engine.generate([SHORT, LONG], params, samples=[1])
+
+
 def test_budget_and_finished_flags(tiny_policy):
     engine = _engine(tiny_policy)
     eos = tiny_policy.tokenizer.eos_token_id

@@ -6,6 +6,8 @@ A hand-written decoding loop rather than ``model.generate`` because we need, che
 - finished rows dropped from the batch, so a long straggler does not make everyone pay;
 - per-sample random streams: sample j of a prompt draws from a generator seeded by (seed, prompt, j), so a
   sample does not change when the batch around it does, and "before" and "after" evaluations share random numbers;
+- per-prompt sample counts (``samples=[k_0, k_1, ...]`` instead of ``params.n`` each): one call for prompts that
+  want different numbers of samples (evolve's children, grouped by prompt), each prefilled once;
 - per-row steering (VSPO): ``generate(..., steering=Steering(vector, betas))`` adds ``betas[r] * v`` to the output of
   decoder layer ``v.layer`` for completion row r (harness/steering/vectors.py: RowSteering).
 
@@ -49,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import itertools
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -68,7 +71,8 @@ ROLLOUT_DTYPES = ("float32", "bfloat16", "float16")
 
 class TransformersEngine:
     # --batch-size N: N rows; --rollout-dtype D: forward passes under autocast to D
-    capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows", rollout_dtype="rollout_dtype")
+    capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows", rollout_dtype="rollout_dtype",
+                                      samples_per_prompt=True)
 
     def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
                  main_process: bool = True, rollout_dtype: str = "") -> None:
@@ -95,17 +99,27 @@ class TransformersEngine:
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
-                 steering: Steering | None = None) -> list[Completion]:
+                 steering: Steering | None = None, samples: Sequence[int] | None = None) -> list[Completion]:
         """Completions, prompt-major. ``steering``: add ``beta_r * v`` at row r (see the module docstring and
-        ``Steering`` for the betas' layout); log-probabilities are then those of the steered distribution."""
+        ``Steering`` for the betas' layout); log-probabilities are then those of the steered distribution.
+        ``samples``: prompt p gets ``samples[p]`` samples (indices 0..samples[p]-1) instead of ``params.n``; sample j
+        of a prompt is the same as with n > j (its random stream is (seed, prompt, j)), so one call serves prompts
+        that want different numbers of samples (evolve's children)."""
         encoded = [self.encode(m) for m in prompts]
+        if samples is None:
+            counts = [params.n] * len(encoded)
+        else:
+            counts = [int(k) for k in samples]
+            if len(counts) != len(encoded) or any(k < 0 for k in counts):
+                raise ValueError(f"samples needs one count >= 0 per prompt ({len(encoded)}), got {list(samples)}")
+            if steering is not None:
+                raise ValueError("generate: steering takes params.n samples per prompt, not samples=")
         betas = steering.row_betas(len(prompts), params.n) if steering is not None else None
-        bar = tqdm(total=len(encoded) * params.n, desc=desc or "generate", unit="sample", disable=not self.progress,
-                   leave=False)
+        bar = tqdm(total=sum(counts), desc=desc or "generate", unit="sample", disable=not self.progress, leave=False)
         hook = RowSteering(self.policy.model, steering.vector) if steering is not None else None
         try:
             with self.precision():
-                return self._decode(encoded, params, hook, betas, bar)
+                return self._decode(encoded, counts, params, hook, betas, bar)
         finally:  # the model must come back unsteered whatever happened
             if hook is not None:
                 hook.remove()
@@ -119,23 +133,27 @@ class TransformersEngine:
         device = next(self.policy.model.parameters()).device
         return torch.autocast(device_type=device.type, dtype=getattr(torch, self.rollout_dtype))
 
-    def _decode(self, prompt_ids: list[list[int]], params: SamplingParams, hook: RowSteering | None,
-                betas: list[float] | None, bar: tqdm) -> list[Completion]:
-        """The decoding loop. Completion row r is sample r % n of prompt r // n. Prompts join the running batch
-        whenever it has room for their rows, so the batch stays full while prompts are waiting; a prompt's n rows
-        join together, in slices of at most max_batch_rows when n is larger."""
+    def _decode(self, prompt_ids: list[list[int]], counts: list[int], params: SamplingParams,
+                hook: RowSteering | None, betas: list[float] | None, bar: tqdm) -> list[Completion]:
+        """The decoding loop. Completion row r is sample ``sample_of[r]`` of prompt ``prompt_of[r]`` (prompt p has
+        ``counts[p]`` rows, prompt-major; with params.n each, row r is sample r % n of prompt r // n). Prompts join
+        the running batch whenever it has room for their rows, so the batch stays full while prompts are waiting; a
+        prompt's rows join together, in slices of at most max_batch_rows when there are more."""
         model, tok = self.policy.model, self.policy.tokenizer
         stop_ids = eos_ids(model, tok)
-        n, budget = params.n, params.max_new_tokens
-        rows = len(prompt_ids) * n
+        budget = params.max_new_tokens
+        prompt_of = [p for p, k in enumerate(counts) for _ in range(k)]
+        sample_of = [j for k in counts for j in range(k)]
+        starts = [0, *itertools.accumulate(counts)]  # prompt p's rows: starts[p] .. starts[p + 1] - 1
+        rows = len(prompt_of)
         tokens: list[list[int]] = [[] for _ in range(rows)]
         logps: list[list[float]] = [[] for _ in range(rows)]
         finished = [False] * rows
         generators: list[torch.Generator | None] = [None] * rows
-        # Each waiting entry is the completion rows of one prompt (all n, or a slice of max_batch_rows of them).
+        # Each waiting entry is the completion rows of one prompt (all of them, or a slice of max_batch_rows).
         size = max(1, self.max_batch_rows)
-        waiting = deque(range(p * n + j, p * n + min(n, j + size)) for p in range(len(prompt_ids))
-                        for j in range(0, n, size)) if budget > 0 else deque()
+        waiting = deque(range(starts[p] + j, starts[p] + min(k, j + size)) for p, k in enumerate(counts)
+                        for j in range(0, k, size)) if budget > 0 else deque()
         batch: _Batch | None = None
         while waiting or batch is not None:
             # Admit entries while their rows fit (an empty batch takes at least one). A cache that cannot be merged
@@ -146,9 +164,9 @@ class TransformersEngine:
                                ((batch is None or batch.mergeable) and len(admit) + len(waiting[0]) <= room)):
                 admit.extend(waiting.popleft())
             if admit:
-                joining = self._prefill(admit, prompt_ids, params, hook, betas)
+                joining = self._prefill(admit, prompt_ids, prompt_of, params, hook, betas)
                 for r in joining.active:
-                    generators[r] = _row_generator(params.seed, prompt_ids[r // n], r % n)
+                    generators[r] = _row_generator(params.seed, prompt_ids[prompt_of[r]], sample_of[r])
                 batch = joining if batch is None else batch.merge(joining, budget)
             assert batch is not None
 
@@ -175,21 +193,21 @@ class TransformersEngine:
             batch.step(model, chosen)
 
         return [
-            Completion(prompt_index=r // n, sample_index=r % n, prompt_ids=prompt_ids[r // n], token_ids=tokens[r],
-                       logprobs=logps[r], text=tok.decode(tokens[r], skip_special_tokens=True),
+            Completion(prompt_index=prompt_of[r], sample_index=sample_of[r], prompt_ids=prompt_ids[prompt_of[r]],
+                       token_ids=tokens[r], logprobs=logps[r], text=tok.decode(tokens[r], skip_special_tokens=True),
                        finished=finished[r])
             for r in range(rows)
         ]
 
-    def _prefill(self, rows: list[int], prompt_ids: list[list[int]], params: SamplingParams,
+    def _prefill(self, rows: list[int], prompt_ids: list[list[int]], prompt_of: list[int], params: SamplingParams,
                  hook: RowSteering | None, betas: list[float] | None) -> _Batch:
-        """A batch of the completion rows ``rows``, each with the logits of its first token."""
+        """A batch of the completion rows ``rows`` (row r continues prompt ``prompt_of[r]``), each with the logits
+        of its first token."""
         model, tok = self.policy.model, self.policy.tokenizer
         device = next(model.parameters()).device
-        n = params.n
         # Each row continues from one prefill. Unsteered, a prompt is prefilled once for its n samples; steered, its
         # own positions are steered too, so once per distinct (prompt, beta).
-        keys = [(r // n, betas[r] if betas is not None else 0.0) for r in rows]
+        keys = [(prompt_of[r], betas[r] if betas is not None else 0.0) for r in rows]
         groups = {key: g for g, key in enumerate(dict.fromkeys(keys))}
         source = torch.tensor([groups[k] for k in keys], device=device)  # row -> prefill row
         prefill_ids = [prompt_ids[p] for p, _ in groups]

@@ -94,8 +94,10 @@ def check_engine_factory(factory: object, name: str = "") -> list[str]:
         generate = getattr(factory, "generate", None)
         if not callable(generate):
             problems.append("missing generate()")
-        elif capabilities.steering and not _takes_keyword(generate, "steering"):
-            problems.append("declares EngineCapabilities(steering=True) but generate() takes no steering")
+        else:
+            for flag, keyword in (("steering", "steering"), ("samples_per_prompt", "samples")):
+                if getattr(capabilities, flag) and not _takes_keyword(generate, keyword):
+                    problems.append(f"declares EngineCapabilities({flag}=True) but generate() takes no {keyword}")
     return problems + wrong
 
 
