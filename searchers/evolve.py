@@ -8,10 +8,15 @@ The loop, for a batch of problems in lockstep (one engine call serves every prob
   1. seeds: ``seeds`` samples of the task's own prompt, exactly as best-of-k draws them (same seed, same n), so
      best-of-k and evolve start from the same candidates; for a policy that writes M answers per rollout, in its
      format (below);
-  2. each generation, ``children`` child slots per problem (slot c works on island c % islands); slot c of
-     generation g is one engine call over the problems that still have budget, seeded by (seed, g, c): the engine
-     derives each row's random stream from that seed and the row's prompt, so a problem's search does not depend
-     on which other problems share its batch (up to float rounding of the padding on a real model);
+  2. each generation, ``children`` child slots per problem (slot c works on island c % islands); generation g is
+     one engine call for every child of every problem that still has budget, seeded by (seed, g); children of a
+     problem whose prompts are equal (same parent and context) are samples 0..k-1 of that prompt, prefilled once
+     (``samples=``, ``EngineCapabilities.samples_per_prompt``; other engines get one call per group size, the same
+     children). The engine derives each row's random stream from that seed, the row's prompt and sample index, so
+     a problem's search does not depend on which other problems share its call (up to float rounding of the
+     padding on a real model). Generations are the search's decoding rounds: on a CPU a decoding step costs
+     about the same for 4 rows as for 16, so one call per child slot (as before) was ``children`` times the rounds
+     (docs/performance.md);
   3. a child is the completion as a rewrite, or SEARCH/REPLACE edits applied to the parent (``mode="diff"``); one
      that yields nothing to score ("failed": empty, or edits that do not apply) costs a model call and is not a
      candidate;
@@ -80,7 +85,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +99,7 @@ from harness.store.run_folder import write_json_atomic
 from harness.types import (
     Completion,
     Engine,
+    EngineCapabilities,
     Problem,
     SamplingParams,
     SearcherCapabilities,
@@ -264,24 +270,54 @@ class Evolve:
                 return
             generation = min(states[i].generation for i in active) + 1
             active = [i for i in active if states[i].generation + 1 == generation]
-            wanted = {i: self._children_left(states[i]) for i in active}
-            jobs = []
-            for slot in range(max(wanted.values())):
-                rows = [i for i in active if wanted[i] > slot]
-                island = slot % self.db_options["islands"]
-                parents = {i: states[i].db.sample_parent(island)[0] for i in rows}
-                prompts = [self._prompt(task, batch[i], states[i].db, parents[i], island) for i in rows]
-                params = SamplingParams(n=1, max_new_tokens=self.child_max_new_tokens, temperature=self.temperature,
-                                        top_p=self.top_p, seed=_derive_seed(self.seed, generation, slot))
-                for c in engine.generate(prompts, params, desc=f"evolve generation {generation}"):
-                    i = rows[c.prompt_index]
-                    text, how = child_text(parents[i].text, self._one_answer(c.text), mode=self.mode)
-                    jobs.append(_Call(i, parents[i].id, c, [(island, text, how, None)]))
+            jobs = self._children(engine, task, batch, states, active, generation)
             self._evaluate(task, batch, states, jobs, generation=generation)
             for i in active:
                 states[i].db.maybe_migrate(generation)
                 states[i].generation = generation
                 self._finish_generation(states[i], folder)
+
+    def _children(self, engine: Engine, task: Task, batch: list[Problem], states: list[ProblemState],
+                  active: list[int], generation: int) -> list[_Call]:
+        """This generation's children of the problems ``active``, in (problem, slot) order, from one engine call
+        (one per distinct group size on an engine without ``EngineCapabilities.samples_per_prompt``). Every child's
+        parent and prompt is drawn first, problem by problem and slot by slot (each database's RNG in the order one
+        call per slot drew it); the children of a problem whose prompts are equal (same parent and context) are
+        samples 0..k-1 of that prompt, which the engine prefills once. Every call of a generation is seeded by
+        (seed, generation): a child's random stream is the engine's (seed, prompt, sample index), so it does not
+        depend on which problems or groups share its call, nor on how the calls are split."""
+        islands = self.db_options["islands"]
+        groups: dict[tuple[int, str], list[tuple[int, int, Any]]] = {}  # (problem, prompt) -> (slot, island, parent)
+        prompts: dict[tuple[int, str], list[dict[str, str]]] = {}
+        for i in active:
+            for slot in range(self._children_left(states[i])):
+                island = slot % islands
+                parent = states[i].db.sample_parent(island)[0]
+                prompt = self._prompt(task, batch[i], states[i].db, parent, island)
+                key = (i, json.dumps(prompt))
+                prompts[key] = prompt
+                groups.setdefault(key, []).append((slot, island, parent))
+        params = SamplingParams(n=1, max_new_tokens=self.child_max_new_tokens, temperature=self.temperature,
+                                top_p=self.top_p, seed=_derive_seed(self.seed, generation))
+        desc = f"evolve generation {generation}"
+        if capabilities_of(engine, EngineCapabilities).samples_per_prompt:
+            keys = list(groups)
+            completions = [(keys, c) for c in engine.generate([prompts[k] for k in keys], params, desc=desc,
+                                                              samples=[len(groups[k]) for k in keys])]
+        else:  # one call per group size n, each prompt n samples
+            sizes = sorted({len(members) for members in groups.values()})
+            completions = []
+            for n in sizes:
+                keys = [k for k, members in groups.items() if len(members) == n]
+                completions += [(keys, c) for c in engine.generate([prompts[k] for k in keys], replace(params, n=n),
+                                                                   desc=desc)]
+        calls: dict[tuple[int, int], _Call] = {}
+        for keys, c in completions:
+            key = keys[c.prompt_index]
+            slot, island, parent = groups[key][c.sample_index]
+            text, how = child_text(parent.text, self._one_answer(c.text), mode=self.mode)
+            calls[key[0], slot] = _Call(key[0], parent.id, c, [(island, text, how, None)])
+        return [calls[key] for key in sorted(calls)]
 
     def _seed_call(self, i: int, completion: Completion) -> _Call:
         """A seed rollout: one model call whose well-formed answers are candidates (M = 1: the text as generated).

@@ -14,7 +14,7 @@ import pytest
 from harness.searchers.evolve import Evolve
 from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask, hashed_answers
-from harness.types import Score
+from harness.types import EngineCapabilities, Score
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE_FIXTURES = ROOT / "tests" / "fixtures" / "code"
@@ -56,10 +56,10 @@ def test_budget_curve_and_samples_hand_computed(tmp_path):
     assert all(s["reference"] == str(2 * int(s["problem_id"].split("-")[1])) for s in samples)
     curve = json.loads((store.dir / "evolve" / "pre" / "curve.json").read_text())
     assert curve["solved"][:8] == [0, 0, 0, 0, 0.25, 0.25, 0.25, 0.25] and curve["solved_at"]["add-1"] == 5
-    # Engine calls: one for the seeds (n=2, 4 problems), then one per child slot per generation, batched across
-    # the problems still searching; slot c draws from its own seed.
-    assert [(len(p), params.n) for p, params, _ in engine.calls] == [(4, 2)] + [(4, 1)] * 4 + [(3, 1)] * 2
-    assert len({params.seed for _, params, _ in engine.calls[1:]}) == 6
+    # Engine calls: one for the seeds (n=2, 4 problems), then one per generation for every child of every problem
+    # still searching (2 slots, on 2 islands: different prompts), seeded by (seed, generation).
+    assert [(len(p), params.n) for p, params, _ in engine.calls] == [(4, 2), (8, 1), (8, 1), (6, 1)]
+    assert len({params.seed for _, params, _ in engine.calls[1:]}) == 3
 
 
 def test_the_seeds_are_best_of_ks_samples(tmp_path):
@@ -114,10 +114,9 @@ def test_a_multi_answer_policy_seeds_from_m_answer_rollouts(tmp_path):
     assert [(s["call"], s["text"], s["success"]) for s in children] == [(4, "The answer is 0", True),
                                                                       (5, "The answer is 0", True)]
     assert "answer_index" not in children[0]
-    # One engine call for the seeds (3 rollouts per problem, the rollout budget), then children of one answer each
-    # (36 = 2 x 10 + 16 for the delimiter: 10 tokens per answer)
-    assert [(len(p), params.n, params.max_new_tokens) for p, params, _ in engine.calls] == [(2, 3, 36), (1, 1, 10),
-                                                                                         (1, 1, 10)]
+    # One engine call for the seeds (3 rollouts per problem, the rollout budget), then one for add-0's 2 children
+    # of one answer each (36 = 2 x 10 + 16 for the delimiter: 10 tokens per answer), on 2 islands: 2 prompts
+    assert [(len(p), params.n, params.max_new_tokens) for p, params, _ in engine.calls] == [(2, 3, 36), (2, 1, 10)]
 
 
 def test_multi_answer_seeds_are_best_of_ks_written_answers(tmp_path):
@@ -192,6 +191,36 @@ def test_results_do_not_depend_on_batching(tmp_path):
     other_seed = search(Evolve(seeds=2, children=3, calls=11, seed=6, stop_on_success=False), engine, task,
                         tmp_path, "s6", limit=5)
     assert other_seed[1] != runs[0][1]
+
+
+def test_children_with_the_same_prompt_are_samples_of_it(tmp_path):
+    """One seed: every child of a generation sees the same parent and context, so a problem's 4 children are 4
+    samples of one prompt (prefilled once by a real engine), all problems in one engine call."""
+    engine = FakeEngine(hashed_answers(1000))
+    _, samples, _ = search(Evolve(seeds=1, children=4, calls=5, seed=0, stop_on_success=False), engine, FakeTask(),
+                           tmp_path, limit=3)
+    assert [(len(p), params.n) for p, params, _ in engine.calls] == [(3, 1), (3, 1)]
+    assert engine.sample_counts == [None, [4, 4, 4]]
+    children = [s for s in samples if s["problem_id"] == "add-1" and s["generation"] == 1]
+    assert [s["call"] for s in children] == [2, 3, 4, 5] and len({s["text"] for s in children}) == 4
+
+
+class PlainEngine(FakeEngine):
+    """An engine that gives every prompt of a call the same number of samples (no ``samples=``)."""
+
+    capabilities = EngineCapabilities()
+
+
+def test_an_engine_without_samples_per_prompt_gives_the_same_search(tmp_path):
+    """Children grouped by size into one call per size give exactly the search of one call with ``samples=``."""
+    options = {"seeds": 2, "children": 4, "calls": 14, "seed": 1, "islands": 1, "stop_on_success": False}
+    task = FakeTask()
+    one, plain = FakeEngine(hashed_answers()), PlainEngine(hashed_answers())
+    runs = [search(Evolve(**options), engine, task, tmp_path, name, limit=5) for engine, name in
+            ((one, "one"), (plain, "plain"))]
+    assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
+    assert len(one.calls) == 4 and len(plain.calls) > 4  # group sizes differed within a generation
+    assert all(counts is None for counts in plain.sample_counts)
 
 
 def test_a_scorer_that_raises_costs_one_candidate(tmp_path):
