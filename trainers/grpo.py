@@ -30,6 +30,7 @@ from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
 from harness.runner.distributed import current as current_parallel
+from harness.threads import phase_threads
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
 from harness.trainers.policy_gradient import (
     ScoredRollouts,
@@ -349,7 +350,8 @@ class GRPOTrainer:
         batch_rows = rows if batch_rows is None else batch_rows
         batch_tokens = sum(len(c.token_ids) for c in completions) if batch_tokens is None else batch_tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
-        with self.timer("backward"):  # forward and backward of every micro-batch
+        # the run's thread count for the update (harness/threads.py), and the time of its forwards and backwards
+        with phase_threads("update"), self.timer("backward"):
             for start in range(0, rows, cfg.micro_batch):
                 end = start + cfg.micro_batch
                 # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
@@ -359,7 +361,7 @@ class GRPOTrainer:
                                              None if tis_weights is None else tis_weights[start:end])
                 totals = {k: totals[k] + part[k] for k in totals}
             totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
-        with self.timer("optimizer"):
+        with phase_threads("update"), self.timer("optimizer"):
             grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
             fault_point("optimizer_step")
             optimizer.step()

@@ -32,6 +32,9 @@ and a LoRA policy needs no merging. The log-probabilities are then those of the 
 low-precision one; a trainer that computes in another precision learns so from ``capabilities.sampling_dtype`` and
 recomputes its own (trainers/rollout_precision.py).
 
+Threads: ``generate`` runs at the run's thread count for decoding (harness/threads.py: without ``--threads``, fewer
+than the update's, since the loop's small steps stall when a thread shares its core with another job).
+
 Steering, in detail:
 - every position of a row is steered, its prompt included (as steering vectors are usually applied, and as a plain
   forward pass under ``RowSteering`` would do), and left padding too (masked out as keys, outputs never read);
@@ -61,6 +64,7 @@ from harness.engine.tokens import encode_chat, eos_ids
 from harness.faults import fault_point
 from harness.models import Policy
 from harness.steering.vectors import RowSteering, Steering
+from harness.threads import phase_threads
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 ROLLOUT_DTYPES = ("float32", "bfloat16", "float16")
@@ -104,7 +108,7 @@ class TransformersEngine:
                    leave=False)
         hook = RowSteering(self.policy.model, steering.vector) if steering is not None else None
         try:
-            with self.precision():
+            with phase_threads("decode"), self.precision():  # the run's thread count for decoding (harness/threads.py)
                 return self._decode(encoded, params, hook, betas, bar)
         finally:  # the model must come back unsteered whatever happened
             if hook is not None:

@@ -45,6 +45,8 @@ class Plan:
     train_problems: list[Problem]
     loggers: list[str]
     rewards: list[RewardFunction] = field(default_factory=list)  # --reward functions, in the task's vector
+    # Decided when the model and engine are loaded (harness/run.py: load_model), recorded in the manifest:
+    threads: dict[str, Any] = field(default_factory=dict)  # torch threads per phase (harness/threads.py)
 
 
 def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bool = False) -> Plan:
