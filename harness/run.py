@@ -18,7 +18,7 @@ from harness.report.summary import example_samples, paired_change, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
 from harness.runner.manifest import carry_over, check_resume_point, new_manifest
-from harness.runner.phases import execute
+from harness.runner.phases import execute, train_precision
 from harness.runner.plan import Plan, plan_run
 from harness.store.checkpoint import Checkpointer
 from harness.store.lock import lock_run_folder
@@ -79,7 +79,9 @@ def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, thre
         if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
             raise ValueError(f"cannot resume {run_dir}: manifest.json holds no run configuration")
         known = {f.name for f in fields(RunConfig)}
-        cfg = RunConfig(**{k: v for k, v in manifest["config"].items() if k in known})
+        # a run from before --rollout-dtype sampled in the weights' precision: "", not today's default "auto"
+        config = {"rollout_dtype": "", **manifest["config"]}
+        cfg = RunConfig(**{k: v for k, v in config.items() if k in known})
         if threads is not None and threads != cfg.threads:  # torch's thread count changes the rounding, so results
             recorded = f"--threads {cfg.threads}" if cfg.threads else "torch's default threads"
             raise ValueError(f"--threads {threads}: {run_dir} ran with {recorded}, and a resume keeps it (results "
@@ -115,9 +117,11 @@ def checkpointer_for(cfg: RunConfig, run_dir: Path) -> Checkpointer | None:
 
 def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | None = None) -> tuple[Any, Any]:
     """Step 2: the policy on this rank's device, and the engine that samples from it; then the threads of each phase
-    (a resumed run's recorded ones), which the manifest records (``plan.threads``)."""
+    (a resumed run's recorded ones) and the precision each phase samples in, which the manifest records
+    (``plan.threads``, ``plan.precision``)."""
     from harness import threads
     from harness.models import load_policy
+    from harness.runner.precision import resolve
 
     cfg = plan.cfg
     if cfg.threads:  # --threads N: every phase at N, set before anything runs
@@ -130,6 +134,8 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | Non
     parameter = next(policy.model.parameters())
     # without --threads: per phase (decoding, update), from the cores other work leaves free (harness/threads.py)
     plan.threads = threads.configure(cfg.threads, parameter.device, (resuming or {}).get("threads")).describe()
+    plan.precision = resolve(cfg.rollout_dtype, str(parameter.dtype).removeprefix("torch."), parameter.device.type,
+                             engine, plan.trainer)
     return policy, engine
 
 
@@ -186,8 +192,9 @@ def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
     try:
         if told["train"]:
             checkpointer = Checkpointer(run_dir, cfg.checkpoint_every) if cfg.checkpoint_every else None
-            plan.trainer.train(policy, engine, plan.task, plan.train_problems,
-                               store=FollowerStore(run_dir, checkpointer))
+            with train_precision(plan, engine):  # the precision rank 0's training samples in
+                plan.trainer.train(policy, engine, plan.task, plan.train_problems,
+                                   store=FollowerStore(run_dir, checkpointer))
     finally:
         dp.close()
     return run_dir

@@ -133,8 +133,11 @@ class GRPOTrainer:
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(self.config_class, options, self.name)
         # what the runner reads: the answer format and behaviour to evaluate the trained policy in
+        # and whether rollouts may be sampled in another precision (--rollout-dtype auto): not when the sampler's
+        # log-probs are kept as the old policy's (old_logprobs="sampler")
         self.capabilities = replace(type(self).capabilities, answers_per_rollout=self.config.answers_per_rollout,
-                                    behaviour=self.config.behaviour)
+                                    behaviour=self.config.behaviour,
+                                    recomputes_old_logprobs=self.config.old_logprobs != "sampler")
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
         if plugins is None:
             from harness.plugins import get_plugin_manager
