@@ -1,11 +1,18 @@
 """``--rollout-dtype auto``, the default (harness/runner/precision.py): training rollouts in bf16 only where the device
 computes it natively, the engine can switch for one phase and the trainer recomputes the old log-probs; every
-evaluation in the weights' precision; explicit values as before."""
+evaluation in the weights' precision; explicit values as before. And the vLLM engines' ``--rollout-dtype`` (vLLM's
+``dtype``), with vLLM mocked: it is not installed here."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
+import sys
+import threading
+import types
+import warnings
 from dataclasses import replace
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -17,6 +24,7 @@ from harness.runner import precision
 from harness.runner.grid import cell_name
 from harness.runner.plan import check_engine
 from harness.trainers.grpo import GRPOTrainer
+from harness.trainers.rollout_precision import should_recompute
 from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
 
 
@@ -178,3 +186,85 @@ class _PlainEnginePlugin:
     @hookimpl
     def harness_register_engines(self, registry):
         registry.add("plain", _PlainEngine, "an engine with no options (tests)")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# vLLM engines: --rollout-dtype is vLLM's dtype
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A ``vllm`` module whose ``LLM`` records the options it was built with (vLLM is not installed here)."""
+    built = []
+
+    class LLM:
+        def __init__(self, **options) -> None:
+            built.append(options)
+
+        def collective_rpc(self, *args, **kw):
+            return []
+
+        def reset_prefix_cache(self) -> None:
+            pass
+
+    module = types.ModuleType("vllm")
+    module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    module.LLM = LLM
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return built
+
+
+def test_vllm_engine_samples_in_the_rollout_dtype_and_declares_it(tiny_policy, plugins, fake_vllm, tmp_path):
+    from harness.engine.vllm_engine import VLLMEngine
+
+    cfg = RunConfig(out=str(tmp_path), engine="vllm", rollout_dtype="bfloat16")
+    options = check_engine(cfg, plugins, TrainerCapabilities())
+    assert options == {"dtype": "bfloat16"}
+    engine = VLLMEngine(tiny_policy, progress=False, **options)
+    assert fake_vllm[-1]["dtype"] == "bfloat16"
+    caps = capabilities_of(engine, EngineCapabilities)
+    assert caps.sampling_dtype == "bfloat16" and not caps.phase_dtype  # fixed when vLLM starts
+    assert should_recompute("auto", engine, tiny_policy.model, GRPOTrainer(plugins=plugins).config)
+    # the default (auto) sets nothing: vLLM computes in the policy's dtype, in every phase
+    assert check_engine(replace(cfg, rollout_dtype="auto"), plugins, TrainerCapabilities()) == {}
+    plain = VLLMEngine(tiny_policy, progress=False)
+    assert fake_vllm[-1]["dtype"] == "float32" and capabilities_of(plain, EngineCapabilities).sampling_dtype == ""
+    chosen = precision.resolve("auto", "float32", "cuda", plain, GRPOTrainer(plugins=plugins))
+    assert chosen.eval == chosen.train == "float32"
+
+
+def _fake_server(dtype: str):
+    from test_engine_vllm_server import _FakeVLLM
+
+    info = {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs", "dtype": f"torch.{dtype}"}}}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_FakeVLLM,), {"answers": {"/server_info": info}}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_vllm_server_engine_checks_the_servers_dtype_against_the_rollout_dtype(tiny_policy, plugins, tmp_path):
+    from harness.engine.vllm_server_engine import ServerError, VLLMServerEngine
+
+    cfg = RunConfig(out=str(tmp_path), engine="vllm-server", engine_url="http://127.0.0.1:9", rollout_dtype="bfloat16")
+    assert check_engine(cfg, plugins, TrainerCapabilities())["dtype"] == "bfloat16"
+    server, url = _fake_server("bfloat16")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # asked for: no warning
+            engine = VLLMServerEngine(tiny_policy, url, dtype="bfloat16", main_process=False, progress=False)
+        assert capabilities_of(engine, EngineCapabilities).sampling_dtype == "bfloat16"
+        with pytest.warns(UserWarning, match="the trainer recomputes the old log-probs"):
+            engine = VLLMServerEngine(tiny_policy, url, main_process=False, progress=False)
+        assert capabilities_of(engine, EngineCapabilities).sampling_dtype == "bfloat16"  # declared all the same
+        with pytest.raises(ServerError, match=r"computes in bfloat16, not float32 \(--rollout-dtype\): start it with "
+                                              "--dtype float32"):
+            VLLMServerEngine(tiny_policy, url, dtype="float32", main_process=False, progress=False)
+    finally:
+        server.shutdown()
+    server, url = _fake_server("float32")
+    try:
+        engine = VLLMServerEngine(tiny_policy, url, dtype="float32", main_process=False, progress=False)
+        assert capabilities_of(engine, EngineCapabilities).sampling_dtype == ""
+    finally:
+        server.shutdown()
