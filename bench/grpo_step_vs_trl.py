@@ -130,6 +130,7 @@ class NullStore:
 
     def __init__(self) -> None:
         self.steps: list[dict] = []
+        self.checkpointer = None  # GRPOTrainer.train reads it (nothing to resume from, nothing saved)
 
     def log_step(self, step, metrics, stage="train") -> None:
         self.steps.append({"step": step, **metrics})
@@ -228,14 +229,15 @@ def trl_trainer(model, tokenizer, problems, rows: int, group_size: int, max_new_
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
-    args = TRLConfig(
+    settings = dict(  # ``options`` may override any of these (bench/e2e_vs_trl.py: max_steps, bf16)
         output_dir=out_dir, per_device_train_batch_size=rows, num_generations=group_size,
         gradient_accumulation_steps=1, max_completion_length=max_new_tokens, max_steps=1, learning_rate=lr,
         lr_scheduler_type="constant", optim="adamw_torch", weight_decay=0.0, max_grad_norm=max_grad_norm,
         use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, gradient_checkpointing=False,
         report_to="none", logging_steps=1, save_strategy="no", disable_tqdm=True, seed=seed, temperature=1.0,
-        top_p=1.0, top_k=0, **options,
+        top_p=1.0, top_k=0,
     )
+    args = TRLConfig(**{**settings, **options})
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p.prompt}]} for p in problems])
     trainer = TRLTrainer(model=model, reward_funcs=trl_reward, args=args, train_dataset=dataset,
                          processing_class=tokenizer, callbacks=list(callbacks))

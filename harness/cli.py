@@ -93,10 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
                        help="the policy's weights (default: float32); for mixed precision with float32 weights use "
                             "--set trainer.autocast=bfloat16 instead")
-    run_p.add_argument("--rollout-dtype", choices=("float32", "bfloat16", "float16"),
-                       help="the precision rollouts and evaluations sample in (default: the weights'); the trainer "
-                            "recomputes the old log-probs in its own precision and corrects the difference by "
-                            "truncated importance sampling (--set trainer.tis_cap=C, default 2)")
+    run_p.add_argument("--rollout-dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                       help="the precision rollouts and evaluations sample in. auto (default): training rollouts in "
+                            "bfloat16 where the device computes it natively (CUDA, or a CPU with AVX512-BF16/AMX) "
+                            "and the trainer recomputes the old log-probs, evaluations in the weights' precision; "
+                            "anything else: every phase in it. The trainer recomputes the old log-probs in its own "
+                            "precision and corrects the difference by truncated importance sampling (--set "
+                            "trainer.tis_cap=C, default 2)")
     run_p.add_argument("--save-model", action=argparse.BooleanOptionalAction, default=None,
                        help="save the trained policy to <run>/model/ in the Hugging Face format (default: on)")
     run_p.add_argument("--push-to-hub", metavar="REPO", help="upload <run>/model/ to this hub repo when the run ends")

@@ -18,7 +18,7 @@ from harness.report.summary import example_samples, paired_change, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
 from harness.runner.manifest import carry_over, check_resume_point, new_manifest
-from harness.runner.phases import execute
+from harness.runner.phases import execute, train_precision
 from harness.runner.plan import Plan, plan_run
 from harness.store.checkpoint import Checkpointer
 from harness.store.lock import lock_run_folder
@@ -39,20 +39,23 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch`
     echo = echo if dp.is_main else _quiet  # rank 0 speaks for the run
     plan = plan_run(cfg, plugins, dp.world_size, resuming=resuming is not None)
-    policy, engine = load_model(plan, plugins, dp, echo)
-    if not dp.is_main:
-        return follow(plan, dp, policy, engine)
-    store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, store, started, echo)
     try:
+        policy, engine = load_model(plan, plugins, dp, echo, resuming)
+        if not dp.is_main:
+            return follow(plan, dp, policy, engine)
+        store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, store, started, echo)
         try:
-            execute(plan, plugins, policy, engine, store, manifest, echo)
+            try:
+                execute(plan, plugins, policy, engine, store, manifest, echo)
+            finally:
+                store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
+                dp.close()
+            finish(plan, store, manifest, started, echo)
         finally:
-            store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
-            dp.close()
-        finish(plan, store, manifest, started, echo)
+            store.lock.release()  # this process is done writing the folder (its end would release it too)
+        return store.dir
     finally:
-        store.lock.release()  # this process is done writing the folder (its end would release it too)
-    return store.dir
+        _forget_threads()  # the per-phase counts were this run's; later library calls change none
 
 
 def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, threads: int | None = None) -> Path:
@@ -76,7 +79,9 @@ def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, thre
         if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
             raise ValueError(f"cannot resume {run_dir}: manifest.json holds no run configuration")
         known = {f.name for f in fields(RunConfig)}
-        cfg = RunConfig(**{k: v for k, v in manifest["config"].items() if k in known})
+        # a run from before --rollout-dtype sampled in the weights' precision: "", not today's default "auto"
+        config = {"rollout_dtype": "", **manifest["config"]}
+        cfg = RunConfig(**{k: v for k, v in config.items() if k in known})
         if threads is not None and threads != cfg.threads:  # torch's thread count changes the rounding, so results
             recorded = f"--threads {cfg.threads}" if cfg.threads else "torch's default threads"
             raise ValueError(f"--threads {threads}: {run_dir} ran with {recorded}, and a resume keeps it (results "
@@ -110,20 +115,28 @@ def checkpointer_for(cfg: RunConfig, run_dir: Path) -> Checkpointer | None:
     return Checkpointer(run_dir, cfg.checkpoint_every) if cfg.trainer != "none" and cfg.checkpoint_every else None
 
 
-def load_model(plan: Plan, plugins: Plugins, dp: Any, echo) -> tuple[Any, Any]:
-    """Step 2: the policy on this rank's device, and the engine that samples from it."""
+def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | None = None) -> tuple[Any, Any]:
+    """Step 2: the policy on this rank's device, and the engine that samples from it; then the threads of each phase
+    (a resumed run's recorded ones) and the precision each phase samples in, which the manifest records
+    (``plan.threads``, ``plan.precision``)."""
+    from harness import threads
     from harness.models import load_policy
+    from harness.runner.precision import resolve
 
     cfg = plan.cfg
-    if cfg.threads:
-        import torch
-
-        torch.set_num_threads(cfg.threads)
+    if cfg.threads:  # --threads N: every phase at N, set before anything runs
+        threads.configure(cfg.threads)
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype, revision=cfg.model_revision or None)
     policy.model.to(dp.device)  # this rank's GPU, or the CPU
     make_engine = plugins["engine"].get(cfg.engine).load()  # the hook's contract: (policy, main_process, **options)
-    return policy, make_engine(policy, main_process=dp.is_main, **plan.options["engine"])
+    engine = make_engine(policy, main_process=dp.is_main, **plan.options["engine"])
+    parameter = next(policy.model.parameters())
+    # without --threads: per phase (decoding, update), from the cores other work leaves free (harness/threads.py)
+    plan.threads = threads.configure(cfg.threads, parameter.device, (resuming or {}).get("threads")).describe()
+    plan.precision = resolve(cfg.rollout_dtype, str(parameter.dtype).removeprefix("torch."), parameter.device.type,
+                             engine, plan.trainer)
+    return policy, engine
 
 
 def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming: dict | None,
@@ -179,8 +192,9 @@ def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
     try:
         if told["train"]:
             checkpointer = Checkpointer(run_dir, cfg.checkpoint_every) if cfg.checkpoint_every else None
-            plan.trainer.train(policy, engine, plan.task, plan.train_problems,
-                               store=FollowerStore(run_dir, checkpointer))
+            with train_precision(plan, engine):  # the precision rank 0's training samples in
+                plan.trainer.train(policy, engine, plan.task, plan.train_problems,
+                                   store=FollowerStore(run_dir, checkpointer))
     finally:
         dp.close()
     return run_dir
@@ -201,6 +215,13 @@ def _paired_change(db: Path, run_dir: Path) -> str:
         return paired_change(db, run_dir)
     except Exception as exc:
         return f"(no paired after - before: {exc})"
+
+
+def _forget_threads() -> None:
+    import sys
+
+    if "harness.threads" in sys.modules:  # (imported with the model: a run refused before that configured nothing)
+        sys.modules["harness.threads"].reset()
 
 
 def _quiet(*_: Any, **__: Any) -> None:

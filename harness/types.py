@@ -12,6 +12,7 @@ method's protocol beside it, and ``harness.plugins.contract`` checks that the me
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -168,11 +169,20 @@ class EngineCapabilities:
     # instance sets it from its options); a trainer computing in another one recomputes the old log-probs
     samples_per_prompt: bool = False  # ``generate(..., samples=[k_0, k_1, ...])`` gives prompt p k_p samples (sample
     # j the same as with n > j) instead of ``params.n`` each: one call for prompts wanting different counts (evolve)
+    phase_dtype: bool = False  # has ``sampling_in(dtype)`` (PhaseDtype): a context manager inside which it samples
+    # in ``dtype`` (``sampling_dtype`` following); ``--rollout-dtype auto`` samples only the training phase in bf16
 
 
 class WeightSync(Protocol):
     def sync_weights(self, model: Any) -> None:
         """Copy the policy's current weights into the engine's own copy."""
+        ...
+
+
+class PhaseDtype(Protocol):
+    def sampling_in(self, dtype: str) -> AbstractContextManager[None]:
+        """Sample in ``dtype`` ("float32", "bfloat16", ...; the weights' own: as they are) inside, and declare it as
+        ``capabilities.sampling_dtype``; what the engine was built with again after."""
         ...
 
 
@@ -217,6 +227,9 @@ class TrainerCapabilities:
     behaviour: str = ""  # a registered behaviour the trainer targets: evaluated before and after training
     steering: bool = False  # samples under steering vectors: needs an engine with EngineCapabilities.steering
     data_parallel: bool = False  # its loop splits over the processes of torchrun / accelerate launch
+    recomputes_old_logprobs: bool = False  # recomputes the old policy's log-probs in its own precision when the
+    # engine samples in another (trainers/rollout_precision.py): ``--rollout-dtype auto`` may then sample its
+    # rollouts in bf16
 
 
 Capabilities = TypeVar("Capabilities", TaskCapabilities, EngineCapabilities, SearcherCapabilities,

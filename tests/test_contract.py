@@ -143,7 +143,7 @@ def test_engine_factory_problems_and_the_builtin_engines(plugins):
             return []
 
     class ClaimsSteering(NoMainProcess):
-        capabilities = EngineCapabilities(steering=True, own_weights=True, samples_per_prompt=True)
+        capabilities = EngineCapabilities(steering=True, own_weights=True, samples_per_prompt=True, phase_dtype=True)
 
         def __init__(self, policy, main_process=True):
             pass
@@ -155,6 +155,7 @@ def test_engine_factory_problems_and_the_builtin_engines(plugins):
         "'main_process'"]
     assert contract.check_engine_factory(ClaimsSteering, "e") == [
         "declares EngineCapabilities(own_weights=True) but has no sync_weights()",
+        "declares EngineCapabilities(phase_dtype=True) but has no sampling_in()",
         "declares EngineCapabilities(steering=True) but generate() takes no steering",
         "declares EngineCapabilities(samples_per_prompt=True) but generate() takes no samples"]
     for name in ("transformers", "vllm", "vllm-server"):  # classes only: nothing is imported beyond their modules

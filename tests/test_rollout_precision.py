@@ -167,9 +167,10 @@ def test_rollout_dtype_is_a_run_option_that_reaches_the_engine(tmp_path):
     cfg = RunConfig(out=str(tmp_path), rollout_dtype="bfloat16")
     assert check_engine(cfg, plugins, TrainerCapabilities())["rollout_dtype"] == "bfloat16"
     assert "rollout_dtype" not in check_engine(replace(cfg, rollout_dtype=""), plugins, TrainerCapabilities())
-    with pytest.raises(ValueError, match="--rollout-dtype: engine 'vllm-server' has no rollout dtype"):
-        check_engine(replace(cfg, engine="vllm-server", engine_url="http://127.0.0.1:1"), plugins,
-                     TrainerCapabilities())
+    assert "rollout_dtype" not in check_engine(replace(cfg, rollout_dtype="auto"), plugins, TrainerCapabilities())
+    # the vLLM engines' is vLLM's dtype (an engine without one refuses the flag: tests/test_rollout_dtype_auto.py)
+    assert check_engine(replace(cfg, engine="vllm-server", engine_url="http://127.0.0.1:1"), plugins,
+                        TrainerCapabilities())["dtype"] == "bfloat16"
     with pytest.raises(ValueError, match="give one"):
         check_engine(replace(cfg, options={**cfg.options, "engine": {"rollout_dtype": "float16"}}), plugins,
                      TrainerCapabilities())
@@ -177,9 +178,10 @@ def test_rollout_dtype_is_a_run_option_that_reaches_the_engine(tmp_path):
         RunConfig(dtype="bfloat16", rollout_dtype="float32")
     with pytest.raises(ValueError, match="unknown rollout dtype"):
         RunConfig(rollout_dtype="int8")
-    # sampling in the weights' own precision is the default, and keeps its grid cell
+    # sampling in the weights' own precision, and "auto" (the default), keep their grid cell
     default = RunConfig(out=str(tmp_path))
     assert cell_name(replace(default, rollout_dtype="float32")) == cell_name(default)
+    assert cell_name(replace(default, rollout_dtype="")) == cell_name(default)
     assert cell_name(cfg) != cell_name(default)
 
 

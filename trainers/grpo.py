@@ -30,6 +30,7 @@ from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
 from harness.runner.distributed import current as current_parallel
+from harness.threads import phase_threads
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
 from harness.trainers.policy_gradient import (
     ScoredRollouts,
@@ -132,8 +133,11 @@ class GRPOTrainer:
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(self.config_class, options, self.name)
         # what the runner reads: the answer format and behaviour to evaluate the trained policy in
+        # and whether rollouts may be sampled in another precision (--rollout-dtype auto): not when the sampler's
+        # log-probs are kept as the old policy's (old_logprobs="sampler")
         self.capabilities = replace(type(self).capabilities, answers_per_rollout=self.config.answers_per_rollout,
-                                    behaviour=self.config.behaviour)
+                                    behaviour=self.config.behaviour,
+                                    recomputes_old_logprobs=self.config.old_logprobs != "sampler")
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
         if plugins is None:
             from harness.plugins import get_plugin_manager
@@ -349,7 +353,8 @@ class GRPOTrainer:
         batch_rows = rows if batch_rows is None else batch_rows
         batch_tokens = sum(len(c.token_ids) for c in completions) if batch_tokens is None else batch_tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
-        with self.timer("backward"):  # forward and backward of every micro-batch
+        # the run's thread count for the update (harness/threads.py), and the time of its forwards and backwards
+        with phase_threads("update"), self.timer("backward"):
             for start in range(0, rows, cfg.micro_batch):
                 end = start + cfg.micro_batch
                 # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
@@ -359,7 +364,7 @@ class GRPOTrainer:
                                              None if tis_weights is None else tis_weights[start:end])
                 totals = {k: totals[k] + part[k] for k in totals}
             totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
-        with self.timer("optimizer"):
+        with phase_threads("update"), self.timer("optimizer"):
             grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
             fault_point("optimizer_step")
             optimizer.step()

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from harness.threads import phase_threads
 from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 from harness.trainers.post_training import PostTrainingOptions, autocast
 from harness.types import Completion, EngineCapabilities, capabilities_of
@@ -61,13 +62,14 @@ def policy_logprobs(model: Any, pad_id: int, completions: Sequence[Completion], 
     model.eval()
     device = next(model.parameters()).device
     out: list[list[float]] = []
-    for start in range(0, len(completions), micro_batch):
-        part = completions[start : start + micro_batch]
-        batch = pad_completions(part, pad_id)
-        with autocast(options, device):
-            logp = sequence_logprobs(model, batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                                     int(batch["prompt_width"]), temperature).float().cpu()
-        out.extend(logp[r, : len(c.token_ids)].tolist() for r, c in enumerate(part))
+    with phase_threads("update"):  # large forwards, like the update's (harness/threads.py)
+        for start in range(0, len(completions), micro_batch):
+            part = completions[start : start + micro_batch]
+            batch = pad_completions(part, pad_id)
+            with autocast(options, device):
+                logp = sequence_logprobs(model, batch["input_ids"].to(device), batch["attention_mask"].to(device),
+                                         int(batch["prompt_width"]), temperature).float().cpu()
+            out.extend(logp[r, : len(c.token_ids)].tolist() for r, c in enumerate(part))
     return out
 
 

@@ -32,7 +32,11 @@ refresh after an optimizer step (the casts are made from the live weights; the w
 which caches the casts of trainable weights for the call, while frozen ones, a LoRA base, are cast at every step),
 and a LoRA policy needs no merging. The log-probabilities are then those of the distribution sampled from, the
 low-precision one; a trainer that computes in another precision learns so from ``capabilities.sampling_dtype`` and
-recomputes its own (trainers/rollout_precision.py).
+recomputes its own (trainers/rollout_precision.py). ``sampling_in(dtype)`` changes the precision for a region: the
+runner samples only the training phase in bf16 under ``--rollout-dtype auto`` (harness/runner/precision.py).
+
+Threads: ``generate`` runs at the run's thread count for decoding (harness/threads.py: without ``--threads``, fewer
+than the update's, since the loop's small steps stall when a thread shares its core with another job).
 
 Steering, in detail:
 - every position of a row is steered, its prompt included (as steering vectors are usually applied, and as a plain
@@ -53,7 +57,7 @@ import hashlib
 import inspect
 import itertools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -64,20 +68,30 @@ from harness.engine.tokens import encode_chat, eos_ids
 from harness.faults import fault_point
 from harness.models import Policy
 from harness.steering.vectors import RowSteering, Steering
+from harness.threads import phase_threads
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 ROLLOUT_DTYPES = ("float32", "bfloat16", "float16")
 
 
 class TransformersEngine:
-    # --batch-size N: N rows; --rollout-dtype D: forward passes under autocast to D
+    # --batch-size N: N rows; --rollout-dtype D: forward passes under autocast to D, for every phase or (auto, the
+    # runner through sampling_in) for the training phase only
     capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows", rollout_dtype="rollout_dtype",
-                                      samples_per_prompt=True)
+                                      phase_dtype=True, samples_per_prompt=True)
 
     def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
                  main_process: bool = True, rollout_dtype: str = "") -> None:
         self.policy = policy
-        weights = str(next(policy.model.parameters()).dtype).removeprefix("torch.")
+        self._set_precision(rollout_dtype)
+        # Rows (samples) decoded together; the KV cache holds max_batch_rows x (prompt + max_new_tokens) positions.
+        # A decode step's cost is mostly fixed (reading the weights) on CPU: 64 rows made 64 x 64-token rollouts of
+        # SmolLM2-135M 1.6x faster than 32 (bench/rollout_throughput.py).
+        self.max_batch_rows = max_batch_rows
+        self.progress = progress and main_process  # one progress bar per run, rank 0's
+
+    def _set_precision(self, rollout_dtype: str) -> None:
+        weights = str(next(self.policy.model.parameters()).dtype).removeprefix("torch.")
         if rollout_dtype and rollout_dtype not in ROLLOUT_DTYPES:
             raise ValueError(f"rollout_dtype must be one of {', '.join(ROLLOUT_DTYPES)}, got {rollout_dtype!r}")
         if rollout_dtype == "float32" and weights != "float32":  # autocast only lowers precision
@@ -85,13 +99,20 @@ class TransformersEngine:
                              "sample more precisely than the weights")
         # "" or the weights' own dtype: forward passes as they are, the capabilities of the class
         self.rollout_dtype = rollout_dtype if rollout_dtype not in ("", weights) else ""
-        if self.rollout_dtype:  # what a trainer compares with its own precision
-            self.capabilities = replace(type(self).capabilities, sampling_dtype=self.rollout_dtype)
-        # Rows (samples) decoded together; the KV cache holds max_batch_rows x (prompt + max_new_tokens) positions.
-        # A decode step's cost is mostly fixed (reading the weights) on CPU: 64 rows made 64 x 64-token rollouts of
-        # SmolLM2-135M 1.6x faster than 32 (bench/rollout_throughput.py).
-        self.max_batch_rows = max_batch_rows
-        self.progress = progress and main_process  # one progress bar per run, rank 0's
+        # what a trainer compares with its own precision ("": the weights')
+        self.capabilities = replace(type(self).capabilities, sampling_dtype=self.rollout_dtype)
+
+    @contextlib.contextmanager
+    def sampling_in(self, dtype: str) -> Iterator[None]:
+        """Sample in ``dtype`` inside (the weights' own: as they are), declared as ``capabilities.sampling_dtype``;
+        the precision the engine was built with after. The runner's training phase under ``--rollout-dtype auto``
+        (harness/runner/precision.py): autocast needs no copy of the weights, so switching costs nothing."""
+        saved = self.rollout_dtype, self.capabilities
+        self._set_precision(dtype)
+        try:
+            yield
+        finally:
+            self.rollout_dtype, self.capabilities = saved
 
     def encode(self, messages: Messages) -> list[int]:
         """Chat-template a conversation into prompt token ids, ready for the assistant's turn."""
@@ -118,7 +139,7 @@ class TransformersEngine:
         bar = tqdm(total=sum(counts), desc=desc or "generate", unit="sample", disable=not self.progress, leave=False)
         hook = RowSteering(self.policy.model, steering.vector) if steering is not None else None
         try:
-            with self.precision():
+            with phase_threads("decode"), self.precision():  # the run's thread count for decoding (harness/threads.py)
                 return self._decode(encoded, counts, params, hook, betas, bar)
         finally:  # the model must come back unsteered whatever happened
             if hook is not None:

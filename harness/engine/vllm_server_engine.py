@@ -52,6 +52,7 @@ import warnings
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -192,16 +193,22 @@ class VLLMServerEngine(VLLMContract):
 
     ``weights_dir``: the folder for ``SharedFolderPush`` (shared with the server; default a local temp folder);
     ``transport``: another way to push weights (then ``weights_dir`` is not used); ``timeout``: seconds any one
-    request may take (a generate request is one prompt's n samples); ``max_concurrency``: requests in flight."""
+    request may take (a generate request is one prompt's n samples); ``max_concurrency``: requests in flight;
+    ``dtype`` (``--rollout-dtype``): the precision the server must compute in, refused at construction when it serves
+    another (its dtype is fixed when it starts: ``--rollout-dtype auto`` sets nothing here); unset, whatever it serves
+    is accepted, and declared as ``capabilities.sampling_dtype`` when it is not the policy's, so the trainer
+    recomputes the old log-probs in its own precision."""
 
-    capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True)
+    capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True,
+                                      rollout_dtype="dtype")  # --rollout-dtype D: the dtype the server must serve in
 
     def __init__(self, policy, url: str, *, weights_dir: str | Path | None = None,
                  transport: WeightTransport | None = None, timeout: float = 600.0, max_concurrency: int = 64,
-                 progress: bool = True, main_process: bool = True) -> None:
+                 progress: bool = True, main_process: bool = True, dtype: str | None = None) -> None:
         if transport is not None and weights_dir is not None:
             raise ValueError("give either weights_dir (for the shared-folder push) or a transport, not both")
         super().__init__(policy, progress and main_process)
+        self.dtype = dtype
         self.max_concurrency = max_concurrency
         self.server = ServerClient(url, timeout)
         if transport is None and weights_dir is None and not _is_local(self.server.url):
@@ -244,11 +251,18 @@ class VLLMServerEngine(VLLMContract):
         if rows and width and (int(rows[1]), int(width[1])) != ours:
             raise ServerError(f"vLLM server at {self.url} serves {models[0]['id']} with a {rows[1]} x {width[1]} "
                               f"embedding, the policy's is {ours[0]} x {ours[1]}: not the same model")
-        theirs, dtype = str(config.get("dtype", "")), str(next(self.policy.model.parameters()).dtype)
-        if theirs and theirs != dtype:
-            warnings.warn(f"VLLMServerEngine: the server computes in {theirs.removeprefix('torch.')}, the policy in "
-                          f"{dtype.removeprefix('torch.')}: its log-probs differ from the trainer's by more than "
-                          "rounding (serve with --dtype to match)", stacklevel=3)
+        theirs = str(config.get("dtype", "")).removeprefix("torch.")
+        weights = str(next(self.policy.model.parameters()).dtype).removeprefix("torch.")
+        if self.dtype and theirs != self.dtype:  # the server's dtype is fixed when it starts
+            raise ServerError(f"vLLM server at {self.url} computes in {theirs or 'an unreported dtype'}, not "
+                              f"{self.dtype} (--rollout-dtype): start it with --dtype {self.dtype}")
+        if theirs and theirs != weights:  # declared, so a trainer computing in the policy's recomputes the old ones
+            self.capabilities = replace(type(self).capabilities, sampling_dtype=theirs)
+            if not self.dtype:
+                warnings.warn(f"VLLMServerEngine: the server computes in {theirs}, the policy in {weights}: the "
+                              "trainer recomputes the old log-probs in its own precision (--rollout-dtype "
+                              f"{theirs} says this is meant; serve with --dtype {weights} to sample exactly)",
+                              stacklevel=3)
         return models[0]["id"]
 
     def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",

@@ -91,6 +91,8 @@ def check_engine_factory(factory: object, name: str = "") -> list[str]:
     if capabilities is not None and inspect.isclass(factory):  # a function factory's engine is only seen once built
         if capabilities.own_weights and not callable(getattr(factory, "sync_weights", None)):
             problems.append("declares EngineCapabilities(own_weights=True) but has no sync_weights()")
+        if capabilities.phase_dtype and not callable(getattr(factory, "sampling_in", None)):
+            problems.append("declares EngineCapabilities(phase_dtype=True) but has no sampling_in()")
         generate = getattr(factory, "generate", None)
         if not callable(generate):
             problems.append("missing generate()")

@@ -32,7 +32,10 @@ class RunConfig:
     engine_weights_dir: str = ""  # its option weights_dir: a folder the server reads too (another machine)
     arm: str = ""  # the experiment file's arm this cell belongs to ([[arm]] tables); "" outside arms
     dtype: str = "float32"  # the policy's weights: float32, bfloat16 or float16 (trainer.autocast: mixed precision)
-    rollout_dtype: str = ""  # --rollout-dtype: the precision the engine samples and evaluates in; "": the weights'
+    # --rollout-dtype: the precision the engine samples and evaluates in; "auto": training rollouts in bf16 where the
+    # device computes it natively and the trainer recomputes the old log-probs, every evaluation in the weights'
+    # (harness/runner/precision.py); "": the weights' everywhere (runs from before "auto")
+    rollout_dtype: str = "auto"
     save_model: bool = True  # a trained policy is saved to <run>/model/ (Hugging Face format, with a model card)
     push_to_hub: str = ""  # a hub repo id the saved policy is uploaded to when the run completes
     batch_size: int | None = None  # --batch-size: sequences the engine decodes together (None: the engine's default)
@@ -51,8 +54,8 @@ class RunConfig:
             if getattr(self, name) is not None:
                 setattr(self, name, positive_int(getattr(self, name), f"--{name.replace('_', '-')}"))
         self.checkpoint_every = positive_int(self.checkpoint_every, "--checkpoint-every", minimum=0)
-        if self.rollout_dtype not in ("", *DTYPES):
-            raise ValueError(f"unknown rollout dtype {self.rollout_dtype!r}; choose one of {', '.join(DTYPES)}")
+        if self.rollout_dtype not in ("", "auto", *DTYPES):
+            raise ValueError(f"unknown rollout dtype {self.rollout_dtype!r}; choose one of auto, {', '.join(DTYPES)}")
         if self.rollout_dtype == "float32" and self.dtype != "float32":
             raise ValueError(f"--rollout-dtype float32 needs float32 weights (--dtype is {self.dtype}): sampling "
                              "cannot be more precise than the weights")

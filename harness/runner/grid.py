@@ -67,7 +67,9 @@ def cell_name(cfg: RunConfig) -> str:
         identity.pop("arm", None)
     if not identity.get("model_revision"):  # and cells on a model's latest revision
         identity.pop("model_revision", None)
-    if identity.get("rollout_dtype") in ("", identity.get("dtype")):  # and cells sampling in the weights' precision
+    # and cells sampling in the weights' precision, or in what "auto" (the default) picks: like the thread count, a
+    # choice made for the machine (bf16 training rollouts where native; evaluations always in the weights')
+    if identity.get("rollout_dtype") in ("", "auto", identity.get("dtype")):
         del identity["rollout_dtype"]
     if identity.get("dtype") == "float32":  # and cells with float32 weights
         del identity["dtype"]

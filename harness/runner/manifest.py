@@ -38,6 +38,10 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
                  "reward_weights": task.reward_weights}
         | ({"reward_functions": [r.describe() for r in plan.rewards]} if plan.rewards else {}),  # --reward
         "model": model,
+        # decided for this machine when the model loaded: torch threads per phase (harness/threads.py) and the
+        # precision each phase samples in (--rollout-dtype, harness/runner/precision.py)
+        "threads": plan.threads,
+        "rollout_precision": plan.precision.describe() if plan.precision else None,
         "seed": cfg.seed,
         "processes": processes,  # data-parallel ranks (torchrun / accelerate launch); 1: one process
         "packages": package_versions(),

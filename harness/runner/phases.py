@@ -48,7 +48,9 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
         store.update_metrics({f"{name}/{key}": value for key, value in metrics.items()})
 
     def train() -> None:
-        with blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
+        # --rollout-dtype auto: the training rollouts may sample in bf16, evaluations never (runner/precision.py)
+        with train_precision(plan, engine), \
+                blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
             plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
         if cfg.save_model:  # before the final evaluation: a run that dies there still has its trained policy
             merged = bool(getattr(getattr(plan.trainer, "config", None), "save_merged", False))
@@ -77,6 +79,11 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
         if isinstance(exc, PluginFailed):
             raise PluginFailed(f"{exc} (traceback in {store.dir / ERROR_FILE})") from exc.__cause__
         raise
+
+
+def train_precision(plan: Plan, engine: Any) -> contextlib.AbstractContextManager:
+    """The precision the training phase samples in (``plan.precision``, decided when the model loaded)."""
+    return plan.precision.train_phase(engine) if plan.precision is not None else contextlib.nullcontext()
 
 
 def record_failure(store: RunStore, manifest: dict, exc: BaseException) -> None:

@@ -19,6 +19,7 @@ from harness.plugins.contract import check_engine_factory, check_searcher, check
 from harness.plugins.options import build_plugin, check_finite, check_options
 from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
+from harness.runner.precision import RolloutPrecision
 from harness.runner.presets import preset_options, run_preset
 from harness.store.loggers import check_loggers
 from harness.store.run_folder import check_writable_folder
@@ -46,6 +47,9 @@ class Plan:
     train_problems: list[Problem]
     loggers: list[str]
     rewards: list[RewardFunction] = field(default_factory=list)  # --reward functions, in the task's vector
+    # Decided when the model and engine are loaded (harness/run.py: load_model), recorded in the manifest:
+    precision: RolloutPrecision | None = None  # what each phase samples in (--rollout-dtype)
+    threads: dict[str, Any] = field(default_factory=dict)  # torch threads per phase (harness/threads.py)
 
 
 def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bool = False) -> Plan:
@@ -165,9 +169,12 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
     require(check_engine_factory(factory, cfg.engine), "engine", cfg.engine, entry.plugin)
     caps = capabilities_of(factory, EngineCapabilities)
     options = cfg.engine_options()
-    # --batch-size and --rollout-dtype each set the engine option it declared for them (EngineCapabilities)
+    # --batch-size and --rollout-dtype each set the engine option it declared for them (EngineCapabilities); "auto"
+    # sets none: the engine samples in the weights' precision, and the runner changes it for the training phase only
+    # where that is native and safe (harness/runner/precision.py), so any engine runs at the default
+    rollout_dtype = cfg.rollout_dtype if cfg.rollout_dtype not in ("", "auto") else None
     for flag, value, declared in (("--batch-size", cfg.batch_size, caps.batch_size),
-                                  ("--rollout-dtype", cfg.rollout_dtype or None, caps.rollout_dtype)):
+                                  ("--rollout-dtype", rollout_dtype, caps.rollout_dtype)):
         if value is None:
             continue
         if not declared:

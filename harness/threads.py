@@ -1,0 +1,119 @@
+"""Threads per phase: torch's CPU thread count for the engine's decoding loop and for the trainer's update, chosen
+when the user gives no ``--threads``.
+
+The two phases are different work. Decoding is hundreds of small matrix products per rollout (one token of a batch
+at a time) and every step waits for its slowest thread, so a thread that shares its core with another job stalls
+every step. The update is a few large forward and backward passes. Measured with bench/threads_probe.py (SmolLM2-135M,
+2 cores, 3 other CPU-bound jobs on the machine; docs/performance.md): decoding ran at 44 tokens/s on 1 thread and 3.0
+on 2, the update took 9.4 s on 1 thread and 32 s on 2; with one more busy process, 12.1 against 1.7 tokens/s and
+22 s against 84 s. So the count follows the cores other work leaves free, measured when the run starts (``choose``):
+the update takes them all, decoding one fewer (at least one), so that one preempted thread does not stall each step.
+
+``--threads N`` pins every phase to N, exactly as before this module existed (results depend on the thread count,
+through float rounding, and a resume keeps it). Without it, a run (``harness.run``) calls ``configure`` after the
+model loads; the phases change torch's count on the way in and restore it on the way out; the manifest records the
+counts, and a resume keeps the recorded ones (so the rounding, hence the results, stay those of the killed run).
+Outside a run (the library used directly, tests) nothing is configured and ``phase_threads`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PHASES = ("decode", "update")
+# torch.set_num_threads as this module found it: vLLM's CPU backend replaces it with a no-op that warns once it has
+# bound the process's threads, and then the phases leave the count alone.
+_SET_NUM_THREADS = torch.set_num_threads
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """What a run does with torch's thread count: ``pinned`` (``--threads N``) for every phase, or ``counts`` per
+    phase; ``why`` goes into the manifest with them."""
+
+    pinned: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    why: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        counts = dict.fromkeys(PHASES, self.pinned) if self.pinned else self.counts
+        return {"setting": self.pinned, **counts, "why": self.why}
+
+
+_active: ThreadPlan | None = None  # None: no run configured threads; phase_threads changes nothing
+
+
+def choose(cores: int, busy: int) -> dict[str, int]:
+    """Threads per phase on ``cores`` (torch's default count) with ``busy`` of them taken by other work: the update
+    at every free core, decoding at one fewer, each at least 1. On 2 cores: 2 and 1 on a quiet machine, 1 and 1 with
+    any other job. Measured at 2 cores only (the module docstring); larger machines follow the same rule unmeasured."""
+    free = max(1, cores - max(0, busy))
+    return {"decode": max(1, free - 1), "update": free}
+
+
+def busy_cores() -> int:
+    """Cores other work keeps busy now: the 1-minute load average, rounded (this process, which has just loaded the
+    model, adds a few tenths at most)."""
+    try:
+        return round(os.getloadavg()[0])
+    except OSError:  # not measurable here: assume a quiet machine
+        return 0
+
+
+def configure(threads: int | None, device: Any = "cpu", recorded: dict | None = None) -> ThreadPlan:
+    """Set a run's threads and return the plan (the manifest records it). ``threads`` (``--threads N``): torch's count
+    is N now and every phase keeps it. None: a count per phase; ``recorded`` (the killed run's, on resume) if it has
+    them, else ``choose`` from torch's default and the load now, for a model on the CPU; torch's default for every
+    phase for a model on another device (its CPU threads then run little of the work)."""
+    global _active
+    default = torch.get_num_threads()
+    if threads:
+        if default != threads:  # (once vLLM has bound the threads, setting them only warns)
+            torch.set_num_threads(threads)
+        _active = ThreadPlan(pinned=threads, why="--threads: every phase")
+    elif recorded and all(isinstance(recorded.get(p), int) and recorded[p] > 0 for p in PHASES):
+        _active = ThreadPlan(counts={p: recorded[p] for p in PHASES}, why="kept from the run being resumed")
+    elif torch.device(device).type != "cpu":
+        _active = ThreadPlan(counts=dict.fromkeys(PHASES, default),
+                             why=f"model on {torch.device(device).type}: torch's default for every phase")
+    else:
+        busy = busy_cores()
+        _active = ThreadPlan(counts=choose(default, busy),
+                             why=f"no --threads: {default} cores (torch's default), {busy} busy with other work "
+                                 "(load average) when the run started")
+    return _active
+
+
+def reset() -> None:
+    """Forget the run's plan (a run calls it when it ends): later library calls change no thread count."""
+    global _active
+    _active = None
+
+
+def current() -> ThreadPlan | None:
+    return _active
+
+
+@contextlib.contextmanager
+def phase_threads(phase: str) -> Iterator[None]:
+    """Run the inside at the run's thread count for ``phase`` ("decode" or "update"), then restore torch's count.
+    Does nothing when threads are pinned, when no run configured them, or once vLLM has taken over the count."""
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
+    plan = _active
+    want = plan.counts.get(phase) if plan is not None and not plan.pinned else None
+    before = torch.get_num_threads()
+    if want is None or want == before or torch.set_num_threads is not _SET_NUM_THREADS:
+        yield
+        return
+    torch.set_num_threads(want)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
