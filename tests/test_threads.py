@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from tiny_runs import with_uppercase_task
 
 from harness import threads
 from harness.engine.transformers_engine import TransformersEngine
@@ -80,16 +81,9 @@ def test_outside_a_run_off_the_cpu_and_on_resume_the_counts_are_not_chosen(two_t
 
 def _tiny_run(tmp_path, **config) -> dict:
     """One GRPO step on the tiny model between two evaluations; its manifest."""
-    from harness.hookspecs import hookimpl
-    from harness.plugins import get_plugin_manager
     from harness.run import RunConfig, run
 
-    class Plugin:
-        @hookimpl
-        def harness_register_tasks(self, registry):
-            registry.add("uppercase", "harness.testing:UppercaseTask", "upper-case letters (tests)")
-
-    plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
+    plugins = with_uppercase_task()
     folder = run(RunConfig(task="uppercase", model="tiny-random", trainer="grpo", steps=1, limit=2, train_limit=2,
                            k="1", out=str(tmp_path), save_model=False, **config,
                            options={"task": {}, "trainer": {"group_size": "2", "max_new_tokens": "4"},

@@ -42,3 +42,17 @@ def outcome(folder: Path) -> dict:
 def only_run(out: Path) -> Path:
     (folder,) = [p for p in out.iterdir() if p.is_dir()]
     return folder
+
+
+def with_uppercase_task():
+    """A plugin manager with the built-ins and the "uppercase" test task (harness.testing.UppercaseTask), for tiny
+    in-process runs whose reward needs no data."""
+    from harness.hookspecs import hookimpl
+    from harness.plugins import get_plugin_manager
+
+    class Plugin:
+        @hookimpl
+        def harness_register_tasks(self, registry):
+            registry.add("uppercase", "harness.testing:UppercaseTask", "upper-case letters (tests)")
+
+    return get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
