@@ -58,7 +58,7 @@ LOG="$OUT_DIR/gpu_check.log"
 say() { echo "[gpu_check $(date +%T)] $*" | tee -a "$LOG"; }
 run() { local limit=$1; shift; say "\$ $* (limit ${limit}s)"; timeout --kill-after=15 "$limit" "$@" 2>&1 | tee -a "$LOG";
         local rc=${PIPESTATUS[0]}; say "exit $rc"; return "$rc"; }
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=${PYTHON:-python3}
 
 if [ "${VH_INSTALL:-0}" = 1 ]; then  # a machine with a registry: a venv of its own with vLLM
@@ -67,7 +67,7 @@ if [ "${VH_INSTALL:-0}" = 1 ]; then  # a machine with a registry: a venv of its 
 fi
 if ls "$STAGE"/whl/*.whl >/dev/null 2>&1; then  # the staged task dependencies, beside the image's packages
     run 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/vh-site \
-        "$STAGE"/whl/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/vh-site"
+        "$STAGE"/whl/*.whl
     # pycosat (a C extension, sdist only) is imported by reasoning-gym's logic puzzles, never by arithmetic: build
     # it, or leave a stub that raises if anything calls it
     run 120 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/vh-site \
@@ -76,6 +76,9 @@ if ls "$STAGE"/whl/*.whl >/dev/null 2>&1; then  # the staged task dependencies, 
             > /tmp/vh-site/pycosat.py
 fi
 [ -d "$STAGE/cache" ] && export HARNESS_CACHE="$PWD/$STAGE/cache"
+# This project itself, built as a wheel: its tasks/, trainers/ and searchers/ import as harness.* only when installed.
+run 120 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/vh-site . \
+    && export PYTHONPATH="/tmp/vh-site${PYTHONPATH:+:$PYTHONPATH}"
 run 60 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 run 120 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
 'transformers', transformers.__version__)
@@ -116,9 +119,10 @@ ENGINES=()
 "$PY" bench/rollout_throughput.py --help 2>/dev/null | grep -q -- "--engines" && ENGINES=(--engines transformers,vllm)
 read -ra SIZE <<< "${BENCH_ARGS:---prompts 16 --n 8 --max-new-tokens 256 --repeats 3 --max-batch-rows 128}"
 for dtype in ${DTYPE:-bfloat16 float32}; do
-    run 120 "$PY" bench/rollout_throughput.py --model "$MODEL" --dtype "$dtype" "${SIZE[@]}" "${ENGINES[@]}" \
+    run 100 "$PY" bench/rollout_throughput.py --model "$MODEL" --dtype "$dtype" "${SIZE[@]}" "${ENGINES[@]}" \
         --json "$OUT_DIR/rollout_throughput_$dtype.json"
 done
 # The vLLM engine's tests (skipped without vLLM): log-probs vs a forward pass, greedy parity, weight sync, a GRPO run.
-run 90 "$PY" -m pytest -q -p no:cacheprovider tests/test_engine_vllm.py
+# From outside the checkout, so that `harness` is the installed one, not the folder in the current directory.
+"$PY" -c "import vllm" 2>/dev/null && run 240 bash -c "cd /tmp && '$PY' -m pytest -q -p no:cacheprovider '$PWD/tests/test_engine_vllm.py'"
 say "done; results in $OUT_DIR"
