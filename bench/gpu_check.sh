@@ -13,7 +13,7 @@
 # sample runs to the budget in every method), and the tiny-random model for the tests. vLLM's GPU wheel (hundreds
 # of MiB) does not fit in a 64 MiB carry: where `import vllm` fails, the vLLM rows are reported as skipped, and
 # VH_INSTALL=1 makes a venv and runs `pip install -e '.[vllm]'` first (only useful where a registry answers).
-# Most important first (the end-to-end figure), each step with a timeout, so a run cut short still returns what it
+# E2E_ARGS=skip leaves the end-to-end run out. Most important first (the end-to-end figure), each step with a timeout, so a run cut short still returns what it
 # measured. Results and the log go to $OUT (else bench/results/gpu).
 # A dry run on CPU: PYTHON=.venv/bin/python DTYPE=float32 BENCH_ARGS=--quick E2E_ARGS="--steps 1 --repeats 1
 #   --group-size 2 --max-new-tokens 8" bash bench/gpu_check.sh tiny-random
@@ -113,7 +113,7 @@ fi
 
 # End to end: a 5-step GRPO run, ours (fp32 and bf16 rollouts) against TRL (fp32 and bf16), the CPU command's size.
 read -ra E2E <<< "${E2E_ARGS:---repeats 2}"
-run 240 "$PY" bench/e2e_vs_trl.py --model "$MODEL" --threads auto "${E2E[@]}" --out "$OUT_DIR/e2e_vs_trl.json"
+[ "${E2E_ARGS:-}" = skip ] || run 240 "$PY" bench/e2e_vs_trl.py --model "$MODEL" --threads auto "${E2E[@]}" --out "$OUT_DIR/e2e_vs_trl.json"
 # Rollouts: the same bench command as on CPU, at bf16 then fp32; it adds a vLLM row itself when `import vllm` works.
 ENGINES=()
 "$PY" bench/rollout_throughput.py --help 2>/dev/null | grep -q -- "--engines" && ENGINES=(--engines transformers,vllm)
