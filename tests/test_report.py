@@ -325,6 +325,17 @@ def test_methods_are_paired_only_on_the_same_footing(tmp_path):
     assert pair.metrics["pass@1"].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
 
 
+def test_the_answer_format_note_names_the_budget_each_searcher_holds_equal():
+    # best-of-k's budget is candidates (whole rollouts); evolve's is model calls, and an M-answer seed call writes M.
+    from types import SimpleNamespace
+    one, two = SimpleNamespace(answers_per_rollout=1, searcher="evolve"), SimpleNamespace(answers_per_rollout=2,
+                                                                                          searcher="evolve")
+    assert "the same budget of model calls, not of candidates" in compare._answer_formats(one, two)
+    one.searcher = two.searcher = "best_of_k"
+    assert "the same budget of candidates" in compare._answer_formats(one, two)
+    assert compare._answer_formats(one, one) == ""
+
+
 def test_a_multi_answer_run_is_compared_at_the_same_budget_with_set_level_figures(tmp_path):
     # VPO writes M = 2 answers per rollout: p0's rollouts [1, 0], [0, 0] -> one of 2 rollouts succeeds: set-level
     # pass@2 (one rollout) = 1/2, pass@4 = 1; the pooled per-answer pass@2 would be 1 - C(3,2)/C(4,2) = 1/2, pass@4 1.

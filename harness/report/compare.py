@@ -209,6 +209,9 @@ def _answer_formats(a: Row, b: Row) -> str:
     m_a, m_b = a.answers_per_rollout, b.answers_per_rollout
     if m_a == m_b:
         return ""
+    if "evolve" in (a.searcher, b.searcher):  # evolve's budget is model calls; an M-answer seed call writes M
+        return (f"answers per rollout {m_a} vs {m_b} (the same budget of model calls, not of candidates: see "
+                f"budget/candidates)")
     return f"answers per rollout {m_a} vs {m_b} (the same budget of candidates; pass@k/best@k count whole rollouts)"
 
 
