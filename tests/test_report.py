@@ -331,7 +331,7 @@ def test_the_answer_format_note_names_the_budget_each_searcher_holds_equal():
     one, two = SimpleNamespace(answers_per_rollout=1, searcher="evolve"), SimpleNamespace(answers_per_rollout=2,
                                                                                           searcher="evolve")
     assert "the same budget of model calls, not of candidates" in compare._answer_formats(one, two)
-    one.searcher = two.searcher = "best_of_k"
+    one.searcher = two.searcher = "best-of-k"
     assert "the same budget of candidates" in compare._answer_formats(one, two)
     assert compare._answer_formats(one, one) == ""
 
