@@ -45,7 +45,8 @@ class MazeTask:
 
     name = "maze"
     version = "maze-v1"  # bump on any change of data, prompt, extraction or scoring
-    capabilities = TaskCapabilities(max_new_tokens=160)  # a short plan and a path of up to ~15 moves
+    # max_new_tokens: a short plan and a path of up to ~15 moves; reference completions: the path line alone
+    capabilities = TaskCapabilities(max_new_tokens=160, reference_completions=True)
 
     def __init__(self, *, min_size: int = 4, max_size: int = 6, wall_density: float = 0.3, min_distance: int = 3,
                  pool_size: int = 2000, eval_fraction: float = 0.2) -> None:
@@ -81,6 +82,10 @@ class MazeTask:
         rewards["format"] = float(bool(moves) and marked and clean)
         return Score(rewards=rewards, primary="reaches_goal", extracted=" ".join(moves) if moves else None,
                      unparsed=not moves)
+
+    def reference_completion(self, problem: Problem) -> str:
+        """The reference path (a shortest one) as the one line the instruction asks for."""
+        return f"Path: {problem.answer}"
 
     def data_source(self) -> dict[str, Any]:
         try:

@@ -60,3 +60,39 @@ def test_targets_prefer_answers_that_ended_to_those_cut_at_the_budget():
     trainer = SFTTrainer(targets="self", samples_per_problem=4, answers_per_rollout=2, max_target_tokens=6)
     (example,), _ = trainer.build_targets(engine, task, task.problems("train"))
     assert example.answers == ["It is 2.", "It is 7."]
+
+
+def test_extracted_targets_write_the_policys_own_answers_short_and_drop_problems_with_none():
+    from harness.trainers.format_warmup import extracted_targets
+    from harness.trainers.sft import Example
+
+    task = FakeTask(size=1)
+    (problem,) = task.problems("train")  # 1+1 = 2
+    rambling = Example(problem, [], "", ["So it is 7 because of 3 reasons, maybe 5", "I think 2"], [False, True])
+    one = Example(problem, [], "", ["It is 4, or", "Four: 4"], [False, False])
+    nothing = Example(problem, [], "", ["no idea", "none"], [False, False])
+    examples, dropped = extracted_targets(task, [rambling, one, nothing], 2, DELIMITER)
+    assert dropped == 1 and len(examples) == 2
+    # the task's extracted answers (the last integer), in its short form; FakeTask has no reference completions
+    assert examples[0].answers == ["The answer is 5.", "The answer is 2."]
+    assert examples[0].target == join_answers(["The answer is 5.", "The answer is 2."], DELIMITER)
+    assert examples[0].success == [False, True]
+    assert examples[1].answers == ["The answer is 4.", "The answer is 4."]  # one distinct answer repeats
+
+
+def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
+    from harness.trainers.format_warmup import written_answer
+    from harness.trainers.vpo import VPOConfig
+
+    task = plugins["task"].get("maze").create()
+    problem = task.problems("eval", limit=1)[0]
+    reference = task.reference_completion(problem)
+    assert reference == f"Path: {problem.answer}"
+    assert set(task.score(problem, reference).rewards.values()) == {1.0}  # reaches the goal, optimal, formatted
+    assert written_answer(task, problem, "U U") == "Path: U U"
+    try:
+        VPOConfig(warmup_targets="references")
+    except ValueError as exc:
+        assert "warmup_targets must be one of self, extracted" in str(exc)
+    else:
+        raise AssertionError("an unknown warmup_targets was accepted")

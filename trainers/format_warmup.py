@@ -6,7 +6,10 @@ rate of well-formed rollouts (M non-empty answers between delimiter lines), samp
 
 Targets join M of the policy's own answers, each sampled alone with the plain task prompt (harness/trainers/sft.py,
 ``targets="self"``: distinct extracted answers first, finished ones before those cut at the budget, so the targets
-show answers that end and leave room for the next). The policy trains on them in rounds of ``check_every`` SFT steps
+show answers that end and leave room for the next). With ``targets="extracted"`` each joined answer is instead the
+answer the task extracted from one of those samples, written in the task's short answer form (its
+``reference_completion`` of that answer, else "The answer is X."): still the policy's own choices, without the
+rambling that, on maze, ran its targets and then its rollouts past the budget. The policy trains on them in rounds of ``check_every`` SFT steps
 with one optimizer; after each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops
 at ``target_rate`` or after ``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``),
 the checks' rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned
@@ -18,14 +21,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from harness.multi_answer import instruct, split_answers
+from harness.multi_answer import instruct, join_answers, split_answers
 from harness.trainers.policy_gradient import cycle_problems
 from harness.trainers.post_training import trainable_parameters
-from harness.types import Engine, Problem, SamplingParams, Task
+from harness.types import Engine, Problem, SamplingParams, Task, TaskCapabilities, capabilities_of
+
+WARMUP_TARGETS = ("self", "extracted")
 
 
 @dataclass
@@ -42,6 +47,7 @@ class WarmupPlan:
     batch_size: int
     micro_batch: int
     seed: int
+    targets: str = "self"  # or "extracted" (module docstring)
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
@@ -72,6 +78,8 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     store.write_samples({**r, "step": 0} for r in checked)
     rates = [before]
     examples, stats = sft.build_targets(engine, task, target_problems)
+    if plan.targets == "extracted":
+        examples, stats["skipped_nothing_extracted"] = extracted_targets(task, examples, plan.m, plan.delimiter)
     if not examples:
         raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
     store.write_samples(target_records(examples, "self"))
@@ -96,3 +104,32 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
         print(f"vpo: warning: RL starts with {rates[-1]:.0%} well-formed {plan.m}-answer rollouts (target "
               f"{plan.target_rate:.0%}) after {step} warm-up steps; raise trainer.warmup_steps", file=sys.stderr)
     return figures
+
+
+def written_answer(task: Task, problem: Problem, answer: str) -> str:
+    """``answer`` in the task's short answer form: its reference completion of that answer, else a plain sentence."""
+    if capabilities_of(task, TaskCapabilities).reference_completions:
+        text = task.reference_completion(replace(problem, answer=answer))
+        if text:
+            return text
+    return f"The answer is {answer}."
+
+
+def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str) -> tuple[list, int]:
+    """Each example's M answers replaced by the distinct answers the task extracts from them, written short; fewer
+    than M distinct repeat in turn (the format is what is taught). Returns the examples and how many problems were
+    dropped because nothing could be extracted from any of their answers."""
+    out, dropped = [], 0
+    for example in examples:
+        found: list[str] = []
+        for text in example.answers:
+            extracted = task.score(example.problem, text).extracted
+            if extracted is not None and extracted not in found:
+                found.append(extracted)
+        if not found:
+            dropped += 1
+            continue
+        answers = [written_answer(task, example.problem, found[i % len(found)]) for i in range(m)]
+        out.append(replace(example, target=join_answers(answers, delimiter), answers=answers,
+                           success=[task.score(example.problem, a).success for a in answers]))
+    return out, dropped

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from harness.trainers.format_warmup import WarmupPlan, format_warmup
+from harness.trainers.format_warmup import WARMUP_TARGETS, WarmupPlan, format_warmup
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer
 from harness.trainers.policy_gradient import cycle_problems
 
@@ -34,6 +34,9 @@ class VPOConfig(GRPOConfig):
     warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
     warmup_lr: float = 1e-4  # SmolLM2-135M wrote no well-formed rollout after 8 steps at 2e-5
     warmup_batch_size: int = 4
+    # "self": M of its answers as written; "extracted": the answers the task extracted from them, each written in
+    # the task's short answer form (for a policy whose own answers ramble past the budget, as on maze)
+    warmup_targets: str = "self"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -42,6 +45,9 @@ class VPOConfig(GRPOConfig):
         for name in ("warmup_check_every", "warmup_problems", "warmup_check_problems", "warmup_batch_size"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"vpo: {name} must be >= 1, got {getattr(self, name)!r}")
+        if self.warmup_targets not in WARMUP_TARGETS:
+            raise ValueError(f"vpo: warmup_targets must be one of {', '.join(WARMUP_TARGETS)}, "
+                             f"got {self.warmup_targets!r}")
         if self.warmup_steps < 0:
             raise ValueError(f"vpo: warmup_steps must be >= 0, got {self.warmup_steps!r}")
 
@@ -62,6 +68,7 @@ class VPOTrainer(GRPOTrainer):
                               temperature=cfg.temperature, max_steps=cfg.warmup_steps,
                               check_every=cfg.warmup_check_every, target_rate=cfg.warmup_target_rate,
                               samples_per_problem=cfg.warmup_samples, lr=cfg.warmup_lr,
-                              batch_size=cfg.warmup_batch_size, micro_batch=cfg.micro_batch, seed=cfg.seed)
+                              batch_size=cfg.warmup_batch_size, micro_batch=cfg.micro_batch, seed=cfg.seed,
+                              targets=cfg.warmup_targets)
             format_warmup(policy, engine, task, targets, check, plan, store=store, plugins=self.plugins)
         super().train(policy, engine, task, problems, store=store)
