@@ -6,7 +6,8 @@ at a time) and every step waits for its slowest thread, so a thread that shares 
 every step. The update is a few large forward and backward passes. Measured with bench/threads_probe.py (SmolLM2-135M,
 2 cores, 3 other CPU-bound jobs on the machine; docs/performance.md): decoding ran at 44 tokens/s on 1 thread and 3.0
 on 2, the update took 9.4 s on 1 thread and 32 s on 2; with one more busy process, 12.1 against 1.7 tokens/s and
-22 s against 84 s. So the count follows the cores other work leaves free, measured when the run starts (``choose``):
+22 s against 84 s. So the count follows the cores other work leaves free, measured when the run starts (the CPU
+time other processes use over one second, ``busy_cores``; then ``choose``):
 the update takes them all, decoding one fewer (at least one), so that one preempted thread does not stall each step.
 
 ``--threads N`` pins every phase to N, exactly as before this module existed (results depend on the thread count,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,13 +59,29 @@ def choose(cores: int, busy: int) -> dict[str, int]:
     return {"decode": max(1, free - 1), "update": free}
 
 
-def busy_cores() -> int:
-    """Cores other work keeps busy now: the 1-minute load average, rounded (this process, which has just loaded the
-    model, adds a few tenths at most)."""
+def busy_cores(window: float = 1.0) -> int:
+    """Cores other work keeps busy now: the CPU time every process used over ``window`` seconds (/proc/stat) less
+    this process's own, per second, rounded. Not the 1-minute load average: it lags by a minute or more, so a run
+    started just after another job ended counted that job as still running (measured: a quiet machine read as 1.7
+    busy cores of 2, and the run decoded and updated at 1 thread). Where /proc/stat is missing, the load average."""
     try:
-        return round(os.getloadavg()[0])
-    except OSError:  # not measurable here: assume a quiet machine
-        return 0
+        before, own, started = _all_cpu_seconds(), time.process_time(), time.monotonic()
+        time.sleep(window)
+        used = _all_cpu_seconds() - before - (time.process_time() - own)
+        return max(0, round(used / (time.monotonic() - started)))
+    except (OSError, ValueError):
+        try:
+            return round(os.getloadavg()[0])
+        except OSError:  # not measurable here: assume a quiet machine
+            return 0
+
+
+def _all_cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used (the aggregate line of /proc/stat, idle and iowait left
+    out)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # user..steal, less idle, iowait
 
 
 def configure(threads: int | None, device: Any = "cpu", recorded: dict | None = None) -> ThreadPlan:
@@ -86,7 +104,7 @@ def configure(threads: int | None, device: Any = "cpu", recorded: dict | None = 
         busy = busy_cores()
         _active = ThreadPlan(counts=choose(default, busy),
                              why=f"no --threads: {default} cores (torch's default), {busy} busy with other work "
-                                 "(load average) when the run started")
+                                 "(CPU time over 1 s) when the run started")
     return _active
 
 

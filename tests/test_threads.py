@@ -34,6 +34,25 @@ def test_the_rule_gives_the_update_the_free_cores_and_decoding_one_fewer():
     assert threads.choose(1, 0) == {"decode": 1, "update": 1}
 
 
+def test_busy_cores_counts_other_processes_now_and_falls_back_to_the_load_average(monkeypatch):
+    import subprocess
+    import sys
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        assert threads.busy_cores(window=0.5) >= 1  # it, plus whatever else this machine runs
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+    def no_proc_stat():
+        raise OSError("no /proc/stat")
+
+    monkeypatch.setattr(threads, "_all_cpu_seconds", no_proc_stat)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (3.2, 1.0, 0.5))
+    assert threads.busy_cores() == 3
+
+
 def test_without_threads_each_phase_runs_at_its_chosen_count_and_the_count_is_restored(two_threads):
     plan = threads.configure(None, "cpu")
     assert plan.counts == threads.choose(2, 0) == {"decode": 1, "update": 2}
