@@ -7,8 +7,10 @@ every step. The update is a few large forward and backward passes. Measured with
 2 cores, 3 other CPU-bound jobs on the machine; docs/performance.md): decoding ran at 44 tokens/s on 1 thread and 3.0
 on 2, the update took 9.4 s on 1 thread and 32 s on 2; with one more busy process, 12.1 against 1.7 tokens/s and
 22 s against 84 s. So the count follows the cores other work leaves free, measured when the run starts (the CPU
-time other processes use over one second, ``busy_cores``; then ``choose``):
-the update takes them all, decoding one fewer (at least one), so that one preempted thread does not stall each step.
+time other processes use over one second, ``busy_cores``; then ``choose``): both phases take every free core. An
+earlier rule left decoding one core fewer, so that one preempted thread would not stall each step; on a quiet 2-core
+machine that cost a fifth of the decoding speed (bench/rollout_throughput.py: 112 tokens/s at 2 threads, 90 at 1),
+and with the busy cores measured now, a core another job uses is not counted free in the first place.
 
 ``--threads N`` pins every phase to N, exactly as before this module existed (results depend on the thread count,
 through float rounding, and a resume keeps it). Without it, a run (``harness.run``) calls ``configure`` after the
@@ -52,11 +54,11 @@ _active: ThreadPlan | None = None  # None: no run configured threads; phase_thre
 
 
 def choose(cores: int, busy: int) -> dict[str, int]:
-    """Threads per phase on ``cores`` (torch's default count) with ``busy`` of them taken by other work: the update
-    at every free core, decoding at one fewer, each at least 1. On 2 cores: 2 and 1 on a quiet machine, 1 and 1 with
-    any other job. Measured at 2 cores only (the module docstring); larger machines follow the same rule unmeasured."""
+    """Threads per phase on ``cores`` (torch's default count) with ``busy`` of them taken by other work: every phase
+    at the free cores, at least 1. On 2 cores: 2 on a quiet machine, 1 with any other job. Measured at 2 cores only
+    (the module docstring); larger machines follow the same rule unmeasured."""
     free = max(1, cores - max(0, busy))
-    return {"decode": max(1, free - 1), "update": free}
+    return {"decode": free, "update": free}
 
 
 def busy_cores(window: float = 1.0) -> int:

@@ -17,20 +17,22 @@ from harness.trainers.grpo import GRPOTrainer
 
 @pytest.fixture
 def two_threads(monkeypatch):
-    """torch's count at 2 (the default this module's rule was measured at) on a quiet machine, whatever this one is;
-    the run's plan and the count put back after."""
+    """torch's count at 2 (the default this module's rule was measured at) on a quiet machine, whatever this one is,
+    and a plan whose phases differ (1 thread decoding, 2 updating), so each phase's switch shows; the run's plan and
+    the count put back after."""
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     monkeypatch.setattr(threads, "busy_cores", lambda: 0)
+    monkeypatch.setattr(threads, "choose", lambda cores, busy: {"decode": 1, "update": 2})
     yield
     threads.reset()
     torch.set_num_threads(before)
 
 
-def test_the_rule_gives_the_update_the_free_cores_and_decoding_one_fewer():
-    assert threads.choose(2, 0) == {"decode": 1, "update": 2}  # a quiet 2-core machine
+def test_the_rule_gives_every_phase_the_free_cores():
+    assert threads.choose(2, 0) == {"decode": 2, "update": 2}  # a quiet 2-core machine
     assert threads.choose(2, 1) == threads.choose(2, 4) == {"decode": 1, "update": 1}  # any other job on it
-    assert threads.choose(16, 3) == {"decode": 12, "update": 13}
+    assert threads.choose(16, 3) == {"decode": 13, "update": 13}
     assert threads.choose(1, 0) == {"decode": 1, "update": 1}
 
 
@@ -55,7 +57,7 @@ def test_busy_cores_counts_other_processes_now_and_falls_back_to_the_load_averag
 
 def test_without_threads_each_phase_runs_at_its_chosen_count_and_the_count_is_restored(two_threads):
     plan = threads.configure(None, "cpu")
-    assert plan.counts == threads.choose(2, 0) == {"decode": 1, "update": 2}
+    assert plan.counts == {"decode": 1, "update": 2}
     with threads.phase_threads("decode"):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
