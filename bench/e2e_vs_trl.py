@@ -229,10 +229,14 @@ def run_method(method: str, policy, plugins, problems, args, steps: int, out_dir
                sampler: RssSampler | None = None) -> dict:
     side, precision = method.split("-")
     with thread_setting(args.threads, ours=side == "ours"):
+        plan = harness_threads.current()  # ours at --threads auto: the counts harness/threads.py chose, kept
+        threads = plan.describe() if plan is not None else {"setting": torch.get_num_threads()}
         if side == "ours":
-            return run_ours(policy, plugins, problems, args, {"fp32": "float32", "bf16": "bfloat16"}[precision],
-                            steps, sampler)
-        return run_trl(policy, problems, args, precision == "bf16", steps, out_dir, sampler)
+            result = run_ours(policy, plugins, problems, args, {"fp32": "float32", "bf16": "bfloat16"}[precision],
+                              steps, sampler)
+        else:
+            result = run_trl(policy, problems, args, precision == "bf16", steps, out_dir, sampler)
+    return {**result, "threads": threads}
 
 
 def median(xs) -> float:
