@@ -90,9 +90,12 @@ def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
     assert reference == f"Path: {problem.answer}"
     assert set(task.score(problem, reference).rewards.values()) == {1.0}  # reaches the goal, optimal, formatted
     assert written_answer(task, problem, "U U") == "Path: U U"
+    from harness.trainers.format_warmup import resolve_targets
+    assert resolve_targets("auto", task) == "extracted" and resolve_targets("self", task) == "self"
+    assert resolve_targets("auto", FakeTask(size=1)) == "self"  # no answer form declared: its answers as written
     try:
         VPOConfig(warmup_targets="references")
     except ValueError as exc:
-        assert "warmup_targets must be one of self, extracted" in str(exc)
+        assert "warmup_targets must be one of auto, self, extracted" in str(exc)
     else:
         raise AssertionError("an unknown warmup_targets was accepted")

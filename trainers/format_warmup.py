@@ -9,7 +9,8 @@ Targets join M of the policy's own answers, each sampled alone with the plain ta
 show answers that end and leave room for the next). With ``targets="extracted"`` each joined answer is instead the
 answer the task extracted from one of those samples, written in the task's short answer form (its
 ``reference_completion`` of that answer, else "The answer is X."): still the policy's own choices, without the
-rambling that, on maze, ran its targets and then its rollouts past the budget. The policy trains on them in rounds
+rambling that, on maze, ran its targets and then its rollouts past the budget (``"auto"``, VPO's default, picks it
+for a task with reference completions, such as maze, and ``"self"`` otherwise). The policy trains on them in rounds
 of ``check_every`` SFT steps with one optimizer; after each round ``well_formed_rate`` samples rollouts of held-out
 problems; the warm-up stops at ``target_rate`` or after ``max_steps``. The rate before and after and the steps taken
 are logged (``warmup/*``), the checks' rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below
@@ -30,7 +31,7 @@ from harness.trainers.policy_gradient import cycle_problems
 from harness.trainers.post_training import trainable_parameters
 from harness.types import Engine, Problem, SamplingParams, Task, TaskCapabilities, capabilities_of
 
-WARMUP_TARGETS = ("self", "extracted")
+WARMUP_TARGETS = ("auto", "self", "extracted")
 
 
 @dataclass
@@ -47,7 +48,7 @@ class WarmupPlan:
     batch_size: int
     micro_batch: int
     seed: int
-    targets: str = "self"  # or "extracted" (module docstring)
+    targets: str = "self"  # "extracted", or "auto": extracted where the task has reference completions (docstring)
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
@@ -78,7 +79,7 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     store.write_samples({**r, "step": 0} for r in checked)
     rates = [before]
     examples, stats = sft.build_targets(engine, task, target_problems)
-    if plan.targets == "extracted":
+    if resolve_targets(plan.targets, task) == "extracted":
         examples, stats["skipped_nothing_extracted"] = extracted_targets(task, examples, plan.m, plan.delimiter)
     if not examples:
         raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
@@ -104,6 +105,13 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
         print(f"vpo: warning: RL starts with {rates[-1]:.0%} well-formed {plan.m}-answer rollouts (target "
               f"{plan.target_rate:.0%}) after {step} warm-up steps; raise trainer.warmup_steps", file=sys.stderr)
     return figures
+
+
+def resolve_targets(kind: str, task: Task) -> str:
+    """"auto": "extracted" for a task that declares its answer form (reference completions), else "self"."""
+    if kind != "auto":
+        return kind
+    return "extracted" if capabilities_of(task, TaskCapabilities).reference_completions else "self"
 
 
 def written_answer(task: Task, problem: Problem, answer: str) -> str:

@@ -35,8 +35,9 @@ class VPOConfig(GRPOConfig):
     warmup_lr: float = 1e-4  # SmolLM2-135M wrote no well-formed rollout after 8 steps at 2e-5
     warmup_batch_size: int = 4
     # "self": M of its answers as written; "extracted": the answers the task extracted from them, each written in
-    # the task's short answer form (for a policy whose own answers ramble past the budget, as on maze)
-    warmup_targets: str = "self"
+    # the task's short answer form (for a policy whose own answers ramble past the budget, as on maze); "auto":
+    # extracted where the task declares its answer form (reference completions), else self
+    warmup_targets: str = "auto"
 
     def __post_init__(self) -> None:
         super().__post_init__()
