@@ -79,11 +79,12 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     store.write_samples({**r, "step": 0} for r in checked)
     rates = [before]
     examples, stats = sft.build_targets(engine, task, target_problems)
-    if resolve_targets(plan.targets, task) == "extracted":
+    kind = resolve_targets(plan.targets, task)
+    if kind == "extracted":
         examples, stats["skipped_nothing_extracted"] = extracted_targets(task, examples, plan.m, plan.delimiter)
     if not examples:
         raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
-    store.write_samples(target_records(examples, "self"))
+    store.write_samples(target_records(examples, kind))  # samples.jsonl says which kind of target it was
     pairs = sft.encode(tok, examples)
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=plan.lr)  # a LoRA policy's adapters only
     order = cycle_problems(pairs, plan.seed)
