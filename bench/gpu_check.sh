@@ -3,7 +3,7 @@
 # (transformers) engine against `generate` at bf16 and fp32 (bench/rollout_throughput.py, with a vLLM row where
 # `import vllm` works), and the vLLM engine's own tests (log-probs against a forward pass, weight sync), on the GPU.
 #
-#   bash bench/gpu_check.sh prepare   # HERE, where PyPI answers: stage .gpu/ (about 40 MiB, git-excluded)
+#   bash bench/gpu_check.sh prepare   # HERE, where PyPI answers: stage .gpu/ (about 31 MiB, git-excluded)
 #   bash bench/gpu_check.sh [MODEL]   # ON THE GPU MACHINE, from the repo root, carrying .gpu/
 #
 # The GPU machine of this workplace reaches no registry and no hub, and its python3 (torch, transformers, pytest)
@@ -13,8 +13,8 @@
 # sample runs to the budget in every method), and the tiny-random model for the tests. vLLM's GPU wheel (hundreds
 # of MiB) does not fit in a 64 MiB carry: where `import vllm` fails, the vLLM rows are reported as skipped, and
 # VH_INSTALL=1 makes a venv and runs `pip install -e '.[vllm]'` first (only useful where a registry answers).
-# E2E_ARGS=skip leaves the end-to-end run out. Most important first (the end-to-end figure), each step with a timeout, so a run cut short still returns what it
-# measured. Results and the log go to $OUT (else bench/results/gpu).
+# E2E_ARGS=skip leaves the end-to-end run out. Most important first (the end-to-end figure), each step with a
+# timeout, so a run cut short still returns what it measured. Results and the log go to $OUT (else bench/results/gpu).
 # A dry run on CPU: PYTHON=.venv/bin/python DTYPE=float32 BENCH_ARGS=--quick E2E_ARGS="--steps 1 --repeats 1
 #   --group-size 2 --max-new-tokens 8" bash bench/gpu_check.sh tiny-random
 set -uo pipefail
@@ -113,7 +113,8 @@ fi
 
 # End to end: a 5-step GRPO run, ours (fp32 and bf16 rollouts) against TRL (fp32 and bf16), the CPU command's size.
 read -ra E2E <<< "${E2E_ARGS:---repeats 2}"
-[ "${E2E_ARGS:-}" = skip ] || run 240 "$PY" bench/e2e_vs_trl.py --model "$MODEL" --threads auto "${E2E[@]}" --out "$OUT_DIR/e2e_vs_trl.json"
+[ "${E2E_ARGS:-}" = skip ] || run 240 "$PY" bench/e2e_vs_trl.py --model "$MODEL" --threads auto "${E2E[@]}" \
+    --out "$OUT_DIR/e2e_vs_trl.json"
 # Rollouts: the same bench command as on CPU, at bf16 then fp32; it adds a vLLM row itself when `import vllm` works.
 ENGINES=()
 "$PY" bench/rollout_throughput.py --help 2>/dev/null | grep -q -- "--engines" && ENGINES=(--engines transformers,vllm)
@@ -124,5 +125,6 @@ for dtype in ${DTYPE:-bfloat16 float32}; do
 done
 # The vLLM engine's tests (skipped without vLLM): log-probs vs a forward pass, greedy parity, weight sync, a GRPO run.
 # From outside the checkout, so that `harness` is the installed one, not the folder in the current directory.
-"$PY" -c "import vllm" 2>/dev/null && run 240 bash -c "cd /tmp && '$PY' -m pytest -q -p no:cacheprovider '$PWD/tests/test_engine_vllm.py'"
+"$PY" -c "import vllm" 2>/dev/null \
+    && run 240 bash -c "cd /tmp && '$PY' -m pytest -q -p no:cacheprovider '$PWD/tests/test_engine_vllm.py'"
 say "done; results in $OUT_DIR"

@@ -3,6 +3,8 @@ before and after, stops as soon as the target is met, and warns in one line when
 
 from __future__ import annotations
 
+import pytest
+
 from harness.engine.transformers_engine import TransformersEngine
 from harness.multi_answer import join_answers
 from harness.testing import FakeEngine, FakeStore, FakeTask, UppercaseTask
@@ -93,9 +95,5 @@ def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
     from harness.trainers.format_warmup import resolve_targets
     assert resolve_targets("auto", task) == "extracted" and resolve_targets("self", task) == "self"
     assert resolve_targets("auto", FakeTask(size=1)) == "self"  # no answer form declared: its answers as written
-    try:
+    with pytest.raises(ValueError, match="warmup_targets must be one of auto, self, extracted"):
         VPOConfig(warmup_targets="references")
-    except ValueError as exc:
-        assert "warmup_targets must be one of auto, self, extracted" in str(exc)
-    else:
-        raise AssertionError("an unknown warmup_targets was accepted")
