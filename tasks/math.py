@@ -26,7 +26,8 @@ merely appears last in rambling text is a guess. "boxed" is the format: the comm
 not a copy of what the instruction's own box holds (the placeholder of "\\boxed{result}"), and not the problem's
 arithmetic written out again ("\\boxed{9 + 3}", a hack GRPO found within 6 steps on SmolLM2-135M).
 "lenient_correct" reads a completion that commits to nothing as its last number, as math-v2 did, and is reported
-with weight 0: visible in metrics, never trained on or scalarised.
+with weight 0: visible in metrics, never trained on or scalarised. "strict" (right and boxed) is weighted only when
+``strict_weight`` > 0: a format reward paid only on a right answer, which a wrong boxed answer cannot collect.
 
 "length" prefers concise completions: with n = len(completion.strip()) characters,
     length = 1                                          if n <= length_target
@@ -82,7 +83,7 @@ class MathTask:
     # committed answers only, "lenient_correct" the old last-number reading; v4: the instruction shows the boxed
     # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed")
     version = "math-v4"
-    capabilities = TaskCapabilities(misleading_hints=True)
+    capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class MathTask:
         eval_fraction: float = 0.2,
         boxed_weight: float = 0.5,
         length_weight: float = 0.0,
+        strict_weight: float = 0.0,
         length_target: int = 200,
         length_cap: int = 800,
         misleading_hint: bool | str = False,
@@ -141,13 +143,18 @@ class MathTask:
         if not 0.0 < self.eval_fraction <= 1.0:
             raise ValueError(f"math: eval_fraction must be in (0, 1], got {eval_fraction!r}")
         self.boxed_weight, self.length_weight = float(boxed_weight), float(length_weight)
+        self.strict_weight = float(strict_weight)
         self.length_target, self.length_cap = int(length_target), int(length_cap)
-        if not (self.length_weight >= 0 and self.boxed_weight >= 0 and 0 <= self.length_target < self.length_cap):
-            raise ValueError("math: need boxed_weight >= 0, length_weight >= 0 and 0 <= length_target < length_cap")
+        if not (min(self.length_weight, self.boxed_weight, self.strict_weight) >= 0
+                and 0 <= self.length_target < self.length_cap):
+            raise ValueError("math: need boxed_weight, length_weight and strict_weight >= 0 and 0 <= length_target "
+                             "< length_cap")
         # GRPO needs signal on a weak model: the format component is rewarded, strict correctness only reported.
         # "correct" counts "the answer is X" and final statements too (SmolLM2-135M boxes 3 answers in 80), so the
         # reward keeps its signal; "lenient_correct" (a guess counts) is reported with weight 0, never trained on.
         self.reward_weights = {"correct": 1.0, "boxed": self.boxed_weight}
+        if self.strict_weight > 0:
+            self.reward_weights["strict"] = self.strict_weight
         if self.length_weight > 0:
             self.reward_weights["length"] = self.length_weight
         self.reward_weights["lenient_correct"] = 0.0
@@ -192,6 +199,11 @@ class MathTask:
         """1 up to length_target characters, falling linearly to 0 at length_cap (formula in the module doc)."""
         n = len(completion.strip())
         return min(1.0, max(0.0, (self.length_cap - n) / (self.length_cap - self.length_target)))
+
+    def reference_completion(self, problem: Problem) -> str | None:
+        """The answer in the form the default instruction asks for: what SFT on references and VPO's format
+        warm-up write as this task's short answer."""
+        return None if problem.answer is None else f"\\boxed{{{problem.answer}}}"
 
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source, "misleading_hint": self.misleading_hint}

@@ -189,6 +189,22 @@ def test_length_weight_option_and_no_reward_for_saying_nothing() -> None:
     assert MathTask().score(_problem("28"), "I don't know").rewards["length"] == 0.0
 
 
+def test_strict_weight_pays_the_format_only_on_a_right_answer() -> None:
+    task = MathTask(boxed_weight=0, strict_weight="1")
+    assert task.reward_weights == {"correct": 1.0, "boxed": 0.0, "strict": 1.0, "lenient_correct": 0.0}
+    weighted = {text: sum(w * task.score(_problem("28"), text).rewards[k] for k, w in task.reward_weights.items())
+                for text in ("\\boxed{28}", "\\boxed{27}", "23 + 5 = 28")}
+    assert weighted == {"\\boxed{28}": 2.0, "\\boxed{27}": 0.0, "23 + 5 = 28": 1.0}
+
+
+def test_reference_completion_is_the_boxed_answer_and_scores_on_every_weighted_component() -> None:
+    task = MathTask()
+    reference = task.reference_completion(_problem("28"))
+    assert reference == "\\boxed{28}"
+    assert {k: task.score(_problem("28"), reference).rewards[k] for k in ("correct", "boxed", "strict")} == \
+        {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
+
+
 @pytest.mark.parametrize(
     "hack", ["\\boxed{23}", "\\boxed{5}", "\\boxed{23 + 5}", "\\boxed{23+5}", "The answer is 23 + 5."]
 )
@@ -414,7 +430,7 @@ def test_hub_failure_is_one_line(fake_hub: list[tuple]) -> None:
 @pytest.mark.parametrize(
     "options",
     [{"source": "nope"}, {"source": "jsonl"}, {"max_digits": 0}, {"operators": "%"}, {"eval_fraction": 0},
-     {"length_weight": -1}, {"length_target": 500, "length_cap": 500}],
+     {"length_weight": -1}, {"strict_weight": -1}, {"length_target": 500, "length_cap": 500}],
 )
 def test_bad_options_fail_at_construction(options: dict) -> None:
     with pytest.raises(ValueError, match="math"):
