@@ -262,5 +262,8 @@ def test_the_demo_file_builds_one_run_of_the_demo(plugins):
                                                                                        0, 20, 1)
     check_cell(cfg, plugins)
     task, trainer, _ = build_plugins(cfg, plugins, with_task=True)[:3]
-    assert task.reward_weights == {"correct": 1.0, "boxed": 1.0, "length": 0.25, "lenient_correct": 0.0}
+    # the format pays only on a right answer (strict), so a wrong boxed answer earns nothing for its box
+    assert task.reward_weights == {"correct": 1.0, "boxed": 0.0, "strict": 1.0, "length": 0.25,
+                                   "lenient_correct": 0.0}
+    assert cfg.limit == 48
     assert trainer.config.temperature == 0.7 and trainer.config.lr == 3e-5
