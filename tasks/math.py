@@ -149,7 +149,7 @@ class MathTask:
                 and 0 <= self.length_target < self.length_cap):
             raise ValueError("math: need boxed_weight, length_weight and strict_weight >= 0 and 0 <= length_target "
                              "< length_cap")
-        # GRPO needs signal on a weak model: the format component is rewarded, strict correctness only reported.
+        # GRPO needs signal on a weak model: the format component is rewarded, strict only where strict_weight > 0.
         # "correct" counts "the answer is X" and final statements too (SmolLM2-135M boxes 3 answers in 80), so the
         # reward keeps its signal; "lenient_correct" (a guess counts) is reported with weight 0, never trained on.
         self.reward_weights = {"correct": 1.0, "boxed": self.boxed_weight}
