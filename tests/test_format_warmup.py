@@ -97,3 +97,19 @@ def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
     assert resolve_targets("auto", FakeTask(size=1)) == "self"  # no answer form declared: its answers as written
     with pytest.raises(ValueError, match="warmup_targets must be one of auto, self, extracted"):
         VPOConfig(warmup_targets="references")
+
+
+def test_auto_targets_fall_back_to_the_samples_as_written_when_no_answer_is_read(tiny_policy, plugins, capsys):
+    # math declares its answer form, so "auto" means extracted; a random model commits to no answer at all
+    task = plugins["task"].get("math").create()
+    problems = task.problems("train", limit=4)
+    engine = TransformersEngine(tiny_policy, progress=False)
+    store = FakeStore()
+    figures = format_warmup(tiny_policy, engine, task, problems[:2], problems[2:4],
+                            _plan(targets="auto", max_steps=1), store=store, plugins=plugins)
+    assert figures["warmup/skipped_nothing_extracted"] == 2 and figures["warmup/steps"] == 1
+    assert {r["source"] for r in store.samples if r["phase"] == "train-sft"} == {"self"}
+    assert "no answer extracted from any sample; its targets are the samples as written" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="vpo warm-up: no targets from 2 problems"):  # asked for, never replaced
+        format_warmup(tiny_policy, engine, task, problems[:2], problems[2:4], _plan(targets="extracted"),
+                      store=FakeStore(), plugins=plugins)

@@ -10,7 +10,8 @@ show answers that end and leave room for the next). With ``targets="extracted"``
 answer the task extracted from one of those samples, written in the task's short answer form (its
 ``reference_completion`` of that answer, else "The answer is X."): still the policy's own choices, without the
 rambling that, on maze, ran its targets and then its rollouts past the budget (``"auto"``, VPO's default, picks it
-for a task with reference completions, such as maze, and ``"self"`` otherwise). The policy trains on them in rounds
+for a task with reference completions, such as maze and math, and ``"self"`` otherwise, or when no sample held
+an answer the task could read). The policy trains on them in rounds
 of ``check_every`` SFT steps with one optimizer; after each round ``well_formed_rate`` samples rollouts of held-out
 problems; the warm-up stops at ``target_rate`` or after ``max_steps``. The rate before and after and the steps taken
 are logged (``warmup/*``), the checks' rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below
@@ -81,7 +82,13 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     examples, stats = sft.build_targets(engine, task, target_problems)
     kind = resolve_targets(plan.targets, task)
     if kind == "extracted":
-        examples, stats["skipped_nothing_extracted"] = extracted_targets(task, examples, plan.m, plan.delimiter)
+        extracted, stats["skipped_nothing_extracted"] = extracted_targets(task, examples, plan.m, plan.delimiter)
+        if extracted or plan.targets == "extracted":
+            examples = extracted
+        else:  # "auto", and the task read no answer in any sample (a model that never commits): teach them as written
+            kind = "self"
+            print("vpo: warm-up: no answer extracted from any sample; its targets are the samples as written",
+                  file=sys.stderr)
     if not examples:
         raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
     store.write_samples(target_records(examples, kind))  # samples.jsonl says which kind of target it was
