@@ -197,7 +197,7 @@ def test_strict_weight_pays_the_format_only_on_a_right_answer() -> None:
     assert weighted == {"\\boxed{28}": 2.0, "\\boxed{27}": 0.0, "23 + 5 = 28": 1.0}
 
 
-def test_reference_completion_is_the_boxed_answer_and_scores_on_every_weighted_component() -> None:
+def test_reference_completion_is_the_boxed_answer_right_boxed_and_strict() -> None:
     task = MathTask()
     reference = task.reference_completion(_problem("28"))
     assert reference == "\\boxed{28}"

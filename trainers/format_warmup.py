@@ -10,12 +10,12 @@ show answers that end and leave room for the next). With ``targets="extracted"``
 answer the task extracted from one of those samples, written in the task's short answer form (its
 ``reference_completion`` of that answer, else "The answer is X."): still the policy's own choices, without the
 rambling that, on maze, ran its targets and then its rollouts past the budget (``"auto"``, VPO's default, picks it
-for a task with reference completions, such as maze and math, and ``"self"`` otherwise, or when no sample held
-an answer the task could read). The policy trains on them in rounds
-of ``check_every`` SFT steps with one optimizer; after each round ``well_formed_rate`` samples rollouts of held-out
-problems; the warm-up stops at ``target_rate`` or after ``max_steps``. The rate before and after and the steps taken
-are logged (``warmup/*``), the checks' rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below
-the target is warned about in one line.
+for a task with reference completions, such as maze and math, and ``"self"`` otherwise, or when no sample held an
+answer the task could read). The policy trains on them in rounds of ``check_every`` SFT steps with one optimizer;
+after each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops at ``target_rate``
+or after ``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``), the checks'
+rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned about in one
+line.
 """
 
 from __future__ import annotations
