@@ -158,6 +158,21 @@ def test_arms_are_cells_of_their_own_with_their_options(tmp_path):
     assert cell_name(replace(plain, arm="other")) != cell_name(plain)
 
 
+def test_a_command_line_option_names_the_same_cell_as_the_files_value(tmp_path):
+    """--set gives strings ("3e-5"), a file gives numbers (3e-5): one setting, one cell folder, so a grid rerun
+    with the setting on the command line skips the cells the file already finished."""
+    path = tmp_path / "exp.toml"
+    path.write_text("[set.trainer]\nlr = 3e-5\ngroup_size = 16\nscale_rewards = false\n"
+                    "[set.task]\nsource = \"champ\"\n")
+    (from_file,) = cells_for(load_experiment(path), {}, NO_SET)
+    given = {"task": {"source": "champ"}, "trainer": {"lr": "3e-5", "group_size": "16", "scale_rewards": "false"},
+             "searcher": {}}
+    (from_cli,) = cells_for({"options": {}}, {}, given)
+    assert from_cli.name == from_file.name
+    other = {**given, "trainer": {**given["trainer"], "lr": "3e-4"}}
+    assert cells_for({"options": {}}, {}, other)[0].name != from_file.name
+
+
 def test_options_are_layered_shared_size_arm_arm_size_command_line(tmp_path):
     path = _write(tmp_path, TWO_ARMS)
     gpu = cells_for(load_experiment(path, size="gpu"), {}, NO_SET)

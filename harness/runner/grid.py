@@ -76,10 +76,29 @@ def cell_name(cfg: RunConfig) -> str:
     for key in ("rewards", "plugins"):  # and cells without --reward functions or --plugin files
         if not identity.get(key):
             identity.pop(key, None)
+    identity["options"] = {kind: {key: as_toml_value(value) for key, value in values.items()}
+                           for kind, values in identity["options"].items()}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     # an arm's name stands for its trainer: two arms of one trainer (an ablation) must be told apart at a glance
     label = f"{cfg.task}-{cfg.arm or cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
     return f"{label}-{digest}"
+
+
+def as_toml_value(value: Any) -> Any:
+    """An option as an experiment file would write it: ``--set trainer.lr=3e-5`` gives the string "3e-5" where the
+    file's ``lr = 3e-5`` gives a float, and both must name the same cell (a CLI variant of a file's setting lands
+    in the file's folder). Only strings that read as a TOML integer, float or boolean change."""
+    if not isinstance(value, str):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    for number in (int, float):
+        try:
+            parsed = number(value)
+        except ValueError:
+            continue
+        return parsed if parsed == parsed and abs(parsed) != float("inf") else value
+    return value
 
 
 def is_complete(run_dir: Path) -> bool:
