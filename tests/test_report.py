@@ -312,6 +312,42 @@ def test_paired_differences_computed_by_hand(tmp_path):
     assert (estimate.low, estimate.high) == bootstrap(differences)
 
 
+def _add_behaviour(folder: Path, scores: dict[str, dict[str, list[float]]], recorded: dict[str, float]) -> None:
+    """Give a hand-made run's candidates robustness scores (per phase, per problem, in sample order) and the
+    run's own behaviour/robustness figure per phase."""
+    records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    for r in records:
+        r["behaviours"] = {"robustness": scores[r["phase"]][r["problem_id"]][r["sample_index"]]}
+    (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics.update({f"{phase}/behaviour/robustness": value for phase, value in recorded.items()})
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_behaviour_scores_are_paired_by_problem_like_pass_at_k(tmp_path):
+    folder = _trained_run(tmp_path, "vspo", "vspo", 0, {"before": {"p0": NONE, "p1": NONE},
+                                                        "after": {"p0": NONE, "p1": NONE}})
+    # per-problem means: before 0.25 and 0.0 (run figure 0.125), after 1.0 and 0.5 (0.75)
+    _add_behaviour(folder, {"before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]},
+                            "after": {"p0": [1, 1, 1, 1], "p1": [0.5, 0.5, 0.5, 0.5]}},
+                   {"before": 0.125, "after": 0.75})
+    rows = _rows(tmp_path)
+    after = next(r for r in rows if r.phase == "after")
+    assert after.values["behaviour/robustness"] == {"p0": 1.0, "p1": 0.5}
+    # two problems: resampled means 0.5, 0.75, 1.0; the 2.5th and 97.5th percentiles are the extremes
+    assert after.headline["behaviour/robustness"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
+    (diff,) = compare.after_minus_before(rows)  # differences 0.75 and 0.5
+    assert diff.metrics["behaviour/robustness"].as_dict() == {"value": 0.625, "low": 0.5, "high": 0.75}
+    assert "behaviour/robustness" in compare.headline_names([diff])
+    # A figure the samples do not reproduce keeps its value and gets no interval it could not stand behind.
+    _add_behaviour(folder, {"before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]},
+                            "after": {"p0": [1, 1, 1, 1], "p1": [0.5, 0.5, 0.5, 0.5]}},
+                   {"before": 0.125, "after": 0.9})
+    (tmp_path / "results.sqlite").unlink()
+    after = next(r for r in _rows(tmp_path) if r.phase == "after")
+    assert after.other["behaviour/robustness"] == 0.9 and "behaviour/robustness" not in after.headline
+
+
 def test_methods_are_paired_only_on_the_same_footing(tmp_path):
     two = {"p0": ALL, "p1": NONE}
     _trained_run(tmp_path, "grpo-s0", "grpo", 0, {"before": two, "after": two})

@@ -231,7 +231,8 @@ def markdown(context: dict[str, Any]) -> str:
     """The leaderboard and the figures as Markdown a README can include (figure paths relative to the report)."""
     columns = context["columns"]
     lines = ["# Leaderboard", "",
-             "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k, Wilson for solved@c]. "
+             "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k and for behaviour scores "
+             "(each problem's mean), Wilson for solved@c]. "
              "One before row per evaluation of the base model.", "",
              "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
              "|" + "---|" * (6 + len(columns))]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.report.data import BOOTSTRAP_RESAMPLES, HEADLINE, Estimate, Row, _order
+from harness.report.data import BOOTSTRAP_RESAMPLES, Estimate, Row, _order, is_headline
 
 # Configuration keys that do not change what a run measures, or that differ between seeds by construction.
 NOT_SETTINGS = ("seed", "name", "out", "checkpoint_every", "loggers")
@@ -484,7 +484,7 @@ def solved_only_by(rows: list[Row]) -> list[SolvedOnly]:
 
 def headline_names(items: Iterable[Any]) -> list[str]:
     """The headline metrics any of the items (Differences, OverSeeds) has, in leaderboard order."""
-    return sorted({n for item in items for n in item.metrics if HEADLINE.match(n)}, key=_order)
+    return sorted({n for item in items for n in item.metrics if is_headline(n)}, key=_order)
 
 
 def _join(*parts: str) -> str:

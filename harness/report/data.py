@@ -30,6 +30,7 @@ from harness.metrics.unbiased import best_at_k, pass_at_k
 
 PHASES = ("before", "after", "eval")
 HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
+BEHAVIOUR = "behaviour/"  # behaviour/<name>: a headline metric too where its per-problem scores reproduce it
 BOOTSTRAP_RESAMPLES = 2000
 
 
@@ -120,6 +121,9 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
                 match = HEADLINE.match(name)
                 if not match:
                     row.other[name] = value
+                    if name.startswith(BEHAVIOUR) and (scores := behaviour_values(name, value, per_problem)):
+                        row.values[name] = scores  # paired after - before and method - method like pass@k
+                        row.headline[name] = Estimate(value, *bootstrap(list(scores.values()), seed))
                     continue
                 kind, k = match[1], int(match[2])
                 values = problem_values(kind, k, value, per_problem, problems, m)
@@ -165,6 +169,21 @@ def problem_values(kind: str, k: int, value: float, per_problem: list, problems:
                                                            abs_tol=1e-6):
                 return values
     return None
+
+
+def behaviour_values(name: str, value: float, per_problem: list) -> dict[str, float] | None:
+    """{problem id: the mean behaviour score of its answers} for ``behaviour/<name>``, or None where the store has
+    no scores for some problem or they do not reproduce ``value`` (the run's mean over all its answers)."""
+    behaviour, sums = name.removeprefix(BEHAVIOUR), {}
+    for p in per_problem:
+        scores = json.loads(p["behaviours"]).get(behaviour) if p["behaviours"] else None
+        if not scores or not scores[1]:
+            return None
+        sums[p["problem_id"]] = scores
+    total = math.fsum(s for s, _ in sums.values()) / sum(n for _, n in sums.values()) if sums else None
+    if total is None or not math.isclose(total, value, abs_tol=1e-6):
+        return None
+    return {pid: s / n for pid, (s, n) in sums.items()}
 
 
 def _one_problem(kind: str, k: int, p: Any, m: int) -> float | None:
@@ -259,7 +278,7 @@ def whole_columns(rows: list[Row]) -> set[str]:
 
 
 def headline_columns(rows: list[Row]) -> list[str]:
-    """pass@k, then best@k, then solved@c, each by increasing k: the columns any row has."""
+    """pass@k, then best@k, then solved@c, each by increasing k, then behaviour scores: the columns any row has."""
     names = {name for row in rows for name in row.headline}
     return sorted(names, key=_order)
 
@@ -279,6 +298,11 @@ def examples(conn: sqlite3.Connection, run_dir: str, phase: str) -> list[dict[st
 def manifest(conn: sqlite3.Connection, run_dir: str) -> dict[str, Any]:
     row = conn.execute("SELECT manifest FROM runs WHERE run_dir = ?", (run_dir,)).fetchone()
     return json.loads(row["manifest"]) if row else {}
+
+
+def is_headline(name: str) -> bool:
+    """pass@k, best@k, solved@c, or a behaviour score."""
+    return bool(HEADLINE.match(name)) or name.startswith(BEHAVIOUR)
 
 
 def _order(name: str) -> tuple:

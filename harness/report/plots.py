@@ -26,8 +26,8 @@ def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | No
     drawn = False
     for row in (r for r in rows if r.task == task):
         for each in kinds:
-            points = sorted((int(HEADLINE.match(n)[2]), e) for n, e in row.headline.items()
-                            if HEADLINE.match(n)[1] == each)
+            points = sorted((int(match[2]), e) for n, e in row.headline.items()
+                            if (match := HEADLINE.match(n)) and match[1] == each)
             if not points:
                 continue
             ks = [k for k, _ in points]
