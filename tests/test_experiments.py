@@ -282,3 +282,26 @@ def test_the_demo_file_builds_one_run_of_the_demo(plugins):
                                    "lenient_correct": 0.0}
     assert cfg.limit == 48
     assert trainer.config.temperature == 0.7 and trainer.config.lr == 3e-5
+
+
+def test_steered_rollouts_groups_a_vspo_run_s_training_rollouts_by_strength(tmp_path, capsys):
+    import runpy
+
+    script = runpy.run_path(str(DEMO.parent / "steered_rollouts.py"))
+    run = tmp_path / "math-vspo-best-of-k-seed0-abc"
+    run.mkdir()
+    rollouts = [(-0.1, "ab", 0.0, 0.5), (-0.05, "abcd", 1.0, 1.0), (0.0, "abcdef", 0.0, 0.0),
+                (0.2, "abcdefgh", 0.0, 0.0)]
+    rows = [{"phase": "before", "text": "not counted", "rewards": {"correct": 1.0}}]
+    rows += [{"phase": "train", "step": 0, "text": text, "rewards": {"correct": correct, "steering/beta": beta,
+                                                                     "behaviour/robustness": robust}}
+             for beta, text, correct, robust in rollouts]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert script["main"]([str(run), str(tmp_path / "missing")]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        "math-vspo-best-of-k-seed0-abc: 4 training rollouts",
+        "  beta < 0:   2 rollouts  chars 3  correct 0.500  behaviour/robustness 0.750",
+        "  beta = 0:   1 rollouts  chars 6  correct 0.000  behaviour/robustness 0.000",
+        "  beta > 0:   1 rollouts  chars 8  correct 0.000  behaviour/robustness 0.000"]
+    assert "missing: no samples.jsonl" in err
