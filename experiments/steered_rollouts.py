@@ -1,5 +1,5 @@
 """What a VSPO run's steering vector did to its training rollouts: for each run folder given, the rollouts sampled
-under a negative, zero and positive strength (beta), with their mean length in characters, task reward r0 terms and
+under a negative, zero and positive strength (beta), with their mean length in characters, correct rate and
 behaviour score, read from the run's samples.jsonl (phase "train").
 
 VSPO's reward prefers the more strongly steered rollouts (r = r0 + alpha x beta), so the unsteered policy moves
