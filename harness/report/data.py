@@ -180,8 +180,8 @@ def behaviour_values(name: str, value: float, per_problem: list) -> dict[str, fl
         if not scores or not scores[1]:
             return None
         sums[p["problem_id"]] = scores
-    total = math.fsum(s for s, _ in sums.values()) / sum(n for _, n in sums.values()) if sums else None
-    if total is None or not math.isclose(total, value, abs_tol=1e-6):
+    if not sums or not math.isclose(math.fsum(s for s, _ in sums.values()) / sum(n for _, n in sums.values()), value,
+                                    abs_tol=1e-6):
         return None
     return {pid: s / n for pid, (s, n) in sums.items()}
 

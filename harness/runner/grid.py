@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 import time
@@ -97,7 +98,7 @@ def as_toml_value(value: Any) -> Any:
             parsed = number(value)
         except ValueError:
             continue
-        return parsed if parsed == parsed and abs(parsed) != float("inf") else value
+        return parsed if math.isfinite(parsed) else value
     return value
 
 
