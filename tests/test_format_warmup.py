@@ -29,6 +29,48 @@ def test_the_rate_counts_rollouts_with_m_non_empty_answers():
     assert rate == 0.5  # two answers, and three (the third dropped); not one, nor one plus an empty part
 
 
+def test_with_a_format_component_an_answer_must_earn_it_and_success_is_recorded():
+    task = FakeTask(size=1)  # eval problem: 0+0 = 0; FakeTask's "format" is earned by any integer
+    engine = FakeEngine(["It is 0.", "no idea", "It is 3."])
+    rate, records = well_formed_rate(engine, task, task.problems("eval"), _plan(m=1, format_component="format"),
+                                     seed=0, samples=3)
+    assert rate == 2 / 3  # one answer without an integer: not well formed though it is one non-empty answer
+    assert [r["well_formed"] for r in records] == [True, False, True]
+    assert [r["success"] for r in records] == [True, False, False]
+    rate, _ = well_formed_rate(engine, task, task.problems("eval"), _plan(m=1), seed=0, samples=3)
+    assert rate == 1.0  # structure only: any non-empty answer
+
+
+def test_grpo_warms_up_on_a_named_format_before_rl_and_checks_the_name(tiny_policy, plugins, tmp_path):
+    import json
+
+    import torch
+
+    from harness.store.run_folder import RunStore
+    from harness.trainers.grpo import GRPOConfig, GRPOTrainer
+
+    with pytest.raises(ValueError, match="one-answer rollouts needs warmup_format"):
+        GRPOConfig(warmup_steps=2)  # M = 1 has no structure to check: without a format the rate would be 1
+    task = UppercaseTask()
+    engine = TransformersEngine(tiny_policy, progress=False)
+    with pytest.raises(ValueError, match="warmup_format 'boxed' is not a reward component of task 'uppercase'"):
+        GRPOTrainer(plugins=plugins, steps=1, warmup_steps=1, warmup_format="boxed").train(
+            tiny_policy, engine, task, task.problems("train"), store=RunStore(tmp_path, "bad"))
+    before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
+    trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=2, group_size=2, max_new_tokens=8, lr=1e-3,
+                          warmup_steps=2, warmup_check_every=1, warmup_format="upper", warmup_target_rate=1.0,
+                          warmup_samples=2, warmup_problems=2, warmup_check_problems=2)
+    store = RunStore(tmp_path, "run")
+    trainer.train(tiny_policy, engine, task, task.problems("train"), store=store)
+    assert any(not torch.equal(before[k], v) for k, v in tiny_policy.model.state_dict().items())
+    stages = [json.loads(line)["stage"] for line in (store.dir / "steps.jsonl").read_text().splitlines()]
+    metrics = json.loads((store.dir / "metrics.json").read_text())
+    taken, rates = metrics["warmup/steps"], metrics["warmup/well_formed_rates"]
+    assert stages == ["warmup"] * taken + ["train"] and taken >= 1  # the warm-up's SFT steps, then RL
+    assert len(rates) == taken + 1 and rates[0] < 1.0 and (rates[-1] == 1.0 or taken == 2)  # stops at the target
+    assert 0.0 <= metrics["warmup/check_success_after"] <= 1.0
+
+
 def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugins, capsys):
     task = UppercaseTask()
     problems = task.problems("train")

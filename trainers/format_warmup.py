@@ -1,8 +1,11 @@
-"""VPO's format warm-up: SFT on the multi-answer format until the policy writes it, measured, before RL starts.
+"""The format warm-up: SFT on the answer format until the policy writes it, measured, before RL starts.
 
-RL on M-answer rollouts learns nothing while the policy cannot write M answers: every rollout is malformed, its set
-holds one answer, and the set reward cannot tell the rollouts apart. So the warm-up is judged by what it is for, the
-rate of well-formed rollouts (M non-empty answers between delimiter lines), sampled exactly as RL will sample them.
+RL on M-answer rollouts (VPO) learns nothing while the policy cannot write M answers: every rollout is malformed,
+its set holds one answer, and the set reward cannot tell the rollouts apart. Likewise a format reward (math's
+``boxed``) has no signal while no sample uses the format. So the warm-up is judged by what it is for, the rate of
+well-formed rollouts (M non-empty answers between delimiter lines, each earning the ``warmup_format`` reward
+component when one is named), sampled exactly as RL will sample them. Every GRPO-family trainer has it
+(``FormatWarmupOptions``); it is on by default only for VPO.
 
 Targets join M of the policy's own answers, each sampled alone with the plain task prompt (harness/trainers/sft.py,
 ``targets="self"``: distinct extracted answers first, finished ones before those cut at the budget, so the targets
@@ -36,6 +39,44 @@ WARMUP_TARGETS = ("auto", "self", "extracted")
 
 
 @dataclass
+class FormatWarmupOptions:
+    """The warm-up's trainer options (GRPOConfig and its subclasses): off while warmup_steps is 0 (VPO: 64)."""
+
+    # SFT on the policy's own answers written in the format, in rounds of warmup_check_every steps, until
+    # warmup_target_rate of sampled rollouts are well formed or warmup_steps are spent
+    warmup_steps: int = 0
+    # a reward component each answer must earn to count as well formed (math: "boxed"); "" checks the M-answer
+    # structure only, which is all a one-answer rollout (M = 1) has, so M = 1 needs it
+    warmup_format: str = ""
+    warmup_check_every: int = 8
+    warmup_target_rate: float = 0.9
+    warmup_samples: int = 8  # samples per problem the warm-up draws to build its targets (>= M)
+    warmup_problems: int = 16  # problems the targets come from (sampling them all would cost more than RL)
+    warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
+    warmup_lr: float = 1e-4  # SmolLM2-135M wrote no well-formed VPO rollout after 8 steps at 2e-5
+    warmup_batch_size: int = 4
+    # "self": M of its answers as written; "extracted": the answers the task extracted from them, each written in
+    # the task's short answer form (for a policy whose own answers ramble past the budget, as on maze); "auto":
+    # extracted where the task declares its answer form (reference completions), else self
+    warmup_targets: str = "auto"
+
+    def check_warmup(self, name: str, answers_per_rollout: int) -> None:
+        if not 0.0 <= self.warmup_target_rate <= 1.0:
+            raise ValueError(f"{name}: warmup_target_rate must be in [0, 1], got {self.warmup_target_rate!r}")
+        for option in ("warmup_check_every", "warmup_problems", "warmup_check_problems", "warmup_batch_size"):
+            if int(getattr(self, option)) < 1:
+                raise ValueError(f"{name}: {option} must be >= 1, got {getattr(self, option)!r}")
+        if self.warmup_targets not in WARMUP_TARGETS:
+            raise ValueError(f"{name}: warmup_targets must be one of {', '.join(WARMUP_TARGETS)}, "
+                             f"got {self.warmup_targets!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"{name}: warmup_steps must be >= 0, got {self.warmup_steps!r}")
+        if self.warmup_steps > 0 and answers_per_rollout == 1 and not self.warmup_format:
+            raise ValueError(f"{name}: a format warm-up of one-answer rollouts needs warmup_format=<a reward "
+                             f"component a well-formed answer earns, e.g. boxed>")
+
+
+@dataclass
 class WarmupPlan:
     m: int  # answers per rollout
     delimiter: str
@@ -50,19 +91,43 @@ class WarmupPlan:
     micro_batch: int
     seed: int
     targets: str = "self"  # "extracted", or "auto": extracted where the task has reference completions (docstring)
+    format_component: str = ""  # a reward component every answer must earn to be well formed ("": structure only)
+    name: str = "vpo"  # the trainer, for its messages
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
                      samples: int = 2) -> tuple[float, list[dict]]:
-    """Share of rollouts with M non-empty answers, sampled in RL's format and budget; and the rollouts as
-    samples.jsonl records (phase "warmup-check"), so a run that starts malformed shows what it wrote."""
+    """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named), sampled in
+    RL's format and budget; and the rollouts as samples.jsonl records (phase "warmup-check"), so a run that starts
+    malformed shows what it wrote. Each record says whether its answers were all right too (``success``): what the
+    warm-up did to accuracy, before RL."""
     completions = engine.generate(
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
         desc="warm-up check")
-    records = [{"problem_id": problems[c.prompt_index].id, "phase": "warmup-check", "text": c.text,
-                "well_formed": len(split_answers(c.text, plan.m, plan.delimiter)) == plan.m} for c in completions]
+    records = []
+    for c in completions:
+        problem = problems[c.prompt_index]
+        answers = split_answers(c.text, plan.m, plan.delimiter)
+        scores = [_score(task, problem, a) for a in answers]
+        formatted = not plan.format_component or all(
+            s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
+        records.append({"problem_id": problem.id, "phase": "warmup-check", "text": c.text,
+                        "well_formed": len(answers) == plan.m and formatted,
+                        "success": bool(scores) and all(s is not None and s.success for s in scores)})
     return sum(r["well_formed"] for r in records) / max(len(records), 1), records
+
+
+def _score(task: Task, problem: Problem, answer: str):
+    """The task's score of one answer; None when scoring raised (the answer counts as malformed, not the run)."""
+    try:
+        return task.score(problem, answer)
+    except Exception:  # a task's scorer failing on odd model text must not end the warm-up
+        return None
+
+
+def success_rate(records: Sequence[dict]) -> float:
+    return sum(r["success"] for r in records) / max(len(records), 1)
 
 
 def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[Problem],
@@ -78,7 +143,7 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     model, tok = policy.model, policy.tokenizer
     before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
     store.write_samples({**r, "step": 0} for r in checked)
-    rates = [before]
+    rates, success_before = [before], success_rate(checked)
     examples, stats = sft.build_targets(engine, task, target_problems)
     kind = resolve_targets(plan.targets, task)
     if kind == "extracted":
@@ -87,10 +152,10 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
             examples = extracted
         else:  # "auto", and the task read no answer in any sample (a model that never commits): teach them as written
             kind = "self"
-            print("vpo: warm-up: no answer extracted from any sample; its targets are the samples as written",
+            print(f"{plan.name}: warm-up: no answer extracted from any sample; its targets are the samples as written",
                   file=sys.stderr)
     if not examples:
-        raise ValueError(f"vpo warm-up: no targets from {len(target_problems)} problems ({stats})")
+        raise ValueError(f"{plan.name} warm-up: no targets from {len(target_problems)} problems ({stats})")
     store.write_samples(target_records(examples, kind))  # samples.jsonl says which kind of target it was
     pairs = sft.encode(tok, examples)
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=plan.lr)  # a LoRA policy's adapters only
@@ -107,10 +172,12 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
         rates.append(rate)
     figures = {"warmup/well_formed_before": before, "warmup/well_formed_after": rates[-1],
                "warmup/well_formed_rates": rates, "warmup/steps": step, "warmup/targets": len(examples),
-               "warmup/check_rollouts": len(checked), **{f"warmup/{k}": v for k, v in stats.items()}}
+               "warmup/check_rollouts": len(checked), "warmup/check_success_before": success_before,
+               "warmup/check_success_after": success_rate(checked), **{f"warmup/{k}": v for k, v in stats.items()}}
     store.update_metrics(figures)
     if rates[-1] < plan.target_rate:
-        print(f"vpo: warning: RL starts with {rates[-1]:.0%} well-formed {plan.m}-answer rollouts (target "
+        what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
+        print(f"{plan.name}: warning: RL starts with {rates[-1]:.0%} well-formed {what} (target "
               f"{plan.target_rate:.0%}) after {step} warm-up steps; raise trainer.warmup_steps", file=sys.stderr)
     return figures
 
@@ -134,8 +201,9 @@ def written_answer(task: Task, problem: Problem, answer: str) -> str:
 def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str) -> tuple[list, int]:
     """Each example's M answers replaced by the distinct answers the task extracts from them, written short; fewer
     than M distinct repeat in turn (the format is what is taught). Returns the examples and how many problems were
-    dropped because nothing could be extracted from any of their answers."""
-    out, dropped = [], 0
+    dropped because nothing could be extracted from any of their answers. A target that repeats one already kept for
+    its problem (one-answer targets: two samples with the same answer) is kept once."""
+    out, dropped, seen = [], 0, set()
     for example in examples:
         found: list[str] = []
         for text in example.answers:
@@ -146,6 +214,9 @@ def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str) ->
             dropped += 1
             continue
         answers = [written_answer(task, example.problem, found[i % len(found)]) for i in range(m)]
+        if (example.problem.id, tuple(answers)) in seen:
+            continue
+        seen.add((example.problem.id, tuple(answers)))
         out.append(replace(example, target=join_answers(answers, delimiter), answers=answers,
                            success=[task.score(example.problem, a).success for a in answers]))
     return out, dropped

@@ -18,6 +18,7 @@ the scalar reward is r0 + lambda * behaviour(answer, problem). Subclasses add th
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -31,6 +32,7 @@ from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
 from harness.runner.distributed import current as current_parallel
 from harness.threads import phase_threads
+from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
 from harness.trainers.policy_gradient import (
     ScoredRollouts,
@@ -72,7 +74,7 @@ from harness.types import (
 
 
 @dataclass
-class GRPOConfig(PostTrainingOptions):  # + LoRA, gradient checkpointing, autocast, lr schedule (post_training.py)
+class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpointing, autocast, lr schedule; warmup_*
     steps: int = 10  # batches of rollouts (one optimizer step each, num_iterations with several passes)
     prompts_per_step: int = 2  # distinct problems per step
     group_size: int = 8  # G: completions per problem; advantages are relative within these
@@ -120,6 +122,7 @@ class GRPOConfig(PostTrainingOptions):  # + LoRA, gradient checkpointing, autoca
                              f"top_p={self.top_p!r}, max_grad_norm={self.max_grad_norm!r}, weight_decay="
                              f"{self.weight_decay!r}, eps_low={self.eps_low!r}, eps_high={self.eps_high!r}, "
                              f"beta={self.beta!r}")
+        self.check_warmup("grpo", self.answers_per_rollout)
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
 
@@ -157,6 +160,8 @@ class GRPOTrainer:
         if not problems:
             raise ValueError(f"{self.name}: no training problems")
         self.prepare_policy(policy)
+        if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
+            self.format_warmup(policy, engine, task, problems, store)
         model, tok = policy.model, policy.tokenizer
         estimator = self.estimator
         dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/runner/distributed.py)
@@ -271,6 +276,25 @@ class GRPOTrainer:
             if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
                 with timer("checkpoint"):
                     checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+
+    def format_warmup(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], store) -> None:
+        """SFT on the answer format until sampled rollouts are well formed (trainers/format_warmup.py), on the
+        weights RL will train (after ``prepare_policy``: a LoRA policy's adapters)."""
+        cfg = self.config
+        shuffled = list(itertools.islice(cycle_problems(problems, cfg.seed + 1), len(problems)))
+        targets = shuffled[: cfg.warmup_problems]
+        # held out from the targets where there are enough problems, so the rate is not one of memorised answers
+        check = shuffled[cfg.warmup_problems:][: cfg.warmup_check_problems] or shuffled[: cfg.warmup_check_problems]
+        if cfg.warmup_format and cfg.warmup_format not in task.score(problems[0], "").rewards:
+            raise ValueError(f"{self.name}: warmup_format {cfg.warmup_format!r} is not a reward component of task "
+                             f"{task.name!r}; it has {', '.join(task.score(problems[0], '').rewards)}")
+        plan = WarmupPlan(m=cfg.answers_per_rollout, delimiter=cfg.delimiter, max_new_tokens=cfg.max_new_tokens,
+                          temperature=cfg.temperature, max_steps=cfg.warmup_steps, check_every=cfg.warmup_check_every,
+                          target_rate=cfg.warmup_target_rate, samples_per_problem=cfg.warmup_samples,
+                          lr=cfg.warmup_lr, batch_size=cfg.warmup_batch_size, micro_batch=cfg.micro_batch,
+                          seed=cfg.seed, targets=cfg.warmup_targets, format_component=cfg.warmup_format,
+                          name=self.name)
+        format_warmup(policy, engine, task, targets, check, plan, store=store, plugins=self.plugins)
 
     def prepare_policy(self, policy) -> None:
         """LoRA adapters and gradient checkpointing as configured (idempotent); also called before a resumed run's
