@@ -109,6 +109,7 @@ class MathTask:
         question: str = "problem",
         answer: str = "answer",
         answer_pattern: str | None = None,
+        worked_reference: bool | str = False,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -129,6 +130,9 @@ class MathTask:
         self._placeholders = {_normalise_box(b) for b in boxed_contents(instruction) if b.strip()}
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
+        # the reference completion writes the arithmetic before the box (`4 + 3 = \boxed{7}`) where a problem
+        # carries it: SmolLM2-135M answers a bare `\boxed{X}` right far less often than one it worked out
+        self.worked_reference = coerce(worked_reference, False)
         self.hub_id = hub_id
         self.hub_config = hub_config
         self.hub_revision = hub_revision
@@ -201,9 +205,13 @@ class MathTask:
         return min(1.0, max(0.0, (self.length_cap - n) / (self.length_cap - self.length_target)))
 
     def reference_completion(self, problem: Problem) -> str | None:
-        """The answer in the form the default instruction asks for: what SFT on references and VPO's format
-        warm-up write as this task's short answer."""
-        return None if problem.answer is None else f"\\boxed{{{problem.answer}}}"
+        """The answer in the form the default instruction asks for: what SFT on references and the format
+        warm-up write as this task's short answer. With ``worked_reference``, a problem that carries its
+        expression (reasoning-gym arithmetic) gets it first: ``4 + 3 = \\boxed{7}``."""
+        if problem.answer is None:
+            return None
+        expression = problem.meta.get("expression") if self.worked_reference else None
+        return f"{expression} = \\boxed{{{problem.answer}}}" if expression else f"\\boxed{{{problem.answer}}}"
 
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source, "misleading_hint": self.misleading_hint}
