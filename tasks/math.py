@@ -130,8 +130,9 @@ class MathTask:
         self._placeholders = {_normalise_box(b) for b in boxed_contents(instruction) if b.strip()}
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
-        # the reference completion writes the arithmetic before the box (`4 + 3 = \boxed{7}`) where a problem
-        # carries it: SmolLM2-135M answers a bare `\boxed{X}` right far less often than one it worked out
+        # the reference completion works the arithmetic out before the box (`4 + 3 = 7, so the result is
+        # \boxed{7}`) where a problem carries it: SmolLM2-135M's bare `\boxed{X}` and `4 + 3 = \boxed{X}` are right
+        # far less often than a sum it writes out (docs/results.md#the-demo)
         self.worked_reference = coerce(worked_reference, False)
         self.hub_id = hub_id
         self.hub_config = hub_config
@@ -207,11 +208,13 @@ class MathTask:
     def reference_completion(self, problem: Problem) -> str | None:
         """The answer in the form the default instruction asks for: what SFT on references and the format
         warm-up write as this task's short answer. With ``worked_reference``, a problem that carries its
-        expression (reasoning-gym arithmetic) gets it first: ``4 + 3 = \\boxed{7}``."""
+        expression (reasoning-gym arithmetic) gets it worked out first: ``4 + 3 = 7, so the result is \\boxed{7}``."""
         if problem.answer is None:
             return None
         expression = problem.meta.get("expression") if self.worked_reference else None
-        return f"{expression} = \\boxed{{{problem.answer}}}" if expression else f"\\boxed{{{problem.answer}}}"
+        if expression:  # the value follows "=" as the model writes sums, then is copied into the box
+            return f"{expression} = {problem.answer}, so the result is \\boxed{{{problem.answer}}}"
+        return f"\\boxed{{{problem.answer}}}"
 
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source, "misleading_hint": self.misleading_hint}

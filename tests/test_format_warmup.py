@@ -84,8 +84,9 @@ def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugin
     checks = [r for r in store.samples if r["phase"] == "warmup-check"]  # 4 checks x 2 problems x 2 rollouts
     assert len(checks) == 16 and [r["step"] for r in checks[::4]] == [0, 1, 2, 3]
     assert not any(r["well_formed"] for r in checks)
-    warning = capsys.readouterr().err.strip().splitlines()
-    assert len(warning) == 1 and "0% well-formed 2-answer rollouts (target 90%) after 3 warm-up steps" in warning[0]
+    summary, warning = capsys.readouterr().err.strip().splitlines()  # what it did, then the warning
+    assert "vpo: format warm-up: 0% -> 0% well-formed 2-answer rollouts in 3 SFT steps" in summary
+    assert "0% well-formed 2-answer rollouts (target 90%) after 3 warm-up steps" in warning
 
 
 def test_warm_up_stops_once_the_rate_is_met(tiny_policy, plugins, capsys):
@@ -94,7 +95,9 @@ def test_warm_up_stops_once_the_rate_is_met(tiny_policy, plugins, capsys):
     store = FakeStore()
     figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
                             problems[2:4], _plan(target_rate=0.0), store=store, plugins=plugins)
-    assert figures["warmup/steps"] == 0 and store.steps == [] and capsys.readouterr().err == ""
+    assert figures["warmup/steps"] == 0 and store.steps == []
+    (summary,) = capsys.readouterr().err.strip().splitlines()  # no warning: the target was met
+    assert "well-formed 2-answer rollouts in 0 SFT steps" in summary
 
 
 def test_targets_prefer_answers_that_ended_to_those_cut_at_the_budget():

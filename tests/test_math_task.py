@@ -205,11 +205,12 @@ def test_reference_completion_is_the_boxed_answer_right_boxed_and_strict() -> No
         {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
 
 
-def test_worked_reference_writes_the_problems_expression_before_the_box() -> None:
+def test_worked_reference_works_the_problems_expression_out_before_the_box() -> None:
     task = MathTask(worked_reference="true")  # as --set passes it
     worked = Problem(id="p", prompt="Calculate 23 + 5.", answer="28", meta={"expression": "23 + 5"})
-    assert task.reference_completion(worked) == "23 + 5 = \\boxed{28}"
-    assert {k: task.score(worked, "23 + 5 = \\boxed{28}").rewards[k] for k in ("correct", "boxed", "strict")} == \
+    reference = task.reference_completion(worked)
+    assert reference == "23 + 5 = 28, so the result is \\boxed{28}"
+    assert {k: task.score(worked, reference).rewards[k] for k in ("correct", "boxed", "strict")} == \
         {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
     assert task.reference_completion(_problem("28")) == "\\boxed{28}"  # no expression carried: the bare box
     assert MathTask().reference_completion(worked) == "\\boxed{28}"  # off by default

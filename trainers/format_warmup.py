@@ -175,8 +175,12 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
                "warmup/check_rollouts": len(checked), "warmup/check_success_before": success_before,
                "warmup/check_success_after": success_rate(checked), **{f"warmup/{k}": v for k, v in stats.items()}}
     store.update_metrics(figures)
+    what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
+    # one line the user sees either way: the format before and after, and what it did to accuracy
+    print(f"{plan.name}: format warm-up: {before:.0%} -> {rates[-1]:.0%} well-formed {what} in {step} SFT steps "
+          f"(right: {success_before:.0%} -> {figures['warmup/check_success_after']:.0%}; {len(checked)} check "
+          f"rollouts of held-out problems)", file=sys.stderr)
     if rates[-1] < plan.target_rate:
-        what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
         print(f"{plan.name}: warning: RL starts with {rates[-1]:.0%} well-formed {what} (target "
               f"{plan.target_rate:.0%}) after {step} warm-up steps; raise trainer.warmup_steps", file=sys.stderr)
     return figures
