@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Never reach for the hub from tests: the machine has no network, and retries cost ~20 s each.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Property tests check values, never speed: hypothesis's default 200 ms deadline per example failed one of them on
+# a machine busy with two model runs (324 ms once, 0.7 ms on the retry), so no example has a deadline.
+settings.register_profile("no-deadline", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("no-deadline")
 
 
 @pytest.fixture(scope="session")

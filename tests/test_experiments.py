@@ -282,6 +282,11 @@ def test_the_demo_file_builds_one_run_of_the_demo(plugins):
                                    "lenient_correct": 0.0}
     assert cfg.limit == 48
     assert trainer.config.temperature == 0.7 and trainer.config.lr == 3e-5
+    # the format is taught before RL: SFT on the policy's own answers in the worked form, until 90% are boxed
+    assert (trainer.config.warmup_steps, trainer.config.warmup_format, trainer.config.warmup_lr) == (48, "boxed", 3e-5)
+    problem = task.problems("train", limit=1)[0]
+    assert task.reference_completion(problem) == f"{problem.meta['expression']} = {problem.answer}, so the result " \
+                                                 f"is \\boxed{{{problem.answer}}}"
 
 
 def test_steered_rollouts_groups_a_vspo_run_s_training_rollouts_by_strength(tmp_path, capsys):
