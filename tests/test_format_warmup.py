@@ -39,6 +39,10 @@ def test_with_a_format_component_an_answer_must_earn_it_and_success_is_recorded(
     assert [r["success"] for r in records] == [True, False, False]
     rate, _ = well_formed_rate(engine, task, task.problems("eval"), _plan(m=1), seed=0, samples=3)
     assert rate == 1.0  # structure only: any non-empty answer
+    two = FakeEngine([join_answers(["It is 3.", "It is 0."], DELIMITER), join_answers(["It is 3.", "none"], DELIMITER)])
+    rate, records = well_formed_rate(two, task, task.problems("eval"), _plan(m=2, format_component="format",
+                                                                            max_new_tokens=40), seed=0, samples=2)
+    assert [(r["well_formed"], r["success"]) for r in records] == [(True, True), (False, False)]  # a set is right
 
 
 def test_grpo_warms_up_on_a_named_format_before_rl_and_checks_the_name(tiny_policy, plugins, tmp_path):

@@ -99,8 +99,8 @@ def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], pl
                      samples: int = 2) -> tuple[float, list[dict]]:
     """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named), sampled in
     RL's format and budget; and the rollouts as samples.jsonl records (phase "warmup-check"), so a run that starts
-    malformed shows what it wrote. Each record says whether its answers were all right too (``success``): what the
-    warm-up did to accuracy, before RL."""
+    malformed shows what it wrote. Each record says whether one of its answers was right too (``success``, as a set
+    counts: any of its M answers): what the warm-up did to accuracy, before RL."""
     completions = engine.generate(
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
@@ -114,7 +114,7 @@ def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], pl
             s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
         records.append({"problem_id": problem.id, "phase": "warmup-check", "text": c.text,
                         "well_formed": len(answers) == plan.m and formatted,
-                        "success": bool(scores) and all(s is not None and s.success for s in scores)})
+                        "success": any(s is not None and s.success for s in scores)})
     return sum(r["well_formed"] for r in records) / max(len(records), 1), records
 
 
@@ -132,7 +132,7 @@ def success_rate(records: Sequence[dict]) -> float:
 
 def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[Problem],
                   check_problems: Sequence[Problem], plan: WarmupPlan, *, store, plugins) -> dict[str, float]:
-    """Train ``policy`` on the multi-answer format until ``check_problems``' rollouts are well formed at
+    """Train ``policy`` on the answer format until ``check_problems``' rollouts are well formed at
     ``plan.target_rate`` (or ``plan.max_steps`` are spent). Returns the figures it logged under ``warmup/``."""
     from harness.trainers.sft import SFTTrainer, target_records  # SFT's targets, records and update
 
