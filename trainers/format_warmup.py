@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from harness.multi_answer import instruct, join_answers, split_answers
-from harness.trainers.policy_gradient import cycle_problems
+from harness.multi_answer import instruct, join_answers
+from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
 from harness.types import Engine, Problem, SamplingParams, Task, TaskCapabilities, capabilities_of
 
@@ -105,25 +105,16 @@ def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], pl
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
         desc="warm-up check")
+    # RL's own scoring: the M answers split as RL splits them, batch-scored; an answer whose scorer raised is None
+    scored = score_rollouts(task, problems, completions, (), plan.m, plan.delimiter).scores
     records = []
-    for c in completions:
-        problem = problems[c.prompt_index]
-        answers = split_answers(c.text, plan.m, plan.delimiter)
-        scores = [_score(task, problem, a) for a in answers]
+    for c, scores in zip(completions, scored, strict=True):
         formatted = not plan.format_component or all(
             s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
-        records.append({"problem_id": problem.id, "phase": "warmup-check", "text": c.text,
-                        "well_formed": len(answers) == plan.m and formatted,
+        records.append({"problem_id": problems[c.prompt_index].id, "phase": "warmup-check", "text": c.text,
+                        "well_formed": len(scores) == plan.m and formatted,
                         "success": any(s is not None and s.success for s in scores)})
     return sum(r["well_formed"] for r in records) / max(len(records), 1), records
-
-
-def _score(task: Task, problem: Problem, answer: str):
-    """The task's score of one answer; None when scoring raised (the answer counts as malformed, not the run)."""
-    try:
-        return task.score(problem, answer)
-    except Exception:  # a task's scorer failing on odd model text must not end the warm-up
-        return None
 
 
 def success_rate(records: Sequence[dict]) -> float:

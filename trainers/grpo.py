@@ -285,9 +285,10 @@ class GRPOTrainer:
         targets = shuffled[: cfg.warmup_problems]
         # held out from the targets where there are enough problems, so the rate is not one of memorised answers
         check = shuffled[cfg.warmup_problems:][: cfg.warmup_check_problems] or shuffled[: cfg.warmup_check_problems]
-        if cfg.warmup_format and cfg.warmup_format not in task.score(problems[0], "").rewards:
+        components = task.score(problems[0], "").rewards
+        if cfg.warmup_format and cfg.warmup_format not in components:
             raise ValueError(f"{self.name}: warmup_format {cfg.warmup_format!r} is not a reward component of task "
-                             f"{task.name!r}; it has {', '.join(task.score(problems[0], '').rewards)}")
+                             f"{task.name!r}; it has {', '.join(components)}")
         plan = WarmupPlan(m=cfg.answers_per_rollout, delimiter=cfg.delimiter, max_new_tokens=cfg.max_new_tokens,
                           temperature=cfg.temperature, max_steps=cfg.warmup_steps, check_every=cfg.warmup_check_every,
                           target_rate=cfg.warmup_target_rate, samples_per_problem=cfg.warmup_samples,
