@@ -132,6 +132,9 @@ class NullStore:
         self.steps: list[dict] = []
         self.checkpointer = None  # GRPOTrainer.train reads it (nothing to resume from, nothing saved)
 
+    def warn(self, line):
+        pass
+
     def log_step(self, step, metrics, stage="train") -> None:
         self.steps.append({"step": step, **metrics})
 

@@ -222,6 +222,7 @@ class FakeStore:
         self.samples: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
         self.metrics: dict[str, Any] = {}
+        self.warnings: list[str] = []  # ``warn`` lines (a trainer that stopped at a collapse)
         self.checkpointer: Any = None
 
     def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
@@ -234,6 +235,9 @@ class FakeStore:
 
     def update_metrics(self, metrics: dict[str, float]) -> None:
         self.metrics.update(metrics)
+
+    def warn(self, line: str) -> None:
+        self.warnings.append(line)
 
     def close(self) -> None:
         pass

@@ -32,6 +32,7 @@ from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
 from harness.runner.distributed import current as current_parallel
 from harness.threads import phase_threads
+from harness.trainers.collapse_watch import CollapseWatch
 from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
 from harness.trainers.policy_gradient import (
@@ -101,6 +102,9 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # precision when the engine samples in another (--rollout-dtype), "recompute" always, "sampler" never
     old_logprobs: str = "auto"
     tis_cap: float = 2.0  # C: each token's loss is weighted by min(pi_old / pi_sampler, C) (truncated IS)
+    # stop, with the weights of the last healthy step, when rollouts or an update show a collapsed policy
+    # (trainers/collapse_watch.py); false: train on whatever happens
+    stop_on_collapse: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -195,6 +199,8 @@ class GRPOTrainer:
         push_weights(engine, model, dp)
 
         timer = self.timer
+        watch = CollapseWatch()
+        healthy = None  # the trainable weights of the last step whose rollouts were healthy (a copy on the CPU)
         for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
                          disable=not dp.is_main):
             started = time.perf_counter()
@@ -220,23 +226,29 @@ class GRPOTrainer:
                 advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
                                        k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
-            rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
-            with timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
-                corrected = self.rollout_correction(model, tok, engine, completions[rows])
-            passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],
-                                  tis_weights=corrected.weights, batch_rows=len(completions),
-                                  batch_tokens=sum(len(c.token_ids) for c in completions))
-                      for _ in range(cfg.num_iterations)]
-            # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
-            stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
-            if cfg.num_iterations > 1:
-                stats["clip_fraction_last_pass"] = passes[-1]["clip_fraction"]
-            with timer("weight_sync"):
-                push_weights(engine, model, dp)
-            mismatch = dp.sum({"gap": corrected.abs_log_ratio, "clipped": corrected.clipped,
-                               "tokens": corrected.tokens})
+            answers_text = [a for c in completions
+                            for a in split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter)]
+            collapse = watch.rollouts(answers_text) if cfg.stop_on_collapse else None
+            if collapse and healthy is None:  # degenerate before this run changed anything: said, not undone
+                self.warn(store, f"{self.name} step {step}: the policy's rollouts are degenerate before any "
+                                 f"update of this run ({collapse})")
+                collapse = None
+            stats, mismatch = {}, {"gap": 0.0, "clipped": 0, "tokens": 0}
+            if not collapse:  # (a collapsed step is not trained on: its update would only deepen the collapse)
+                if cfg.stop_on_collapse:
+                    healthy = [p.detach().to("cpu", copy=True) for p in trainable_parameters(model)]
+                stats, corrected = self.update_batch(model, tok, trained, optimizer, reference, engine, completions,
+                                                     advantages)
+                mismatch = {"gap": corrected.abs_log_ratio, "clipped": corrected.clipped, "tokens": corrected.tokens}
+                spike = watch.update(stats["grad_norm"]) if cfg.stop_on_collapse else None
+                if spike:
+                    collapse = f"{spike}; that update is undone"
+            mismatch = dp.sum(mismatch)
 
             scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
+            flat = watch.task_reward([x for row in scalars for x in row])
+            if flat:
+                self.warn(store, f"{self.name} step {step}: {flat}")
             answers = [x for row in scalars for x in row]
             present = scored.present.float()
             flat_adv = advantages.view(len(batch_problems), cfg.group_size)
@@ -273,9 +285,45 @@ class GRPOTrainer:
                 for j, (s, x, answer_text) in enumerate(
                     zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
             )
+            if collapse:  # back to the weights that wrote the last healthy rollouts, and no further
+                with torch.no_grad():
+                    for p, saved in zip(trainable_parameters(model), healthy, strict=True):
+                        p.copy_(saved.to(p.device))
+                push_weights(engine, model, dp)
+                last_good = step if stats else step - 1  # a spike undoes this step's update, else the previous one's
+                self.warn(store, f"{self.name} stopped at step {step}: policy collapse ({collapse}); the policy is "
+                                 f"rolled back to its weights before step {last_good}'s update")
+                break
             if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
                 with timer("checkpoint"):
                     checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+
+    def update_batch(self, model, tok, trained, optimizer, reference, engine, completions, advantages):
+        """A step's update of this rank's rows: the old log-probs (``rollout_correction``), ``num_iterations``
+        optimizer passes, then the new weights to an engine that holds its own. Returns (stats, corrected)."""
+        cfg = self.config
+        dp = current_parallel()
+        rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
+        with self.timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
+            corrected = self.rollout_correction(model, tok, engine, completions[rows])
+        passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],
+                              tis_weights=corrected.weights, batch_rows=len(completions),
+                              batch_tokens=sum(len(c.token_ids) for c in completions))
+                  for _ in range(cfg.num_iterations)]
+        # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
+        stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
+        if cfg.num_iterations > 1:
+            stats["clip_fraction_last_pass"] = passes[-1]["clip_fraction"]
+        with self.timer("weight_sync"):
+            push_weights(engine, model, dp)
+        return stats, corrected
+
+    def warn(self, store, line: str) -> None:
+        """A one-line warning: on the terminal now, and in the run's record (``store.warn``: the manifest's
+        ``warnings``, the summary, the report)."""
+        if current_parallel().is_main:
+            tqdm.write(f"warning: {line}")
+        store.warn(line)
 
     def format_warmup(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], store) -> None:
         """SFT on the answer format until sampled rollouts are well formed (trainers/format_warmup.py), on the

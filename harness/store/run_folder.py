@@ -157,6 +157,9 @@ class RunStore:
         # Events a resume will send again (they came after its snapshot): loggers whose stream is not cut back with
         # the folder (TensorBoard, MLflow, W&B) already have them, so they skip this many (see ``rollback``).
         self.replayed_events = 0
+        # One-line warnings of what went wrong without failing the run (a trainer that stopped at a collapse):
+        # the manifest's "warnings" when the run completes; kept in snapshots, so a resume keeps them too.
+        self.warnings: list[str] = []
         if not existing:
             self.dir.mkdir(parents=True, exist_ok=False)
         elif (self.dir / "metrics.json").exists():
@@ -192,6 +195,10 @@ class RunStore:
             by_stage.setdefault(stage, {})[name] = value
         for stage, values in by_stage.items():
             self._forward(values, None, stage)
+
+    def warn(self, line: str) -> None:
+        """Record a one-line warning for the manifest (the caller shows it on the terminal)."""
+        self.warnings.append(line)
 
     def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
         """Append candidate records (problem_id, phase, text, extracted, unparsed, rewards, ...) to samples.jsonl."""
@@ -248,7 +255,7 @@ class RunStore:
         the end of each phase, so a resume can cut the files back to a moment whose work it will not redo."""
         return {"files": {name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0
                           for name in APPENDED_FILES},
-                "metrics": json.loads(json.dumps(self.metrics, default=str))}
+                "metrics": json.loads(json.dumps(self.metrics, default=str)), "warnings": list(self.warnings)}
 
     def check_snapshot(self, snapshot: dict[str, Any] | None, moment: str) -> None:
         """Refuse, in one line naming the file, to resume from ``snapshot`` (taken at ``moment``, e.g. "the
@@ -290,6 +297,7 @@ class RunStore:
                     f.flush()
                     os.fsync(f.fileno())
         self.metrics = json.loads(json.dumps((snapshot or {}).get("metrics", {})))
+        self.warnings = list((snapshot or {}).get("warnings", []))
         write_json_atomic(self.dir / "metrics.json", self.metrics)
 
 
@@ -308,6 +316,9 @@ class FollowerStore:
         pass
 
     def log_step(self, step: int, metrics: dict[str, float], stage: str = "train") -> None:
+        pass
+
+    def warn(self, line: str) -> None:
         pass
 
     def close(self) -> None:
