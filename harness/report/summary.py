@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.report.compare import after_minus_before
+from harness.report.compare import Difference, after_minus_before
 from harness.report.data import leaderboard
 from harness.store.reading import read_jsonl
 from harness.store.results_db import open_index
@@ -16,7 +16,8 @@ from harness.store.results_db import open_index
 def summary_table(metrics: dict[str, Any]) -> str:
     """Before / after / change for every evaluation metric, plus first and last value of each training curve."""
     phases = [p for p in ("before", "after", "eval") if any(k.startswith(p + "/") for k in metrics)]
-    names = sorted({k.split("/", 1)[1] for k in metrics if k.split("/", 1)[0] in phases}, key=_metric_order)
+    names = sorted({name for k in metrics for p, sep, name in [k.partition("/")] if sep and p in phases},
+                   key=_metric_order)
     lines = []
     if names:
         header = ["metric", *phases] + (["change"] if {"before", "after"} <= set(phases) else [])
@@ -24,16 +25,16 @@ def summary_table(metrics: dict[str, Any]) -> str:
         for name in names:
             values = [metrics.get(f"{p}/{name}") for p in phases]
             row = [name, *(_fmt(v) for v in values)]
-            if "change" in header and None not in values and all(isinstance(v, (int, float)) for v in values):
-                delta = values[1] - values[0]
-                row.append(f"{delta:+.3f}" if isinstance(delta, float) else f"{delta:+d}")
+            if "change" in header:  # every row has the cell: a metric of one phase only (evolve's children/...) too
+                row.append(_change(values[0], values[1]))
             rows.append(row)
         lines += _table(header, rows)
-    curves = [(k[len("train/"):], v) for k, v in metrics.items() if k.startswith("train/") and isinstance(v, list)]
+    curves = [(k[len("train/"):], v) for k, v in metrics.items()
+              if k.startswith("train/") and isinstance(v, list) and v]  # (a curve with no step yet has no ends)
     shown = [c for c in curves if c[0] in ("reward_mean", "loss", "kl", "grad_norm") or c[0].startswith("reward/")]
     if shown:
-        lines += ["", *_table(["training", "first step", "last step", "steps"],
-                             [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])]
+        lines += [""] * bool(lines) + _table(["training", "first step", "last step", "steps"],
+                                             [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])
     return "\n".join(lines)
 
 
@@ -41,11 +42,9 @@ def paired_change(db: Path, run_dir: Path) -> str:
     """After - before of a trained run, paired over its eval problems with a 95% bootstrap interval: whether the
     change is more than which problems happened to be drawn (an interval that excludes 0). Empty when the run has no
     before/after pair in the index."""
-    with open_index(db) as conn:
-        differences = after_minus_before(leaderboard(conn, run_dir=str(Path(run_dir).resolve())))
-    if not differences:
+    diff = paired_difference(db, run_dir)
+    if diff is None:
         return ""
-    diff = differences[0]
     rows = [[name, f"{e.value:+.3f}", f"[{e.low:+.3f}, {e.high:+.3f}]",
              "yes" if e.low is not None and (e.low > 0 or e.high < 0) else "no"]
             for name, e in diff.metrics.items() if e.low is not None and not math.isnan(e.low)]
@@ -53,6 +52,13 @@ def paired_change(db: Path, run_dir: Path) -> str:
         return ""
     return "\n".join([f"\nafter - before, paired over the {diff.problems} eval problems (95% bootstrap interval):",
                       *_table(["metric", "change", "interval", "excludes 0"], rows)])
+
+
+def paired_difference(db: Path, run_dir: Path) -> Difference | None:
+    """The run's after - before from the index ``db``, paired over its eval problems (None: no such pair)."""
+    with open_index(db) as conn:
+        differences = after_minus_before(leaderboard(conn, run_dir=str(Path(run_dir).resolve())))
+    return differences[0] if differences else None
 
 
 def example_samples(path: Path, phase: str, width: int = 100) -> str:
@@ -80,7 +86,15 @@ def example_samples(path: Path, phase: str, width: int = 100) -> str:
 
 def _metric_order(name: str) -> tuple:
     prefix, _, k = name.partition("@")
-    return (0 if k.isdigit() else 1, prefix, int(k) if k.isdigit() else 0, name)
+    return (0 if k.isdecimal() else 1, prefix, int(k) if k.isdecimal() else 0, name)  # isdigit() takes "²"
+
+
+def _change(before: Any, after: Any) -> str:
+    """after - before, signed; empty unless both are numbers (a count stays whole)."""
+    if not all(isinstance(v, (int, float)) for v in (before, after)):
+        return ""
+    delta = after - before
+    return f"{delta:+.3f}" if isinstance(delta, float) else f"{delta:+d}"
 
 
 def _fmt(value: Any) -> str:
