@@ -14,7 +14,8 @@ from typing import Any
 
 from harness.plugins import Plugins, get_plugin_manager
 from harness.policy_export import MODEL_DIR, push_to_hub, write_model_card
-from harness.report.summary import example_samples, paired_change, summary_table
+from harness.report import health
+from harness.report.summary import example_samples, paired_change, paired_difference, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
 from harness.runner.manifest import carry_over, check_resume_point, new_manifest
@@ -163,24 +164,53 @@ def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming
 
 
 def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) -> None:
-    """Step 5: the manifest says complete (every file whole by then: ``execute`` checked), the checkpoint goes,
-    the run joins the results index; a summary. A kill between "complete" and the index is mended by --resume."""
+    """Step 5: the manifest says complete (every file whole by then: ``execute`` checked), with the run's warnings;
+    the checkpoint goes, the run joins the results index; the health checks (harness/report/health.py) add their
+    warnings to the manifest; a summary, the warnings last. A kill between "complete" and the index is mended by
+    --resume. Nothing after "complete" can fail the run: each later step that raises is one warning line."""
     write_model_card(store.dir, manifest, store.metrics)
-    manifest.update(status="complete", seconds=round(time.time() - started, 1))
+    # a trainer's one-line warnings (store.warn: "training stopped at step 3: ..."); getattr: not every store has them
+    manifest.update(status="complete", seconds=round(time.time() - started, 1),
+                    warnings=[str(w) for w in getattr(store, "warnings", [])])
     store.write_manifest(manifest)
+    db = Path(plan.cfg.out) / RESULTS_DB
     if store.checkpointer:  # only a killed run needs it, and for the default model it is ~1.6 GB
-        store.checkpointer.remove()
-    index_into(Path(plan.cfg.out) / RESULTS_DB, store.dir, echo)
+        _or_warn(echo, "remove the checkpoint", store.checkpointer.remove)
+    indexed = index_into(db, store.dir, echo)
     if plan.cfg.push_to_hub:
         try:  # the run is complete whatever the hub says; the folder can be pushed again by hand
             echo(f"pushed {store.dir / MODEL_DIR} to {push_to_hub(store.dir, plan.cfg.push_to_hub)}")
         except Exception as exc:
-            echo(f"warning: could not push to the hub repo {plan.cfg.push_to_hub!r}: {type(exc).__name__}: "
-                 f"{(str(exc).strip().splitlines() or [''])[0]}")
-    echo(summary_table(store.metrics))
-    echo(_paired_change(Path(plan.cfg.out) / RESULTS_DB, store.dir))
-    echo(example_samples(store.dir / "samples.jsonl", "after" if plan.trainer else "eval"))
+            echo(f"warning: could not push to the hub repo {plan.cfg.push_to_hub!r}: {_one_line(exc)}")
+    found = _or_warn(echo, "check the run's figures", health_warnings, store.metrics, db if indexed else None,
+                     store.dir)
+    if found:
+        manifest["warnings"] += found
+        store.write_manifest(manifest)  # still complete, now with the checks' lines
+        if indexed:
+            index_into(db, store.dir, echo)  # the index keeps the manifest too
+    try:
+        echo(summary_table(store.metrics))
+        echo(_paired_change(db, store.dir))
+        echo(example_samples(store.dir / "samples.jsonl", "after" if plan.trainer else "eval"))
+    except Exception as exc:
+        echo(f"warning: could not print the summary: {_one_line(exc)}")
+    for line in manifest["warnings"]:  # last, where a user reading the end of the output sees them
+        echo(f"warning: {line}")
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
+
+
+def health_warnings(metrics: dict[str, Any], db: Path | None, run_dir: Path) -> list[str]:
+    """The health checks' warnings for a finished run: its training reward curve, and its paired after - before
+    from the index ``db`` (skipped without an index: None, missing, or unreadable)."""
+    found = [health.reward_went_down(metrics.get("train/reward_mean") or [])]
+    try:
+        diff = paired_difference(db, run_dir) if db is not None and db.is_file() else None
+    except Exception:  # the index failed above (a warning said so); the paired check is all it costs
+        diff = None
+    for name, change in diff.metrics.items() if diff else ():
+        found.append(health.scored_lower(name, metrics.get(f"before/{name}"), metrics.get(f"after/{name}"), change))
+    return [line for line in found if line]
 
 
 def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
@@ -200,13 +230,16 @@ def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
     return run_dir
 
 
-def index_into(db: Path, run_dir: Path, echo=print) -> None:
+def index_into(db: Path, run_dir: Path, echo=print) -> bool:
     """Add the finished run to the results store beside it. The run folder is the record; the index is rebuilt from
-    folders if lost, so failing to write it (a locked or read-only disk) is a warning, not a lost run."""
+    folders if lost, so failing to write it (a locked or read-only disk) is a warning, not a lost run. Returns
+    whether it was indexed."""
     try:
         index_run(db, run_dir)
+        return True
     except Exception as exc:
         echo(f"warning: could not index {run_dir.name} into {db}: {exc} (rebuild with `harness index {db.parent}`)")
+        return False
 
 
 def _paired_change(db: Path, run_dir: Path) -> str:
@@ -215,6 +248,22 @@ def _paired_change(db: Path, run_dir: Path) -> str:
         return paired_change(db, run_dir)
     except Exception as exc:
         return f"(no paired after - before: {exc})"
+
+
+def _or_warn(echo, what: str, step, *args: Any) -> Any:
+    """``step(*args)``, or None and the line "warning: could not WHAT: ..." when it raises: after a run says it is
+    complete, nothing may turn it into a traceback and exit status 1."""
+    try:
+        return step(*args)
+    except Exception as exc:
+        echo(f"warning: could not {what}: {_one_line(exc)}")
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """"ExcType: the message's first line" (or the type alone when it has no message)."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _forget_threads() -> None:

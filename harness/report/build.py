@@ -99,6 +99,7 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             "packages": manifest.get("packages", {}), "seconds": manifest.get("seconds"),
             "curve": plots.training_curves(mine[0].run, data.curves(conn, run_dir), plot_dir),
             "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
+            "warnings": run_warnings(manifest),
         })
     diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
     behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
@@ -122,6 +123,9 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             "identity": [c for c in identity if c not in dict(constant)], "constant": constant,
             "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)], "split": split,
             "notes": [(r, r.note) for r in rows if r.note],
+            # what the runs themselves warned about (training stopped early, reward fell): under the leaderboard,
+            # since a figure can look fine while its run says it should not be trusted
+            "warnings": [(run["name"], line) for run in runs for line in run["warnings"]],
             "after_before": after_before, "between": between, "seeds": seeds, "seed_differences": seed_differences,
             "solved_only": compare.solved_only_by(every_row), "show_ids": compare.SHOW_IDS,
             "difference_columns": compare.headline_names(after_before + between),
@@ -131,6 +135,12 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             "behaviour": behaviour, "other": other, "all_other": data.other_columns(rows), "skipped": [],
             "whole": data.whole_columns(rows), "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number,
             "fmt_diff": fmt_diff, "fmt_diff_ci": fmt_diff_ci, "verdict": verdict, "ids": _ids}
+
+
+def run_warnings(manifest: dict[str, Any]) -> list[str]:
+    """The one-line warnings a run recorded in its manifest (``warnings``; none in a run from before them)."""
+    found = manifest.get("warnings")
+    return [str(line) for line in found] if isinstance(found, list) else []
 
 
 def split(columns: list[str]) -> list[tuple[str, list[str]]]:
@@ -224,6 +234,7 @@ def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: 
         everything["differences"] = [d.export() for d in context["after_before"] + context["between"]]
         everything["over_seeds"] = [g.export() for g in context["seeds"] + context["seed_differences"]]
         everything["solved_only_by"] = [t.export() for t in context["solved_only"]]
+        everything["warnings"] = [{"run": run, "warning": line} for run, line in context["warnings"]]
     write_atomic(out / "leaderboard.json", json.dumps(everything, indent=1, default=str) + "\n")
 
 
@@ -243,6 +254,8 @@ def markdown(context: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if context["notes"]:
         lines += ["", *(f"- {r.label} s{r.seed}: {note}" for r, note in context["notes"])]
+    if context["warnings"]:
+        lines += ["", "## Warnings", "", *(f"- `{run}`: {line}" for run, line in context["warnings"])]
     lines += _markdown_comparisons(context)
     for task, kind, name in context["at_k"]:
         lines += ["", f"![{task} {kind}@k](plots/{name})"]

@@ -1,0 +1,162 @@
+"""What a finished run warns about (harness/report/health.py, harness/run.py ``finish``): the trainer's own lines,
+a training reward that fell beyond its noise, a score the trained policy lost beyond its paired interval; in the
+manifest, at the end of the printed summary and in `harness report`. And nothing after "complete" fails the run."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+from test_report import ALL, NONE, _fake_run, _trained_run
+
+from harness.cli import main
+from harness.report import health
+from harness.report.build import build_report
+from harness.report.data import Estimate, manifest
+from harness.run import finish, health_warnings
+from harness.store.results_db import connect
+from harness.store.run_folder import RunStore
+
+FALLING = [4.0, 3.0, 3.0, 1.0]
+
+
+def test_slope_and_its_standard_error_by_hand():
+    # x = 0..3 (mean 1.5, Sxx = 5), y = 4, 3, 3, 1 (mean 2.75): Sxy = -4.5, slope -0.9; fitted 4.1, 3.2, 2.3, 1.4,
+    # residuals -0.1, -0.2, 0.7, -0.4: SSR 0.70, s^2 = 0.70 / 2, standard error sqrt(0.35 / 5) = 0.2646.
+    b, error = health.slope(FALLING)
+    assert b == pytest.approx(-0.9) and error == pytest.approx(math.sqrt(0.07))
+    # y = 1, 0, 1, 0: Sxy = -1, slope -0.2; residuals 0.2, -0.6, 0.6, -0.2: SSR 0.8, error sqrt(0.4 / 5) = 0.2828.
+    b, error = health.slope([1.0, 0.0, 1.0, 0.0])
+    assert b == pytest.approx(-0.2) and error == pytest.approx(math.sqrt(0.08))
+    assert health.slope([2.0, 1.0, 0.0]) == pytest.approx((-1.0, 0.0))  # a straight line: no error
+
+
+def test_the_reward_warning_needs_a_fall_beyond_its_noise():
+    # -0.9 is 3.4 standard errors below 0: warned
+    assert health.reward_went_down(FALLING) == ("training reward went down: reward_mean 4.000 -> 1.000 over 4 steps "
+                                                "(slope -0.9 per step, beyond its noise)")
+    assert health.reward_went_down([1.0, 0.0, 1.0, 0.0]) is None  # -0.2 is 0.7 standard errors: noise
+    assert health.reward_went_down([0.5, 0.4, 0.3]) is None  # fewer than 4 steps
+    assert health.reward_went_down([0.1, 0.2, 0.2, 0.4]) is None  # rising
+    assert health.reward_went_down([0.3] * 6) is None  # flat: slope 0, error 0
+    assert health.reward_went_down([0.4, 0.3, 0.2, 0.1]).startswith("training reward went down: reward_mean "
+                                                                    "0.400 -> 0.100 over 4 steps (slope -0.1 ")
+    # values that are not finite numbers are left out, not fatal: 4 of these 6 are left
+    assert "over 4 steps" in health.reward_went_down([4.0, None, 3.0, float("nan"), 3.0, 1.0])
+
+
+def test_the_score_warning_needs_an_interval_below_zero_on_a_score():
+    drop = Estimate(-0.25, -0.5, -0.125)
+    assert health.scored_lower("pass@1", 0.75, 0.5, drop) == (
+        "the trained policy scored lower on pass@1: 0.750 -> 0.500, change -0.250 [-0.500, -0.125] "
+        "(paired 95% interval excludes 0)")
+    assert health.scored_lower("solved@4", 1, 0.5, drop).startswith("the trained policy scored lower on solved@4: "
+                                                                     "1.000 -> 0.500")
+    assert health.scored_lower("pass@1", 0.75, 0.5, Estimate(-0.25, -0.5, 0.0)) is None  # the interval touches 0
+    assert health.scored_lower("pass@1", 0.75, 0.5, Estimate(-0.25)) is None  # no interval
+    assert health.scored_lower("pass@1", 0.75, 0.5, Estimate(math.nan, math.nan, math.nan)) is None
+    assert health.scored_lower("num_tokens", 100, 50, drop) is None  # not a score
+    assert health.scored_lower("behaviour/conciseness", 0.75, 0.5, drop) is None  # not a score that must rise
+
+
+def test_health_warnings_skip_the_paired_check_without_an_index(tmp_path):
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {"p0": ALL, "p1": ALL}, "after": {"p0": NONE, "p1": NONE}})
+    metrics = {"train/reward_mean": FALLING}
+    only_trend = [health.reward_went_down(FALLING)]
+    assert health_warnings(metrics, None, tmp_path / "grpo") == only_trend
+    assert health_warnings(metrics, tmp_path / "missing.sqlite", tmp_path / "grpo") == only_trend
+    assert not (tmp_path / "missing.sqlite").exists()  # not made by looking
+    (tmp_path / "garbage.sqlite").write_text("not a database")
+    assert health_warnings(metrics, tmp_path / "garbage.sqlite", tmp_path / "grpo") == only_trend
+    assert health_warnings({}, None, tmp_path / "grpo") == []
+
+
+def _finish(tmp_path, trainer_lines, echo):
+    """``finish`` of a hand-made trained run whose every problem was solved before training and none after, with a
+    falling reward curve; the trainer's warnings recorded through ``store.warn``."""
+    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {"p0": ALL, "p1": ALL}, "after": {"p0": NONE, "p1": NONE}},
+                 manifest={"status": "running"})
+    store = RunStore(tmp_path, "grpo", existing=True)
+    store.metrics["train/reward_mean"] = FALLING
+    for line in trainer_lines:
+        store.warn(line)
+    the_manifest = json.loads((store.dir / "manifest.json").read_text())
+    plan = SimpleNamespace(cfg=SimpleNamespace(out=str(tmp_path), push_to_hub=""), trainer=object())
+    finish(plan, store, the_manifest, 0.0, echo)
+    return store.dir
+
+
+def test_finish_records_and_prints_every_warning(tmp_path):
+    said: list[str] = []
+    stopped = "training stopped at step 3: policy collapsed (all answers one text); model/ holds the step-2 weights"
+    folder = _finish(tmp_path, [stopped], said.append)
+    written = json.loads((folder / "manifest.json").read_text())
+    drop = ("the trained policy scored lower on pass@1: 1.000 -> 0.000, change -1.000 [-1.000, -1.000] (paired 95% "
+            "interval excludes 0)")
+    assert written["status"] == "complete"
+    assert written["warnings"][:3] == [stopped, health.reward_went_down(FALLING), drop]
+    assert len(written["warnings"]) == 6  # pass@1, pass@2, best@1, best@2 all fell
+    # the index holds the manifest as rewritten with the checks' lines
+    assert manifest(connect(tmp_path / "results.sqlite"), str(folder.resolve()))["warnings"] == written["warnings"]
+    # printed after the tables, one line each, just before the last line
+    text = "\n".join(said).splitlines()
+    assert text[-1].startswith(f"wrote {folder} in ")
+    assert text[-7:-1] == [f"warning: {line}" for line in written["warnings"]]
+    assert text.index("training     first step  last step  steps") < text.index(f"warning: {stopped}")
+
+
+def test_nothing_after_complete_fails_the_run(tmp_path, monkeypatch):
+    def boom(*_, **__):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr("harness.run.summary_table", boom)
+    monkeypatch.setattr("harness.run.paired_difference", boom)  # the paired check: skipped silently
+    said: list[str] = []
+    folder = _finish(tmp_path, [], said.append)
+    assert "warning: could not print the summary: RuntimeError: boom" in said
+    assert json.loads((folder / "manifest.json").read_text())["warnings"] == [health.reward_went_down(FALLING)]
+    monkeypatch.setattr("harness.run.health_warnings", boom)
+    said.clear()
+    _finish(tmp_path / "again", [], said.append)
+    assert "warning: could not check the run's figures: RuntimeError: boom" in said
+
+
+def test_the_command_line_exits_0_when_the_summary_raises(tmp_path, monkeypatch, capsys, tiny_policy_spec):
+    def boom(metrics):
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr("harness.run.summary_table", boom)
+    code = main(["run", "--model", "tiny-random", "--trainer", "none", "--limit", "1", "--k", "1", "--set",
+                 "searcher.n=1", "--set", "searcher.max_new_tokens=2", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "warning: could not print the summary: IndexError: list index out of range" in out.splitlines()
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    written = json.loads((folder / "manifest.json").read_text())
+    assert written["status"] == "complete" and written["warnings"] == []
+
+
+def test_the_report_shows_each_run_s_warnings(tmp_path):
+    stopped = "training stopped at step 3: policy collapsed; model/ holds the step-2 weights"
+    _fake_run(tmp_path / "runs", "warned", [(0, [True, False])], manifest={"warnings": [stopped, "a <b> & c"]})
+    _fake_run(tmp_path / "runs", "quiet", [(0, [True, True])])  # a run from before warnings: no key at all
+    html = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None)
+    page = html.read_text()
+    below = page[page.index('<table id="leaderboard"'):page.index('<h2 id="differences">')]
+    assert '<h3 id="warnings">Warnings</h3>' in below
+    assert f"<li><code>warned</code>: {stopped}</li>" in below
+    assert "<li><code>warned</code>: a &lt;b&gt; &amp; c</li>" in below  # escaped like everything else
+    assert "2 warning(s) from the runs" in page and f"<li>warning: {stopped}</li>" in page  # and in its section
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"## Warnings\n\n- `warned`: {stopped}\n- `warned`: a <b> & c\n" in md
+    exported = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
+    assert exported["warnings"] == [{"run": "warned", "warning": stopped}, {"run": "warned", "warning": "a <b> & c"}]
+
+
+def test_a_report_without_warnings_has_no_section(tmp_path):
+    _fake_run(tmp_path / "runs", "quiet", [(0, [True, True])], manifest={"warnings": []})
+    page = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None).read_text()
+    assert 'id="warnings"' not in page and "warning(s)" not in page
+    assert "## Warnings" not in (tmp_path / "report" / "report.md").read_text()
