@@ -24,6 +24,8 @@ such as ``9^{9^{9^9}}``, and math-verify's own timeout uses SIGALRM, which only 
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -408,9 +410,21 @@ def _risky(s: str) -> bool:
     )
 
 
+@functools.cache
+def _quiet_math_verify() -> None:
+    """Drop math-verify's "Timeout is disabled as parsing_timeout (timeout_seconds) is None ..." notice (logged once
+    per process by parse and once by verify, so a run's terminal got it from every scoring process). We pass None on
+    purpose off the main thread, where its SIGALRM timeout cannot work, and guard with _risky() instead: the notice
+    is for us, not the user. Only that notice: its other records (a parse that timed out) still reach the logs."""
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logging.getLogger(name).addFilter(lambda record: not record.getMessage().startswith("Timeout is disabled"))
+
+
 def _math_verify_equal(reference: str, answer: str) -> bool:
     from math_verify import parse, verify  # lazy: sympy and lark are slow to import, extraction doesn't need them
     from math_verify.errors import TimeoutException
+
+    _quiet_math_verify()
 
     if _risky(answer) or _risky(reference):
         return False
@@ -458,6 +472,7 @@ def is_checkable(reference: str) -> bool:
     from math_verify import parse
     from math_verify.errors import TimeoutException
 
+    _quiet_math_verify()
     if _risky(reference):
         return False
     timeout = _VERIFY_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
