@@ -1,0 +1,300 @@
+"""The defaults matrix: every trainer x every searcher at the project's defaults, each through `harness run` in its
+own process and folder, and per cell what it cost and what it did to the policy.
+
+    .venv/bin/python bench/defaults_matrix.py [--task math] [--model smollm2-135m] [--seeds 0[,1,...]]
+        [--trainers none,grpo,vpo,vspo,sft,rlaif] [--searchers best-of-k,evolve] [--out runs/defaults_matrix]
+        [--extra="--limit 2 --steps 1"] [--extra-train="--set trainer.max_new_tokens=8"] [--skip-failed]
+        [--json FILE]
+    .venv/bin/python bench/defaults_matrix.py --model tiny-random --trainers none,grpo --searchers best-of-k \\
+        --extra="--limit 2 --train-limit 4 --steps 2 --set searcher.max_new_tokens=8" \\
+        --extra-train="--set trainer.max_new_tokens=8" --out /tmp/matrix    # smoke check, ~20 s
+
+Each cell is `harness run --task T --trainer R --searcher S --seed N --model M --out OUT/<cell> EXTRA`, in a fresh
+process, its output kept in `OUT/<cell>/harness.log` and its exit status and minutes in `OUT/<cell>/bench.json`;
+`--extra-train` is appended only where the trainer is not `none` (which refuses trainer options). The cell's
+folder is named by model, task, trainer, searcher, seed and (when given) a hash of the extra arguments it gets, so
+a sitting with other settings never takes another's cells. Cells whose run folder says `complete` are skipped, so
+the matrix resumes over several sittings; a cell that failed is run again (`--skip-failed`: reported as it was).
+The real model's matrix takes about an hour on a 2-core CPU.
+
+Printed: the machine (CPU model, cores, whether avx512_bf16 is among the CPU flags), then one markdown row per
+cell:
+- exit: the `harness run` exit status; minutes: its wall time (a skipped cell's as recorded);
+- primary: the first pass@k (smallest k), else solved@c at the largest c (evolve's whole budget), before -> after
+  with the change paired over the eval problems and its 95% bootstrap interval, read from the index the run wrote
+  (`OUT/<cell>/results.sqlite`; harness/report/summary.py `paired_difference`, i.e. compare.py
+  `after_minus_before`); `--trainer none`: the evaluation's value with its own interval;
+- behaviour: `behaviour/<name>` before -> after (paired interval as above) where the trainer targets a behaviour
+  (its resolved `behaviour` option: VSPO, RLAIF at their defaults), else "-";
+- empty after: the fraction of the final evaluation's samples (phase after, or eval) in samples.jsonl whose text is
+  empty or whitespace (a missing answer of an M-answer rollout is such a sample);
+- collapse: whether a warning mentions "collapse"; warnings: the manifest's `warnings` (one-line strings), and a
+  failed run's error.
+The JSON (`--json`, default OUT/defaults_matrix.json) keeps the machine and every row. Not a test: nothing is
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TRAINERS = "none,grpo,vpo,vspo,sft,rlaif"
+SEARCHERS = "best-of-k,evolve"
+HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, and whether the CPU has avx512_bf16 (without importing torch)."""
+    info: dict[str, Any] = {"cores": os.cpu_count(), "cpu": "unknown", "avx512_bf16": False}
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        info["cpu"] = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                           "unknown")
+        flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+        info["avx512_bf16"] = "avx512_bf16" in flags
+    with contextlib.suppress(OSError):
+        info["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
+    return info
+
+
+def default_model() -> str:
+    from harness.runner.config import RunConfig
+
+    return RunConfig().model
+
+
+def cell_name(model: str, task: str, trainer: str, searcher: str, seed: int, extra: list[str]) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")
+    name = f"{slug}-{task}-{trainer}-{searcher}-seed{seed}"
+    if extra:
+        name += "-x" + hashlib.sha1(json.dumps(extra).encode()).hexdigest()[:8]
+    return name
+
+
+def run_folders(cell: Path) -> list[Path]:
+    """The cell's run folders, oldest first (their names start with the time)."""
+    if not cell.is_dir():
+        return []
+    return sorted(p for p in cell.iterdir() if p.is_dir() and (p / "manifest.json").is_file())
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def latest_run(cell: Path) -> tuple[Path | None, dict[str, Any]]:
+    """The newest complete run folder of the cell, else the newest at all, with its manifest."""
+    folders = run_folders(cell)
+    manifests = [(f, read_json(f / "manifest.json")) for f in folders]
+    complete = [(f, m) for f, m in manifests if m.get("status") == "complete"]
+    return (complete or manifests or [(None, {})])[-1]
+
+
+def run_cell(command: list[str], cell: Path) -> dict[str, Any]:
+    """Run one cell's `harness run`, its output into cell/harness.log; exit status and minutes."""
+    cell.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    started = time.monotonic()
+    with open(cell / "harness.log", "w") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    record = {"exit": code, "minutes": (time.monotonic() - started) / 60, "command": command,
+              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    (cell / "bench.json").write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def primary_metric(metrics: dict[str, Any], phase: str) -> str | None:
+    """The first pass@k (smallest k); else solved@c at the largest c; else the first best@k."""
+    found: dict[str, list[int]] = {}
+    for key in metrics:
+        stage, _, name = key.partition("/")
+        if stage == phase and (match := HEADLINE.match(name)):
+            found.setdefault(match[1], []).append(int(match[2]))
+    if "pass" in found:
+        return f"pass@{min(found['pass'])}"
+    if "solved" in found:
+        return f"solved@{max(found['solved'])}"
+    if "best" in found:
+        return f"best@{min(found['best'])}"
+    return None
+
+
+def _interval(low: float | None, high: float | None, signed: bool) -> str:
+    if low is None or high is None or low != low or high != high:  # none, or nan
+        return ""
+    return f" [{low:+.3f}, {high:+.3f}]" if signed else f" [{low:.3f}, {high:.3f}]"
+
+
+def before_after(metrics: dict[str, Any], name: str, difference: Any) -> str:
+    """"v0 -> v1, +d [lo, hi]" for metric ``name``; the paired interval where the index gave one."""
+    before, after = metrics.get(f"before/{name}"), metrics.get(f"after/{name}")
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
+        return "-"
+    text = f"{before:.3f} -> {after:.3f}, {after - before:+.3f}"
+    estimate = difference.metrics.get(name) if difference is not None else None
+    return text + (_interval(estimate.low, estimate.high, True) if estimate is not None else " (no interval)")
+
+
+def eval_value(db: Path, run_dir: Path, metrics: dict[str, Any], name: str) -> str:
+    """An evaluation-only run's value of ``name`` with the run's own 95% interval from the index."""
+    value = metrics.get(f"eval/{name}")
+    if not isinstance(value, (int, float)):
+        return "-"
+    text = f"{value:.3f}"
+    with contextlib.suppress(Exception):  # the index may be missing or unreadable: the value alone then
+        from harness.report.data import leaderboard
+        from harness.store.results_db import open_index
+
+        with open_index(db) as conn:
+            rows = [r for r in leaderboard(conn, run_dir=str(run_dir.resolve())) if r.phase == "eval"]
+        if rows and name in rows[0].headline:
+            estimate = rows[0].headline[name]
+            text += _interval(estimate.low, estimate.high, False)
+    return text
+
+
+def empty_rate(samples: Path, phase: str) -> str:
+    total = empty = 0
+    with contextlib.suppress(OSError), open(samples) as f:
+        for line in f:
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("phase") == phase:
+                    total += 1
+                    empty += not str(record.get("text") or "").strip()
+    return f"{empty / total:.3f} ({empty}/{total})" if total else "-"
+
+
+def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """What one cell's newest run folder says (see the module docstring for each field)."""
+    run_dir, manifest = latest_run(cell)
+    row: dict[str, Any] = {"cell": cell.name, "exit": record.get("exit"), "minutes": record.get("minutes"),
+                           "status": manifest.get("status", "no run folder"),
+                           "run": str(run_dir) if run_dir else None}
+    warnings = [str(w) for w in manifest.get("warnings") or []]
+    if manifest.get("status") not in (None, "complete") and manifest.get("error"):
+        warnings.append(f"error: {manifest['error']}")
+    elif record.get("exit") not in (None, 0) and (cell / "harness.log").is_file():  # refused before a run folder
+        lines = [line for line in (cell / "harness.log").read_text(errors="replace").splitlines() if line.strip()]
+        warnings.append(f"error: {lines[-1].strip()}" if lines else "error: no output")
+    row["warnings"] = warnings
+    row["collapse"] = any("collapse" in w.lower() for w in warnings)
+    row["primary"] = row["behaviour"] = row["empty_after"] = "-"
+    if run_dir is None:
+        return row
+    if row["minutes"] is None and isinstance(manifest.get("seconds"), (int, float)):
+        row["minutes"] = manifest["seconds"] / 60  # run before bench.json was written: the run's own time
+    metrics = read_json(run_dir / "metrics.json")
+    trained = any(k.startswith("after/") for k in metrics)
+    phase = "after" if trained else "eval"
+    db = cell / "results.sqlite"
+    name = primary_metric(metrics, phase)
+    if name and trained:
+        difference = None
+        with contextlib.suppress(Exception):  # no index, or no pair in it: values without an interval
+            from harness.report.summary import paired_difference
+
+            difference = paired_difference(db, run_dir)
+        row["primary"] = f"{name} {before_after(metrics, name, difference)}"
+        behaviour = str((manifest.get("resolved_options") or {}).get("trainer", {}).get("behaviour") or "")
+        if behaviour:
+            key = f"behaviour/{behaviour}"
+            row["behaviour"] = f"{behaviour} {before_after(metrics, key, difference)}"
+    elif name:
+        row["primary"] = f"{name} {eval_value(db, run_dir, metrics, name)}"
+    row["empty_after"] = empty_rate(run_dir / "samples.jsonl", phase)
+    return row
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    header = ["cell", "exit", "minutes", "primary: before -> after, change [95% paired]", "behaviour",
+              "empty after", "collapse", "warnings"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        minutes = f"{r['minutes']:.1f}" if isinstance(r["minutes"], (int, float)) else "-"
+        cells = [r["cell"], "-" if r["exit"] is None else str(r["exit"]), minutes, r["primary"], r["behaviour"],
+                 r["empty_after"], "yes" if r["collapse"] else "no", "; ".join(r["warnings"]) or "-"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="math")
+    parser.add_argument("--model", default=None, help="default: the project's default model (RunConfig.model)")
+    parser.add_argument("--seeds", default="0", help="comma list (default 0)")
+    parser.add_argument("--trainers", default=TRAINERS, help=f"comma list (default {TRAINERS})")
+    parser.add_argument("--searchers", default=SEARCHERS, help=f"comma list (default {SEARCHERS})")
+    parser.add_argument("--out", default="runs/defaults_matrix", help="one folder per cell in it")
+    parser.add_argument("--extra", action="append", default=[],
+                        help='arguments appended to every `harness run`, e.g. --extra="--limit 2 --steps 1" '
+                             "(repeatable; part of each cell's name)")
+    parser.add_argument("--extra-train", action="append", default=[],
+                        help="arguments appended to every `harness run` with a trainer (not `none`), e.g. "
+                             '--extra-train="--set trainer.max_new_tokens=8" (repeatable)')
+    parser.add_argument("--skip-failed", action="store_true",
+                        help="report a cell whose last attempt failed as it was, instead of running it again")
+    parser.add_argument("--json", default=None, help="where to write the rows (default OUT/defaults_matrix.json)")
+    args = parser.parse_args(argv)
+    model = args.model or default_model()
+    extra = [a for chunk in args.extra for a in shlex.split(chunk)]
+    extra_train = [a for chunk in args.extra_train for a in shlex.split(chunk)]
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    trainers = [t.strip() for t in args.trainers.split(",") if t.strip()]
+    searchers = [s.strip() for s in args.searchers.split(",") if s.strip()]
+    out = Path(args.out)
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}, "
+          f"load {' '.join(info.get('loadavg', ['?']))}")
+    print(f"model {model}, task {args.task}, seeds {','.join(map(str, seeds))}, out {out}"
+          + (f", extra: {shlex.join(extra)}" if extra else "")
+          + (f", extra with a trainer: {shlex.join(extra_train)}" if extra_train else ""))
+    rows = []
+    for seed in seeds:
+        for searcher in searchers:
+            for trainer in trainers:
+                cell_extra = extra + (extra_train if trainer != "none" else [])
+                cell = out / cell_name(model, args.task, trainer, searcher, seed, cell_extra)
+                record = read_json(cell / "bench.json")
+                _, manifest = latest_run(cell)
+                done = manifest.get("status") == "complete" or (args.skip_failed and record.get("exit") not in
+                                                                 (None, 0))
+                if done:
+                    print(f"{cell.name}: {manifest.get('status') or 'failed'} already, skipped", flush=True)
+                else:
+                    command = [sys.executable, "-m", "harness", "run", "--task", args.task, "--trainer", trainer,
+                               "--searcher", searcher, "--seed", str(seed), "--model", model, "--out", str(cell),
+                               *cell_extra]
+                    print(f"{cell.name}: running ...", end=" ", flush=True)
+                    record = run_cell(command, cell)
+                    print(f"exit {record['exit']} in {record['minutes']:.1f} min", flush=True)
+                row = describe(cell, record)
+                row.update(trainer=trainer, searcher=searcher, seed=seed)
+                rows.append(row)
+    print()
+    print(markdown(rows))
+    path = Path(args.json) if args.json else out / "defaults_matrix.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"machine": info, "model": model, "task": args.task, "extra": extra,
+                                "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
