@@ -82,6 +82,6 @@ def test_grpo_stops_at_empty_rollouts_with_the_last_healthy_weights(tiny_policy,
 
 
 def test_without_the_watch_training_goes_on(tiny_policy, plugins, tmp_path):
-    engine, store, steps = _train(tiny_policy, plugins, tmp_path, stop_on_collapse=False)
+    _, store, steps = _train(tiny_policy, plugins, tmp_path, stop_on_collapse=False)
     assert [s["step"] for s in steps] == [0, 1, 2, 3]
     assert not any("collapse" in w for w in store.warnings)

@@ -32,7 +32,15 @@ Options (on top of GRPO's):
              steered rollouts are preferred, so the policy learns to produce unprompted what the vector induces.
              "behaviour": r = r0 + alpha * behaviour(answer, problem) (component ``behaviour/<behaviour>``, weight
              alpha), a registered behaviour scorer. With reward=strength, ``behaviour`` is optional and is logged
-             with weight 0 (does the behaviour follow the steering?).
+             with weight 0 (does the behaviour follow the steering?). "auto" (default): behaviour when one is
+             named, strength for a bare vector.
+             Why the default scores the text: the strength reward does not look at what was written. With GRPO's
+             group normalisation and a task reward that is the same for every rollout of a group (most maths
+             groups of a small model), each group's advantages are the standardised betas, at full size whatever
+             the answers say, every step. On SmolLM2-135M with its conciseness vector that pushed answers from 63
+             tokens to a bare end-of-sequence in three steps (math and persona alike). Scored by the behaviour,
+             an empty or degenerate answer is worth nothing, and steering decides only where the rollouts
+             explore.
 r0 is the task's weighted scalar reward; every component is logged per step as ``reward/<component>`` and kept in
 each training sample's ``rewards``.
 
@@ -59,7 +67,7 @@ from harness.trainers.grpo import GRPOConfig, GRPOTrainer
 from harness.trainers.rollout_precision import correct_rollouts, policy_logprobs
 from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
 
-REWARDS = ("strength", "behaviour")
+REWARDS = ("strength", "behaviour", "auto")
 
 
 @dataclass
@@ -71,7 +79,9 @@ class VSPOConfig(GRPOConfig):
     betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
     beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.vectors.BETA_UNITS)
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
-    reward: str = "strength"  # "strength" (alpha * beta) or "behaviour" (alpha * the behaviour scorer's score)
+    # "behaviour" (alpha * the behaviour scorer's score of what was written), "strength" (alpha * beta, the paper's
+    # form) or "auto": behaviour when one is named, else strength; the module docstring says why
+    reward: str = "auto"
     teacher: str = ""  # model spec of the teacher that rewrites answers for the in-run vector; "" = the policy
 
     def __post_init__(self) -> None:
@@ -84,6 +94,8 @@ class VSPOConfig(GRPOConfig):
             raise ValueError(f"vspo: beta_unit must be one of {', '.join(BETA_UNITS)}, got {self.beta_unit!r}")
         if self.reward not in REWARDS:
             raise ValueError(f"vspo: unknown reward {self.reward!r}; choose one of {', '.join(REWARDS)}")
+        if self.reward == "auto":  # resolved here, so the manifest records which reward was trained on
+            self.reward = "behaviour" if self.behaviour else "strength"
         if self.reward == "behaviour" and not self.behaviour:
             raise ValueError("vspo: reward=behaviour needs behaviour=NAME (a registered behaviour scorer)")
         if self.behaviour_weight:
