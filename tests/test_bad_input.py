@@ -74,7 +74,7 @@ CASES = [
     ("report of no finished run", ["report", "{tmp}", "--out", "{tmp}/report"],
      "none of the 1 run folders is complete"),
     ("report of a missing folder", ["report", "{tmp}/nope", "--out", "{tmp}/report"], "does not exist"),
-    # issue 21: refused up front, where they once came after the model had loaded (or never)
+    # refused up front, before the model loads (these once failed after it had loaded, or never)
     ("--out is a file", ["run", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
     ("report --out is a file", ["report", "{tmp}", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
     ("truncated safetensors model", ["run", "--model", "{truncated}"], "model.safetensors is truncated"),

@@ -172,7 +172,7 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
 
 
 def test_more_samples_than_the_batch_size_decode_in_slices(tiny_policy):
-    """Issue 21: searcher.n=100000 once put all of a prompt's samples in one batch (past 6 GB in 31 s) whatever the
+    """searcher.n=100000 once put all of a prompt's samples in one batch (past 6 GB in 31 s) whatever the
     batch size. Now no forward pass sees more rows than max_batch_rows, and the samples are the ones one batch of
     everything draws (each sample's random stream is its own)."""
     rows: list[int] = []

@@ -108,7 +108,7 @@ def counting(executor):
 
 @needs_ray
 def test_evolve_on_ray_workers_equals_the_local_pool(ray_cluster, tmp_path):
-    """The must-show of issue 10: evolve on the code task (programs run in the sandbox), the same seed, evaluations
+    """Ray is only a transport: evolve on the code task (programs run in the sandbox), the same seed, evaluations
     on Ray workers vs the local thread pool: identical metrics, samples and per-problem databases."""
     options = {"seeds": 3, "children": 2, "calls": 9, "seed": 0, "stop_on_success": False, "workers": 2}
     task = code_task()

@@ -1,7 +1,7 @@
-"""Issue 21, as an adversarial user met it: each test is one of its numbered findings (the README's reliability
-claims list them). Tiny model, `--threads 1`, real processes: a second writer runs while the first is held at an
-exact point (``HARNESS_PAUSE``, harness/faults.py), so nothing waits on a guessed sleep; the time limits are
-ceilings against hangs only.
+"""The reliability claims as an adversarial user would test them: each test is one numbered claim below (the
+README's reliability section lists them). Tiny model, `--threads 1`, real processes: a second writer runs while the
+first is held at an exact point (``HARNESS_PAUSE``, harness/faults.py), so nothing waits on a guessed sleep; the
+time limits are ceilings against hangs only.
 
 1. one writer per run folder and per grid cell; 2. a resume verifies what it resumes, and nothing says complete
 before every file is whole; 3. `harness index` / `harness report` skip a bad folder and keep the old index whole;
