@@ -50,6 +50,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.runner.precision import cpu_flags  # no torch: harness.types is plain dataclasses
+
 TRAINERS = "none,grpo,vpo,vspo,sft,rlaif"
 SEARCHERS = "best-of-k,evolve"
 HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
@@ -62,8 +64,7 @@ def machine() -> dict[str, Any]:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
         info["cpu"] = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
                            "unknown")
-        flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
-        info["avx512_bf16"] = "avx512_bf16" in flags
+    info["avx512_bf16"] = "avx512_bf16" in cpu_flags()  # the flags --rollout-dtype auto reads
     with contextlib.suppress(OSError):
         info["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
     return info
