@@ -53,6 +53,7 @@ from harness.tasks.behaviours import with_hints
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.math_answers import (
+    HEDGED,
     answers_match,
     boxed_contents,
     is_checkable,
@@ -81,8 +82,9 @@ class MathTask:
     name = "math"
     # bump on any change of data, prompt, extraction or scoring (v2: the "length" component; v3: "correct" counts
     # committed answers only, "lenient_correct" the old last-number reading; v4: the instruction shows the boxed
-    # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed")
-    version = "math-v4"
+    # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed"; v5: boxes of
+    # different values are a hedge, unparsed, and earn neither "correct" nor "boxed" nor "lenient_correct")
+    version = "math-v5"
     capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 
     def __init__(
@@ -188,7 +190,7 @@ class MathTask:
                     and not is_unevaluated(problem.answer, answer))
         correct = answers_match(problem.answer, answer)
         # A completion that commits to nothing is read leniently as its last number: reported, weight 0.
-        lenient = answer if answer is not None else last_number(completion).value
+        lenient = answer if answer is not None or reading == HEDGED else last_number(completion).value
         lenient_correct = correct if answer is not None else answers_match(problem.answer, lenient)
         # "strict" needs both a correct answer and the format.
         length = self._length(completion) if answer is not None else 0.0

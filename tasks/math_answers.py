@@ -3,6 +3,9 @@
 Extraction separates an answer the text COMMITS to from a guess. Committed forms, the last one in the text wins:
 
 - the last non-empty ``\\boxed{}`` (SmolLM2-135M rarely writes one: 3 of 80 sampled maths answers), before any other;
+  boxes holding different values (``\\boxed{20} \\boxed{22}``) are a hedge, not a commitment: the reading is
+  None with form "hedged", and the lenient reading does not guess either. Without this rule a policy trained on
+  "correct" learns to box several guesses and be scored by the last one (seen in VSPO runs on SmolLM2-135M);
 - an answer phrase: "the answer is X", "Answer: X", "the final answer is X", "X is the final answer";
 - the text's final statement: its last sentence that holds a digit (closing remarks without one are skipped) states
   a value, either at its very end ("... is 55.", "... gives you 4", "... = 7", "a final result of 65.") or as the
@@ -103,7 +106,8 @@ class Reading:
 
     value: str | None
     # "boxed", "phrase", "statement" (the final sentence states it), "line" (a final line alone);
-    # "last-number" for the lenient reading's guess; None when nothing was found.
+    # "last-number" for the lenient reading's guess; "hedged" (value None) for boxes of different values;
+    # None when nothing was found.
     form: str | None = None
 
     @property
@@ -116,6 +120,7 @@ class Reading:
 
 
 NO_READING = Reading(None, None)
+HEDGED = Reading(None, "hedged")
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -343,10 +348,11 @@ def read_answer(text: str) -> Reading:
     """The answer ``text`` commits to (see the module docstring); ``NO_READING`` when it commits to none."""
     if not isinstance(text, str):
         return NO_READING
-    for box in reversed(boxed_contents(text)):
-        answer = clean_answer(box)
-        if answer:
-            return Reading(answer[:MAX_ANSWER_CHARS], "boxed")
+    boxes = [answer for answer in map(clean_answer, boxed_contents(text)) if answer]
+    if boxes:
+        if len({_normalise(box) for box in boxes}) > 1:
+            return HEDGED  # several different boxed values commit to none of them
+        return Reading(boxes[-1][:MAX_ANSWER_CHARS], "boxed")
     candidates = [(at, value, "phrase") for at, value in _phrases(text)]
     for rule, form in ((_statement, "statement"), (_final_line, "line")):
         found = rule(text)
@@ -365,9 +371,9 @@ def last_number(text: str) -> Reading:
 
 
 def read_lenient(text: str) -> Reading:
-    """The committed answer, or else the last number written (a guess, form "last-number")."""
+    """The committed answer, or else the last number written (a guess, form "last-number"); a hedge stays None."""
     reading = read_answer(text)
-    return reading if reading.value is not None else last_number(text)
+    return reading if reading.value is not None or reading == HEDGED else last_number(text)
 
 
 def extract_answer(text: str) -> tuple[str | None, bool]:

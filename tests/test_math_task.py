@@ -43,7 +43,7 @@ def _problem(answer: str, prompt: str = "Calculate 23 + 5.") -> Problem:
     [
         ("23 + 5 is 28, so the answer is $\\boxed{28}$.", "28", True),
         ("Half of one is \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}", True),
-        ("First \\boxed{3}, then I corrected it: \\boxed{ 5 }", "5", True),
+        ("\\boxed{5}, I checked it: \\boxed{ 5 }", "5", True),  # the same value boxed again commits to it
         ("The answer is 42.", "42", False),
         ("**Answer:** 7 apples", "7", False),
         ("So the final answer is $\\frac{3}{4}$.", "\\frac{3}{4}", False),
@@ -153,7 +153,24 @@ def test_reward_vector_order_and_components() -> None:
                                                           "lenient_correct": 0.0}
     # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
-    assert task.version == "math-v4"
+    assert task.version == "math-v5"
+
+
+@pytest.mark.parametrize(
+    "hedge",
+    [
+        "\\boxed{20} \\boxed{22} \\boxed{28}",  # what a VSPO-trained SmolLM2-135M wrote: the last box is right
+        "First \\boxed{3}, then I corrected it: \\boxed{ 28 }",
+        "It is \\boxed{28} or \\boxed{27}. The answer is 28.",  # a phrase after a hedge does not undo it
+    ],
+)
+def test_boxes_of_different_values_are_a_hedge_that_earns_nothing(hedge: str) -> None:
+    assert read_answer(hedge).value is None and read_answer(hedge).form == "hedged"
+    assert read_lenient(hedge).value is None  # the lenient reading does not guess the last number either
+    score = MathTask().score(_problem("28"), hedge)
+    assert score.unparsed and score.extracted is None
+    assert score.rewards | {"length": 0} == {
+        "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0, "lenient_correct": 0.0}
 
 
 def test_a_box_that_copies_the_instructions_placeholder_earns_no_format_reward() -> None:
