@@ -18,6 +18,13 @@ settings.register_profile("no-deadline", deadline=None, suppress_health_check=[H
 settings.load_profile("no-deadline")
 
 
+@pytest.fixture(autouse=True)
+def own_vector_cache(tmp_path_factory, monkeypatch):
+    """Each test its own steering-vector cache (harness/steering/cache.py; subprocesses inherit the variable), so
+    no test reuses a vector another built and every in-run build is exercised."""
+    monkeypatch.setenv("HARNESS_VECTOR_CACHE", str(tmp_path_factory.mktemp("vectors")))
+
+
 @pytest.fixture(scope="session")
 def plugins():
     from harness.plugins import get_plugin_manager

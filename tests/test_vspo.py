@@ -256,3 +256,46 @@ def test_vspo_s_in_run_vector_can_be_rewritten_by_another_teacher(tiny_policy, p
     trainer.train(tiny_policy, SampledEngine(tiny_policy, progress=False), task, task.problems("train"), store=store)
     vector = SteeringVector.load(store.dir / "steering_vector.safetensors", tiny_policy)
     assert vector.provenance["teacher"] == "tiny-random"
+
+
+def test_a_second_run_reuses_the_cached_vector_and_changed_weights_rebuild_it(tiny_policy, plugins, tmp_path,
+                                                                               monkeypatch, capsys):
+    """Same weights, prompts and options: the vector is copied from the cache, the teacher is never called, the
+    run says so in one line and records ``vspo/vector_cached``. Other weights, or cache_vector=false: built."""
+    import harness.teacher.rewrite as rewrite
+
+    class SampledEngine(TransformersEngine):  # a random model's greedy answers come back empty: sample instead
+        def generate(self, prompts, params, *, desc="", steering=None):
+            return super().generate(prompts, replace(params, temperature=1.0), desc=desc, steering=steering)
+
+    task = UppercaseTask()
+    options = {"behaviour": "conciseness", "betas": "-0.2,0,0.2,0.4", "group_size": 4, "prompts_per_step": 1,
+               "steps": 1, "max_new_tokens": 6, "vector_prompts": 3}
+    initial = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
+
+    def run(name, **extra):
+        tiny_policy.model.load_state_dict(initial)  # training moved the weights: start every run from the same
+        store = RunStore(tmp_path, name)
+        VSPOTrainer(plugins=plugins, **options, **extra).train(
+            tiny_policy, SampledEngine(tiny_policy, progress=False), task, task.problems("train"), store=store)
+        metrics = json.loads((store.dir / "metrics.json").read_text())
+        return (store.dir / "steering_vector.safetensors").read_bytes(), metrics
+
+    built, first = run("first")
+    assert first["vspo/vector_cached"] == 0
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("a cached vector was built again")
+
+    monkeypatch.setattr(rewrite, "contrastive_pairs", no_teacher)
+    capsys.readouterr()
+    reused, second = run("second")
+    assert reused == built and second["vspo/vector_cached"] == 1
+    assert second["vspo/vector_teacher_calls"] == first["vspo/vector_teacher_calls"]  # the build's one-off cost
+    assert "reusing the steering vector" in capsys.readouterr().err
+    with pytest.raises(AssertionError, match="built again"):
+        run("off", cache_vector=False)
+    with torch.no_grad():
+        initial["model.norm.weight"] += 0.01  # other weights, another key
+    with pytest.raises(AssertionError, match="built again"):
+        run("other weights")

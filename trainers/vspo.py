@@ -17,6 +17,11 @@ Options (on top of GRPO's):
              and saved in the run folder as ``steering_vector.safetensors``;
              the teacher's calls and tokens go into the run's metrics (``vspo/vector_teacher_calls``,
              ``..._tokens``), since that one-off cost is what VSPO is compared with RLAIF on.
+  cache_vector  true (default): a vector built in a run is kept in the cache (harness/steering/cache.py), keyed by
+             the policy's weights, the teacher, the behaviour, the prompts and the build's options; a later run
+             with the same key copies it into its folder instead of building it again (minutes of answers, rewrites
+             and layer probing on a CPU) and says so in one line (metric ``vspo/vector_cached``). false: always
+             build.
   betas      the strength schedule, a comma string with one beta per rollout of a group: rollout j of every prompt
              is steered by betas[j], so group_size must equal the number of betas. An explicit list (rather than
              ``beta_max`` and a linear rule) keeps the schedule visible in the manifest and lets it be asymmetric;
@@ -58,10 +63,15 @@ should move towards what steering produces), and it stays stable. The size of th
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from harness.runner.distributed import current as current_parallel
+from harness.steering.cache import cached, remember, vector_key
 from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer
 from harness.trainers.rollout_precision import correct_rollouts, policy_logprobs
@@ -83,6 +93,8 @@ class VSPOConfig(GRPOConfig):
     # form) or "auto": behaviour when one is named, else strength; the module docstring says why
     reward: str = "auto"
     teacher: str = ""  # model spec of the teacher that rewrites answers for the in-run vector; "" = the policy
+    # reuse an in-run vector built before from the same weights, prompts and options (harness/steering/cache.py)
+    cache_vector: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -179,6 +191,18 @@ class VSPOTrainer(GRPOTrainer):
 
         cfg = self.config
         chosen = list(problems[: cfg.vector_prompts])
+        path = store.dir / "steering_vector.safetensors"
+        key = vector_key(policy.model, self.vector_inputs(engine, task, chosen)) if cfg.cache_vector else None
+        hit = cached(key) if key else None
+        if hit is not None:
+            shutil.copyfile(hit, path)
+            vector = SteeringVector.load(path, model=policy)
+            if current_parallel().is_main:
+                tqdm.write(f"vspo: reusing the steering vector built {vector.provenance.get('date', '?')[:10]} from "
+                           f"the same weights, prompts and options ({hit}; cache_vector=false builds it again)",
+                           file=sys.stderr)
+            self.record_vector(store, vector, cached=True)
+            return path
         pairs = contrastive_pairs(
             engine, self.teacher_engine(policy), [task.messages(p) for p in chosen], self.behaviour, problems=chosen,
             answer_params=SamplingParams(n=1, max_new_tokens=cfg.max_new_tokens, temperature=0, seed=cfg.seed),
@@ -191,14 +215,31 @@ class VSPOTrainer(GRPOTrainer):
                               teacher=cfg.teacher or "policy",
                               probe_pairs=int(cfg.probe_pairs), probe_every=int(cfg.probe_every),
                               provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)})
-        path = store.dir / "steering_vector.safetensors"
         vector.save(path)
-        preferences = vector.provenance["layer_preferences"]
-        store.update_metrics({f"vspo/vector_{k}": v for k, v in pairs.provenance().items()}
-                             | {"vspo/vector_layer": vector.layer, "vspo/vector_pairs": len(pairs.positive),
-                                "vspo/vector_preference": preferences[vector.layer],
-                                **{f"vspo/vector_{k}": v for k, v in vector.norms.items()}})
+        if key is not None:
+            remember(key, path)
+        self.record_vector(store, vector, cached=False)
         return path
+
+    def vector_inputs(self, engine, task, chosen) -> dict:
+        """Everything the in-run build reads besides the policy's weights: the cache key's other half."""
+        cfg = self.config
+        return {"behaviour": cfg.behaviour, "teacher": cfg.teacher, "task": f"{task.name}/{task.version}",
+                "prompts": [task.messages(p) for p in chosen], "max_new_tokens": cfg.max_new_tokens,
+                "seed": cfg.seed, "probe_pairs": int(cfg.probe_pairs), "probe_every": int(cfg.probe_every),
+                "sampling_dtype": str(getattr(engine, "rollout_dtype", "") or "weights")}
+
+    @staticmethod
+    def record_vector(store, vector: SteeringVector, *, cached: bool) -> None:
+        """The vector's build figures as run metrics; a reused vector's teacher cost is the build's, paid once."""
+        prov = vector.provenance
+        costs = ("teacher_calls", "teacher_tokens", "policy_tokens", "dropped_pairs", "disagreeing_pairs")
+        store.update_metrics({f"vspo/vector_{k}": prov[k] for k in costs if k in prov}
+                             | {"vspo/vector_cached": int(cached), "vspo/vector_layer": vector.layer,
+                                "vspo/vector_pairs": prov.get("pairs", {}).get("positive"),
+                                "vspo/vector_preference": (prov.get("layer_preferences") or {vector.layer: None})[
+                                    vector.layer],
+                                **{f"vspo/vector_{k}": v for k, v in vector.norms.items()}})
 
     # -- scoring: the shaping component ---------------------------------------------------------------------------
 
