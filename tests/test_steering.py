@@ -95,6 +95,24 @@ def test_build_vector_keeps_the_best_scoring_layer_and_round_trips(tiny_policy, 
         SteeringVector.load(path, model=128)
 
 
+def test_probe_layers_scans_every_kth_layer_then_climbs_to_the_peak():
+    from harness.steering.build import probe_layers
+
+    scores = [0.0, 0.1, 0.3, 0.2, 0.5, 0.9, 1.2, 1.0, 0.4, 0.1]  # smooth, peak at 6
+    probed = []
+
+    def score(i):
+        probed.append(i)
+        return scores[i]
+
+    got = probe_layers(score, len(scores), 4)
+    # coarse 0, 4, 8 (best 4); neighbours 3, 5 (best 5); 6 (best 6); 7: neither neighbour of 6 is better
+    assert probed == [0, 4, 8, 3, 5, 6, 7]
+    assert got == [scores[i] if i in probed else None for i in range(len(scores))]
+    assert max((i for i in probed), key=scores.__getitem__) == 6
+    assert probe_layers(score, 3, 1) == scores[:3]  # every=1: the full scan, nothing left to climb
+
+
 def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy):
     prompts = ["Tell me about cats.", "How do I boil an egg?", "What is rain?", "Name a colour.", "Why?"]
     shouting = [(p, "THIS IS VERY IMPORTANT AND I AM SHOUTING IT!") for p in prompts]
@@ -118,7 +136,8 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     assert any(abs(p) > 1e-4 for p in preferences)  # the probe moves the likelihoods at all
     every_other = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5,
                                probe_every=2, progress=False)
-    assert every_other.layer == 0 and every_other.provenance["layer_preferences"] == [preferences[0], None]
+    # layer 0, then its unprobed neighbour: on two layers the climb ends where the full scan did
+    assert every_other.provenance["layer_preferences"] == preferences and every_other.layer == vec.layer
     with pytest.raises(ValueError, match="criterion must be one of"):
         build_vector(tiny_policy, shouting, quiet, behaviour="shouting", criterion="vibes")
 

@@ -6,7 +6,9 @@ The watch reads each step's rollouts (after the gather, so every rank decides al
 norm, and names what it saw:
 
 - **stop** (the trainer rolls the weights back to the last step whose rollouts were healthy and ends training):
-  more than ``empty_fraction`` of the step's answers are empty, or every answer is the same text;
+  more than ``empty_fraction`` of the step's answers are empty, or every answer is the same text, or the answers
+  shrank to ``shrunk_words`` words or fewer on average from ``shrink`` times that or more at the watch's first step
+  (VSPO once took SmolLM2-135M's maths answers from 45 words to a bare digit: not empty, not repeated, degenerate);
   or a gradient norm more than ``grad_spike`` times the median of the earlier steps' non-zero norms.
 - **warn** (training goes on): the task's own reward was identical for every answer ``flat_steps`` steps in a
   row, i.e. no group had anything to learn from.
@@ -27,6 +29,9 @@ class CollapseWatch:
     empty_fraction: float = 0.5
     grad_spike: float = 20.0
     flat_steps: int = 3
+    shrink: float = 8.0
+    shrunk_words: float = 2.0
+    first_words: float | None = None  # the mean answer length, in words, of the first step watched
     norms: list[float] = field(default_factory=list)  # the earlier steps' non-zero gradient norms
     flat_run: int = 0  # consecutive steps whose task reward had no spread
     warned_flat: bool = False
@@ -41,6 +46,12 @@ class CollapseWatch:
             return f"{empty:.0%} of the step's {len(stripped)} answers are empty"
         if len(stripped) >= 4 and len(set(stripped)) == 1:
             return f"all {len(stripped)} answers are the same text {_clip(stripped[0])!r}"
+        words = sum(len(a.split()) for a in stripped) / len(stripped)
+        if self.first_words is None:
+            self.first_words = words
+        elif words <= self.shrunk_words and self.first_words >= self.shrink * max(words, 1e-9):
+            return (f"the answers shrank to {words:.1f} words on average from {self.first_words:.1f} at the first "
+                    f"step")
         return None
 
     def update(self, grad_norm: float) -> str | None:

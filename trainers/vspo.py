@@ -46,6 +46,15 @@ Options (on top of GRPO's):
              tokens to a bare end-of-sequence in three steps (math and persona alike). Scored by the behaviour,
              an empty or degenerate answer is worth nothing, and steering decides only where the rollouts
              explore.
+The loss's normaliser. GRPO divides each rollout's summed token losses by its own length, so a short rollout's
+tokens each carry a larger share of its advantage (Dr. GRPO's length bias). Unsteered, a group's lengths are alike
+and the bias is small; steered, they are not: the strongly steered rollouts of a conciseness vector are a few
+tokens long, and a short one that happens to be right pulls the policy towards its first token with about 30
+times the weight of a 60-token one. On SmolLM2-135M (math, seed 0) that took answers from 62 tokens to a single
+digit in three steps (solved@16 0.125 -> 0.062, every answer after training a bare guess). VSPO's default is
+therefore ``loss_norm=constant`` (every token weighs advantage / max_new_tokens): the same seed kept answers at
+11-21 tokens and their boxed rate rose from 0 to 0.56 over the 8 steps (docs/results.md).
+
 r0 is the task's weighted scalar reward; every component is logged per step as ``reward/<component>`` and kept in
 each training sample's ``rewards``.
 
@@ -85,7 +94,7 @@ class VSPOConfig(GRPOConfig):
     vector: str = ""  # path to a saved SteeringVector; "" = build one for `behaviour` before training
     vector_prompts: int = 16  # training problems whose answers are rewritten into pairs when the vector is built
     probe_pairs: int = 8  # pairs the layer criterion steers with (harness.steering.vectors.build_vector)
-    probe_every: int = 2  # probe every k-th layer: the preference is smooth across neighbouring layers
+    probe_every: int = 4  # probe every k-th layer, then climb to the best neighbour (build.probe_layers)
     betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
     beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.vectors.BETA_UNITS)
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
@@ -95,6 +104,10 @@ class VSPOConfig(GRPOConfig):
     teacher: str = ""  # model spec of the teacher that rewrites answers for the in-run vector; "" = the policy
     # reuse an in-run vector built before from the same weights, prompts and options (harness/steering/cache.py)
     cache_vector: bool = True
+    # Dr. GRPO's normaliser (every token weighs advantage / max_new_tokens), not GRPO's per-sequence mean: steering
+    # makes a group's rollouts differ in length, and the per-sequence mean pays each token of a 2-token answer 30
+    # times what it pays a token of a 60-token one (the module docstring has the run this broke)
+    loss_norm: str = "constant"
 
     def __post_init__(self) -> None:
         super().__post_init__()
