@@ -24,17 +24,18 @@ def test_empty_or_identical_answers_are_a_collapse():
     assert watch.rollouts([]) is None
 
 
-def test_answers_shrunk_to_a_word_or_two_from_eight_times_that_are_a_collapse():
+def test_rollouts_shrunk_to_a_few_tokens_from_eight_times_that_are_a_collapse():
     watch = CollapseWatch()
-    sentence = "to find 76 - 83 subtract 83 from 76 and the result is -7 so the answer is -7"  # 19 words
-    assert watch.rollouts([sentence] * 3 + ["-7 is the answer"]) is None  # the first step sets the level: 15.25
-    assert watch.rollouts(["the answer is -7"] * 2 + ["-7", "7"]) is None  # 2.5 words: short, but above 2
-    assert watch.rollouts(["9", "1", "6", "the 7"]) == \
-        "the answers shrank to 1.2 words on average from 15.2 at the first step"
-    assert CollapseWatch().rollouts(["B", "C", "A", "B"]) is None  # short from the start (a letter): not a shrink
+    answers = ["to find 76 - 83 subtract", "76 - 83 = -7", "the result is -7", "-7"]
+    assert watch.rollouts(answers, [60, 70, 50, 20]) is None  # the first step sets the level: 50 tokens
+    assert watch.rollouts(answers, [6, 7, 6, 6]) is None  # bare boxes ("\\boxed{7}" and end): short, not degenerate
+    assert watch.rollouts(["9", "1", "6", "7"], [2, 2, 2, 3]) == \
+        "the rollouts shrank to 2.2 tokens on average from 50.0 at the first step"
+    assert CollapseWatch().rollouts(["B", "C", "A", "B"], [2, 2, 2, 2]) is None  # short from the start
     terse = CollapseWatch()
-    assert terse.rollouts(["x y z", "a b c", "d e f", "g h i"]) is None
-    assert terse.rollouts(["x", "y", "z", "w"]) is None  # 3 words -> 1: less than 8x
+    assert terse.rollouts(answers, [20, 20, 20, 20]) is None
+    assert terse.rollouts(answers, [3, 3, 3, 3]) is None  # 20 tokens -> 3: less than 8x
+    assert CollapseWatch().rollouts(answers) is None  # no token counts: no shrink rule
 
 
 def test_a_gradient_spike_is_measured_against_the_earlier_median():

@@ -6,9 +6,10 @@ The watch reads each step's rollouts (after the gather, so every rank decides al
 norm, and names what it saw:
 
 - **stop** (the trainer rolls the weights back to the last step whose rollouts were healthy and ends training):
-  more than ``empty_fraction`` of the step's answers are empty, or every answer is the same text, or the answers
-  shrank to ``shrunk_words`` words or fewer on average from ``shrink`` times that or more at the watch's first step
-  (VSPO once took SmolLM2-135M's maths answers from 45 words to a bare digit: not empty, not repeated, degenerate);
+  more than ``empty_fraction`` of the step's answers are empty, or every answer is the same text, or the rollouts
+  shrank to ``shrunk_tokens`` tokens or fewer on average (end-of-sequence included) from ``shrink`` times that or
+  more at the watch's first step (VSPO once took SmolLM2-135M's maths answers from 62 tokens to a bare digit and
+  end-of-sequence: not empty, not repeated, degenerate; a bare ``\boxed{7}``, 6 tokens, is not caught);
   or a gradient norm more than ``grad_spike`` times the median of the earlier steps' non-zero norms.
 - **warn** (training goes on): the task's own reward was identical for every answer ``flat_steps`` steps in a
   row, i.e. no group had anything to learn from.
@@ -30,14 +31,14 @@ class CollapseWatch:
     grad_spike: float = 20.0
     flat_steps: int = 3
     shrink: float = 8.0
-    shrunk_words: float = 2.0
-    first_words: float | None = None  # the mean answer length, in words, of the first step watched
+    shrunk_tokens: float = 3.0
+    first_tokens: float | None = None  # the mean rollout length, in tokens, of the first step watched
     norms: list[float] = field(default_factory=list)  # the earlier steps' non-zero gradient norms
     flat_run: int = 0  # consecutive steps whose task reward had no spread
     warned_flat: bool = False
 
-    def rollouts(self, answers: Sequence[str]) -> str | None:
-        """Why this step's answers show a collapsed policy, or None."""
+    def rollouts(self, answers: Sequence[str], tokens: Sequence[int] = ()) -> str | None:
+        """Why this step's answers (and its rollouts' token counts, when given) show a collapsed policy, or None."""
         if not answers:
             return None
         stripped = [a.strip() for a in answers]
@@ -46,11 +47,13 @@ class CollapseWatch:
             return f"{empty:.0%} of the step's {len(stripped)} answers are empty"
         if len(stripped) >= 4 and len(set(stripped)) == 1:
             return f"all {len(stripped)} answers are the same text {_clip(stripped[0])!r}"
-        words = sum(len(a.split()) for a in stripped) / len(stripped)
-        if self.first_words is None:
-            self.first_words = words
-        elif words <= self.shrunk_words and self.first_words >= self.shrink * max(words, 1e-9):
-            return (f"the answers shrank to {words:.1f} words on average from {self.first_words:.1f} at the first "
+        if not tokens:
+            return None
+        mean = sum(tokens) / len(tokens)
+        if self.first_tokens is None:
+            self.first_tokens = mean
+        elif mean <= self.shrunk_tokens and self.first_tokens >= self.shrink * max(mean, 1e-9):
+            return (f"the rollouts shrank to {mean:.1f} tokens on average from {self.first_tokens:.1f} at the first "
                     f"step")
         return None
 

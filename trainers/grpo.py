@@ -228,7 +228,8 @@ class GRPOTrainer:
             generated = time.perf_counter()
             answers_text = [a for c in completions
                             for a in split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter)]
-            collapse = watch.rollouts(answers_text) if cfg.stop_on_collapse else None
+            collapse = watch.rollouts(answers_text, [len(c.token_ids) for c in completions]) \
+                if cfg.stop_on_collapse else None
             if collapse and healthy is None:  # degenerate before this run changed anything: said, not undone
                 self.warn(store, f"{self.name} step {step}: the policy's rollouts are degenerate before any "
                                  f"update of this run ({collapse})")
