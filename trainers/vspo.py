@@ -46,14 +46,15 @@ Options (on top of GRPO's):
              tokens to a bare end-of-sequence in three steps (math and persona alike). Scored by the behaviour,
              an empty or degenerate answer is worth nothing, and steering decides only where the rollouts
              explore.
+
 The loss's normaliser. GRPO divides each rollout's summed token losses by its own length, so a short rollout's
 tokens each carry a larger share of its advantage (Dr. GRPO's length bias). Unsteered, a group's lengths are alike
 and the bias is small; steered, they are not: the strongly steered rollouts of a conciseness vector are a few
 tokens long, and a short one that happens to be right pulls the policy towards its first token with about 30
 times the weight of a 60-token one. On SmolLM2-135M (math, seed 0) that took answers from 62 tokens to a single
 digit in three steps (solved@16 0.125 -> 0.062, every answer after training a bare guess). VSPO's default is
-therefore ``loss_norm=constant`` (every token weighs advantage / max_new_tokens): the same seed kept answers at
-11-21 tokens and their boxed rate rose from 0 to 0.56 over the 8 steps (docs/results.md).
+therefore ``loss_norm=constant`` (every token weighs advantage / max_new_tokens): the same seed's answers settled at
+11-21 tokens from step 2 and their boxed rate rose from 0 to 0.56 over the 8 steps (docs/results.md).
 
 r0 is the task's weighted scalar reward; every component is logged per step as ``reward/<component>`` and kept in
 each training sample's ``rewards``.
@@ -246,12 +247,12 @@ class VSPOTrainer(GRPOTrainer):
     def record_vector(store, vector: SteeringVector, *, cached: bool) -> None:
         """The vector's build figures as run metrics; a reused vector's teacher cost is the build's, paid once."""
         prov = vector.provenance
+        preferences = prov.get("layer_preferences")  # None: the layer was given, not probed
         costs = ("teacher_calls", "teacher_tokens", "policy_tokens", "dropped_pairs", "disagreeing_pairs")
         store.update_metrics({f"vspo/vector_{k}": prov[k] for k in costs if k in prov}
                              | {"vspo/vector_cached": int(cached), "vspo/vector_layer": vector.layer,
                                 "vspo/vector_pairs": prov.get("pairs", {}).get("positive"),
-                                "vspo/vector_preference": (prov.get("layer_preferences") or {vector.layer: None})[
-                                    vector.layer],
+                                "vspo/vector_preference": preferences[vector.layer] if preferences else None,
                                 **{f"vspo/vector_{k}": v for k, v in vector.norms.items()}})
 
     # -- scoring: the shaping component ---------------------------------------------------------------------------
