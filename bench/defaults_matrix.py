@@ -147,9 +147,12 @@ def before_after(metrics: dict[str, Any], name: str, difference: Any) -> str:
     before, after = metrics.get(f"before/{name}"), metrics.get(f"after/{name}")
     if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
         return "-"
-    text = f"{before:.3f} -> {after:.3f}, {after - before:+.3f}"
     estimate = difference.metrics.get(name) if difference is not None else None
-    return text + (_interval(estimate.low, estimate.high, True) if estimate is not None else " (no interval)")
+    if estimate is None:
+        return f"{before:.3f} -> {after:.3f}, {after - before:+.3f} (no interval)"
+    # The paired change (mean over problems of after - before), as its interval is: with evolve stopping early on
+    # solved problems, the phases' sample-weighted means differ from the per-problem means it pairs.
+    return f"{before:.3f} -> {after:.3f}, {estimate.value:+.3f}" + _interval(estimate.low, estimate.high, True)
 
 
 def eval_value(db: Path, run_dir: Path, metrics: dict[str, Any], name: str) -> str:

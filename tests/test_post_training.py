@@ -19,7 +19,13 @@ from harness.store.run_folder import RunStore
 from harness.testing import UppercaseTask
 from harness.trainers.grpo import GRPOTrainer
 from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
-from harness.trainers.post_training import AdaptersOff, PostTrainingOptions, lr_factor, prepare_policy
+from harness.trainers.post_training import (
+    AdaptersOff,
+    PostTrainingOptions,
+    lr_factor,
+    prepare_policy,
+    resolve_autocast,
+)
 from harness.trainers.post_training import checkpointing as is_checkpointing
 from harness.types import SamplingParams
 
@@ -166,6 +172,28 @@ def test_the_schedule_and_several_passes_per_batch_reach_the_optimizer(tiny_poli
     # the second pass sees a policy the first pass moved: its ratios leave 1 and the mean over passes shows it
     assert all(s["ratio_mean"] != pytest.approx(1.0, abs=1e-4) for s in steps)
     assert all("clip_fraction_last_pass" in s for s in steps)
+
+
+def test_autocast_auto_trains_in_the_rollouts_bf16_only_over_float32_weights():
+    assert resolve_autocast("auto", "bfloat16", "float32") == "bfloat16"
+    assert resolve_autocast("auto", "float32", "float32") == ""  # e.g. an AVX2 CPU: fp32 rollouts, fp32 update
+    assert resolve_autocast("auto", "bfloat16", "bfloat16") == ""  # bf16 weights compute in bf16 already
+    assert resolve_autocast("auto", "float16", "float32") == ""  # fp16 autocast without a loss scaler: never implied
+    assert resolve_autocast("", "bfloat16", "float32") == ""  # explicit settings stay as they are
+    assert resolve_autocast("float16", "float32", "float32") == "float16"
+
+
+@pytest.mark.parametrize("rollout_dtype", ["bfloat16", None])
+def test_a_trainer_resolves_autocast_auto_from_the_engine_it_trains_with(tiny_policy, plugins, tmp_path,
+                                                                         rollout_dtype):
+    trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=1, group_size=2, max_new_tokens=4)
+    assert trainer.config.autocast == "auto"
+    before = [p.detach().clone() for p in tiny_policy.model.parameters()]
+    engine = TransformersEngine(tiny_policy, progress=False, rollout_dtype=rollout_dtype)
+    trainer.train(tiny_policy, engine, UppercaseTask(), UppercaseTask().problems("train"),
+                  store=RunStore(tmp_path, "run"))
+    assert trainer.config.autocast == ("bfloat16" if rollout_dtype else "")
+    assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.model.parameters(), strict=True))
 
 
 def _uppercase_plugins():

@@ -94,8 +94,10 @@ def test_bf16_rollouts_get_old_logprobs_equal_to_a_plain_float32_forward(tiny_po
     assert corrected.abs_log_ratio / tokens == pytest.approx(
         sum(float((old - torch.tensor(c.logprobs)).abs().sum()) for old, c in zip(fp32, completions, strict=True))
         / tokens, rel=1e-3)
-    # a trainer that autocasts to bf16 too computes in the sampler's precision: nothing to recompute
-    assert not should_recompute("auto", engine, model, replace(trainer.config, autocast="bfloat16"))
+    # a trainer that autocasts to bf16 too still recomputes: its whole-sequence bf16 forward rounds otherwise than
+    # the engine's token-by-token one (above), and the clip must act on the update, not on that rounding
+    assert should_recompute("auto", engine, model, replace(trainer.config, autocast="bfloat16"))
+    assert not should_recompute("auto", TransformersEngine(tiny_policy), model, replace(trainer.config, autocast=""))
     assert should_recompute("recompute", TransformersEngine(tiny_policy), model, trainer.config)
     assert not should_recompute("sampler", engine, model, trainer.config)
 

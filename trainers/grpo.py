@@ -49,6 +49,7 @@ from harness.trainers.post_training import (
     autocast,
     lr_factor,
     prepare_policy,
+    resolve_autocast,
     set_lr,
     trainable_parameters,
 )
@@ -58,7 +59,9 @@ from harness.trainers.rollout_precision import (
     correct_rollouts,
     pad_weights,
     policy_logprobs,
+    sampler_precision,
     should_recompute,
+    weights_dtype,
 )
 from harness.trainers.step_timer import StepTimer
 from harness.types import (
@@ -164,6 +167,9 @@ class GRPOTrainer:
         if not problems:
             raise ValueError(f"{self.name}: no training problems")
         self.prepare_policy(policy)
+        # autocast=auto: the update in the training rollouts' precision when they sample in bf16 over fp32 weights
+        cfg.autocast = resolve_autocast(cfg.autocast, sampler_precision(engine, policy.model),
+                                        weights_dtype(policy.model))
         if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
             self.format_warmup(policy, engine, task, problems, store)
         model, tok = policy.model, policy.tokenizer

@@ -9,6 +9,10 @@ gradient checkpointing, mixed-precision autocast, and a learning-rate schedule.
   non-reentrant); it only acts in training mode, so generation keeps its KV cache.
 - Autocast: forward passes of the update run under ``torch.autocast`` in bf16/fp16 while the weights (and AdamW's
   state) stay in their own dtype: TRL's ``bf16=True``. Weights stored in bf16 are the run's ``--dtype`` instead.
+  ``auto`` (the default) trains in the precision the training rollouts were sampled in when that is bf16 over
+  float32 weights (``--rollout-dtype auto`` picks it where bf16 is native: a CUDA GPU from Ampere on, an AVX-512
+  bf16 CPU), else in the weights' own: the update's forwards then run 1.6x faster on such a CPU (SmolLM2-135M,
+  8 x 110 tokens, 2 cores), and the old log-probs need no recomputation, as sampler and trainer agree.
 - Schedule: the learning rate of step s is ``lr * lr_factor(s)`` (linear warm-up over ``warmup_ratio`` of the steps,
   then constant, linear or cosine decay to 0), set on the optimizer before each step. A function of the step, not
   a scheduler object, so a resumed run needs no scheduler state to land on the same rate.
@@ -24,7 +28,8 @@ from typing import Any
 import torch
 
 SCHEDULES = ("constant", "linear", "cosine")
-AUTOCAST = ("", "bfloat16", "float16")
+AUTOCAST = ("", "auto", "bfloat16", "float16")
+AUTO = "auto"
 
 
 @dataclass
@@ -37,7 +42,9 @@ class PostTrainingOptions:
     lora_target_modules: str = "all-linear"  # peft's target_modules: "all-linear" or comma-separated module names
     save_merged: bool = False  # LoRA: also save the adapters merged into the weights (<run>/model-merged/)
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~1/3 more compute
-    autocast: str = ""  # "bfloat16"/"float16": the update's forward passes in that precision, weights unchanged
+    # "bfloat16"/"float16": the update's forward passes in that precision, weights unchanged; "": the weights';
+    # "auto": bfloat16 when the training rollouts sample in it over float32 weights, else the weights' (resolve_autocast)
+    autocast: str = AUTO
     lr_scheduler: str = "constant"  # "constant", "linear" or "cosine" decay after the warm-up
     warmup_ratio: float = 0.0  # fraction of the steps over which the learning rate rises linearly from 0
 
@@ -45,7 +52,7 @@ class PostTrainingOptions:
         if self.lora_r < 0 or (self.lora_r and self.lora_alpha <= 0) or not 0.0 <= self.lora_dropout < 1.0:
             raise ValueError(f"{name}: need lora_r >= 0, lora_alpha > 0 and 0 <= lora_dropout < 1")
         if self.autocast not in AUTOCAST:
-            raise ValueError(f"{name}: autocast must be one of bfloat16, float16 or empty, got {self.autocast!r}")
+            raise ValueError(f"{name}: autocast must be one of auto, bfloat16, float16 or empty, got {self.autocast!r}")
         if self.lr_scheduler not in SCHEDULES:
             raise ValueError(f"{name}: unknown lr_scheduler {self.lr_scheduler!r}; choose one of "
                              f"{', '.join(SCHEDULES)}")
@@ -116,9 +123,19 @@ class AdaptersOff:
         return self.adapter.get_base_model().parameters()
 
 
+def resolve_autocast(setting: str, sampling_dtype: str, weights_dtype: str) -> str:
+    """``auto`` -> "bfloat16" when the training rollouts sample in bf16 over float32 weights, else "" (the weights'
+    precision); any other setting as it is. Mixed precision is then what the sampler already computes in, so it
+    costs no agreement between the two, and happens only where the run chose bf16 sampling as native."""
+    if setting != AUTO:
+        return setting
+    return "bfloat16" if sampling_dtype == "bfloat16" and weights_dtype == "float32" else ""
+
+
 def autocast(options: PostTrainingOptions, device: torch.device) -> contextlib.AbstractContextManager:
-    """The update's forward passes in ``options.autocast`` precision, or as they are."""
-    if not options.autocast:
+    """The update's forward passes in ``options.autocast`` precision, or as they are (also for an unresolved
+    ``auto``: the trainer resolves it when training starts)."""
+    if options.autocast in ("", AUTO):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=getattr(torch, options.autocast))
 
