@@ -35,8 +35,8 @@ import torch
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.models import load_policy
-from harness.runner.precision import cpu_flags
 from harness.plugins import get_plugin_manager
+from harness.runner.precision import cpu_flags
 from harness.testing import BrevityTask, FakeStore
 from harness.trainers.grpo import GRPOTrainer
 
@@ -118,7 +118,8 @@ def main() -> None:
     out.write_text(json.dumps({
         "benchmark": "bf16_learning", "model": args.model, "seeds": seeds, "steps": args.steps,
         "prompts": args.prompts, "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "lr": args.lr,
-        "threads": args.threads, "cpus": os.cpu_count(), "cpu": cpu, "native_bf16": native, "python": platform.python_version(),
+        "threads": args.threads, "cpus": os.cpu_count(), "cpu": cpu, "native_bf16": native,
+        "python": platform.python_version(),
         "torch": torch.__version__, "loadavg_end": os.getloadavg(), "runs": runs, "per_step": spread}, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -1,7 +1,7 @@
 """The defaults matrix: every trainer x every searcher at the project's defaults, each through `harness run` in its
 own process and folder, and per cell what it cost and what it did to the policy.
 
-    .venv/bin/python bench/defaults_matrix.py [--task math] [--model smollm2-135m] [--seeds 0[,1,...]]
+    .venv/bin/python bench/defaults_matrix.py [--tasks math[,code,...]] [--model smollm2-135m] [--seeds 0[,1,...]]
         [--trainers none,grpo,vpo,vspo,sft,rlaif] [--searchers best-of-k,evolve] [--out runs/defaults_matrix]
         [--extra="--limit 2 --steps 1"] [--extra-train="--set trainer.max_new_tokens=8"] [--skip-failed]
         [--json FILE]
@@ -17,9 +17,13 @@ a sitting with other settings never takes another's cells. Cells whose run folde
 the matrix resumes over several sittings; a cell that failed is run again (`--skip-failed`: reported as it was).
 The real model's matrix takes about an hour on a 2-core CPU.
 
+`--tasks all` is every built-in task at its defaults (math, code, mmlu-pro, persona, maze and one reasoning-gym
+dataset, rg:basic_arithmetic).
+
 Printed: the machine (CPU model, cores, whether avx512_bf16 is among the CPU flags), then one markdown row per
 cell:
 - exit: the `harness run` exit status; minutes: its wall time (a skipped cell's as recorded);
+- training: the trainer's reward (`train/reward_mean`) at its first and last step, or an SFT run's loss;
 - primary: the first pass@k (smallest k), else solved@c at the largest c (evolve's whole budget), before -> after
   with the change paired over the eval problems and its 95% bootstrap interval, read from the index the run wrote
   (`OUT/<cell>/results.sqlite`; harness/report/summary.py `paired_difference`, i.e. compare.py
@@ -53,6 +57,7 @@ from typing import Any
 from harness.runner.precision import cpu_flags  # no torch: harness.types is plain dataclasses
 
 TRAINERS = "none,grpo,vpo,vspo,sft,rlaif"
+ALL_TASKS = "math,code,mmlu-pro,persona,maze,rg:basic_arithmetic"
 SEARCHERS = "best-of-k,evolve"
 HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
 
@@ -78,7 +83,7 @@ def default_model() -> str:
 
 def cell_name(model: str, task: str, trainer: str, searcher: str, seed: int, extra: list[str]) -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")
-    name = f"{slug}-{task}-{trainer}-{searcher}-seed{seed}"
+    name = f"{slug}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', task)}-{trainer}-{searcher}-seed{seed}"
     if extra:
         name += "-x" + hashlib.sha1(json.dumps(extra).encode()).hexdigest()[:8]
     return name
@@ -173,6 +178,15 @@ def eval_value(db: Path, run_dir: Path, metrics: dict[str, Any], name: str) -> s
     return text
 
 
+def training_curve(metrics: dict[str, Any]) -> str:
+    """"reward first -> last" of the training steps (an SFT run: its loss), "-" without steps."""
+    for key, label in (("train/reward_mean", "reward"), ("train/loss", "loss")):
+        values = [v for v in metrics.get(key) or [] if isinstance(v, (int, float))]
+        if values:
+            return f"{label} {values[0]:.3f} -> {values[-1]:.3f} ({len(values)} steps)"
+    return "-"
+
+
 def empty_rate(samples: Path, phase: str) -> str:
     total = empty = 0
     with contextlib.suppress(OSError), open(samples) as f:
@@ -199,7 +213,7 @@ def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
         warnings.append(f"error: {lines[-1].strip()}" if lines else "error: no output")
     row["warnings"] = warnings
     row["collapse"] = any("collapse" in w.lower() for w in warnings)
-    row["primary"] = row["behaviour"] = row["empty_after"] = "-"
+    row["primary"] = row["behaviour"] = row["empty_after"] = row["training"] = "-"
     if run_dir is None:
         return row
     if row["minutes"] is None and isinstance(manifest.get("seconds"), (int, float)):
@@ -207,6 +221,7 @@ def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
     metrics = read_json(run_dir / "metrics.json")
     trained = any(k.startswith("after/") for k in metrics)
     phase = "after" if trained else "eval"
+    row["training"] = training_curve(metrics)
     db = cell / "results.sqlite"
     name = primary_metric(metrics, phase)
     if name and trained:
@@ -227,20 +242,20 @@ def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    header = ["cell", "exit", "minutes", "primary: before -> after, change [95% paired]", "behaviour",
+    header = ["cell", "exit", "minutes", "training", "primary: before -> after, change [95% paired]", "behaviour",
               "empty after", "collapse", "warnings"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         minutes = f"{r['minutes']:.1f}" if isinstance(r["minutes"], (int, float)) else "-"
-        cells = [r["cell"], "-" if r["exit"] is None else str(r["exit"]), minutes, r["primary"], r["behaviour"],
-                 r["empty_after"], "yes" if r["collapse"] else "no", "; ".join(r["warnings"]) or "-"]
+        cells = [r["cell"], "-" if r["exit"] is None else str(r["exit"]), minutes, r["training"], r["primary"],
+                 r["behaviour"], r["empty_after"], "yes" if r["collapse"] else "no", "; ".join(r["warnings"]) or "-"]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="math")
+    parser.add_argument("--tasks", "--task", default="math", help=f"comma list, or all ({ALL_TASKS})")
     parser.add_argument("--model", default=None, help="default: the project's default model (RunConfig.model)")
     parser.add_argument("--seeds", default="0", help="comma list (default 0)")
     parser.add_argument("--trainers", default=TRAINERS, help=f"comma list (default {TRAINERS})")
@@ -260,42 +275,43 @@ def main(argv: Sequence[str] | None = None) -> None:
     extra = [a for chunk in args.extra for a in shlex.split(chunk)]
     extra_train = [a for chunk in args.extra_train for a in shlex.split(chunk)]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    tasks = [t.strip() for t in (ALL_TASKS if args.tasks == "all" else args.tasks).split(",") if t.strip()]
     trainers = [t.strip() for t in args.trainers.split(",") if t.strip()]
     searchers = [s.strip() for s in args.searchers.split(",") if s.strip()]
     out = Path(args.out)
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}, "
           f"load {' '.join(info.get('loadavg', ['?']))}")
-    print(f"model {model}, task {args.task}, seeds {','.join(map(str, seeds))}, out {out}"
+    print(f"model {model}, tasks {','.join(tasks)}, seeds {','.join(map(str, seeds))}, out {out}"
           + (f", extra: {shlex.join(extra)}" if extra else "")
           + (f", extra with a trainer: {shlex.join(extra_train)}" if extra_train else ""))
     rows = []
-    for seed in seeds:
-        for searcher in searchers:
-            for trainer in trainers:
-                cell_extra = extra + (extra_train if trainer != "none" else [])
-                cell = out / cell_name(model, args.task, trainer, searcher, seed, cell_extra)
-                record = read_json(cell / "bench.json")
-                _, manifest = latest_run(cell)
-                done = manifest.get("status") == "complete" or (args.skip_failed and record.get("exit") not in
-                                                                 (None, 0))
-                if done:
-                    print(f"{cell.name}: {manifest.get('status') or 'failed'} already, skipped", flush=True)
-                else:
-                    command = [sys.executable, "-m", "harness", "run", "--task", args.task, "--trainer", trainer,
-                               "--searcher", searcher, "--seed", str(seed), "--model", model, "--out", str(cell),
-                               *cell_extra]
-                    print(f"{cell.name}: running ...", end=" ", flush=True)
-                    record = run_cell(command, cell)
-                    print(f"exit {record['exit']} in {record['minutes']:.1f} min", flush=True)
-                row = describe(cell, record)
-                row.update(trainer=trainer, searcher=searcher, seed=seed)
-                rows.append(row)
+    cells = [(task, seed, searcher, trainer) for task in tasks for seed in seeds for searcher in searchers
+             for trainer in trainers]
+    for task, seed, searcher, trainer in cells:
+        cell_extra = extra + (extra_train if trainer != "none" else [])
+        cell = out / cell_name(model, task, trainer, searcher, seed, cell_extra)
+        record = read_json(cell / "bench.json")
+        _, manifest = latest_run(cell)
+        done = manifest.get("status") == "complete" or (args.skip_failed and record.get("exit") not in
+                                                         (None, 0))
+        if done:
+            print(f"{cell.name}: {manifest.get('status') or 'failed'} already, skipped", flush=True)
+        else:
+            command = [sys.executable, "-m", "harness", "run", "--task", task, "--trainer", trainer,
+                       "--searcher", searcher, "--seed", str(seed), "--model", model, "--out", str(cell),
+                       *cell_extra]
+            print(f"{cell.name}: running ...", end=" ", flush=True)
+            record = run_cell(command, cell)
+            print(f"exit {record['exit']} in {record['minutes']:.1f} min", flush=True)
+        row = describe(cell, record)
+        row.update(task=task, trainer=trainer, searcher=searcher, seed=seed)
+        rows.append(row)
     print()
     print(markdown(rows))
     path = Path(args.json) if args.json else out / "defaults_matrix.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine": info, "model": model, "task": args.task, "extra": extra,
+    path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
                                 "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
     print(f"\nwrote {path}")
 

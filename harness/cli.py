@@ -78,9 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--resume", metavar="RUN_DIR",
                        help="continue a killed run in its folder, with its own configuration: finished phases are "
                             "skipped, training continues from its last checkpoint (only --threads may be given too)")
-    run_p.add_argument("--checkpoint-every", type=int, metavar="N",
-                       help="save model, optimizer and RNG state every N training steps and after the last, for "
-                            "--resume (default: 1; 0: never)")
+    run_p.add_argument("--checkpoint-every", metavar="N|Mm",
+                       help="save model, optimizer and RNG state for --resume every N training steps (e.g. 1), or "
+                            "once M minutes have passed since the last (e.g. 10m), and after the last step "
+                            "(default: 10m; 0: never)")
     run_p.add_argument("--config", metavar="FILE",
                        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "

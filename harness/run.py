@@ -112,7 +112,7 @@ def index_if_missing(run_dir: Path, echo) -> Path:
 
 
 def checkpointer_for(cfg: RunConfig, run_dir: Path) -> Checkpointer | None:
-    """A training run checkpoints (every ``--checkpoint-every`` steps; 0: never)."""
+    """A training run checkpoints (every ``--checkpoint-every`` steps or minutes, and after the last step; 0: never)."""
     return Checkpointer(run_dir, cfg.checkpoint_every) if cfg.trainer != "none" and cfg.checkpoint_every else None
 
 

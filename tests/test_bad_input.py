@@ -84,7 +84,9 @@ CASES = [
     ("no training problems", ["run", "--trainer", "grpo", "--train-limit", "0"],
      "--train-limit should be a positive integer, got 0"),
     ("negative checkpoint interval", ["run", "--trainer", "grpo", "--checkpoint-every", "-1"],
-     "--checkpoint-every should be an integer >= 0, got -1"),
+     "--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got '-1'"),
+    ("checkpoint interval of no minutes", ["run", "--trainer", "grpo", "--checkpoint-every", "0m"],
+     "--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got '0m'"),
     ("trainer options without a trainer", ["run", "--set", "trainer.lr=nan"], "this run trains nothing"),
     ("YAML alias bomb", ["run", "--config", "{tmp}/bomb.yaml"], "bomb.yaml: its aliases expand to more than"),
 ]

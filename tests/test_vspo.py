@@ -299,3 +299,18 @@ def test_a_second_run_reuses_the_cached_vector_and_changed_weights_rebuild_it(ti
         initial["model.norm.weight"] += 0.01  # other weights, another key
     with pytest.raises(AssertionError, match="built again"):
         run("other weights")
+
+
+def test_the_steered_engine_declares_what_the_engine_samples_in(tiny_policy):
+    """Before: the wrapper declared nothing, so a VSPO run sampling in bf16 looked like float32 sampling and its
+    update never took autocast=auto's bf16 (the main job's 8 steps ran 1.6x slower than they need)."""
+    from harness.trainers.post_training import resolve_autocast
+    from harness.trainers.rollout_precision import sampler_precision
+    from harness.trainers.vspo import _SteeredEngine
+
+    engine = TransformersEngine(tiny_policy, progress=False, rollout_dtype="bfloat16")
+    vector = SteeringVector(torch.ones(tiny_policy.model.config.hidden_size), layer=0, model="tiny-random",
+                            behaviour="test")
+    steered = _SteeredEngine(engine, Steering(vector, [0.0]))
+    assert sampler_precision(steered, tiny_policy.model) == "bfloat16"
+    assert resolve_autocast("auto", sampler_precision(steered, tiny_policy.model), "float32") == "bfloat16"

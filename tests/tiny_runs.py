@@ -11,7 +11,8 @@ from pathlib import Path
 
 RUN = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "3", "--limit", "2", "--train-limit", "4",
        "--k", "1,2", "--threads", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-       "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4"]
+       "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4",
+       "--checkpoint-every", "1"]  # a checkpoint after every step (default: 10 minutes), so kills land between them
 CEILING = 300  # seconds: a hang, never a speed
 
 

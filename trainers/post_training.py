@@ -43,7 +43,8 @@ class PostTrainingOptions:
     save_merged: bool = False  # LoRA: also save the adapters merged into the weights (<run>/model-merged/)
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~1/3 more compute
     # "bfloat16"/"float16": the update's forward passes in that precision, weights unchanged; "": the weights';
-    # "auto": bfloat16 when the training rollouts sample in it over float32 weights, else the weights' (resolve_autocast)
+    # "auto": bfloat16 when the training rollouts sample in it over float32 weights, else the weights'
+    # (resolve_autocast)
     autocast: str = AUTO
     lr_scheduler: str = "constant"  # "constant", "linear" or "cosine" decay after the warm-up
     warmup_ratio: float = 0.0  # fraction of the steps over which the learning rate rises linearly from 0

@@ -300,5 +300,10 @@ class _SteeredEngine:
     def __init__(self, engine, steering: Steering) -> None:
         self.engine, self.steering = engine, steering
 
+    @property
+    def capabilities(self):
+        """The wrapped engine's: what it samples in (bf16 under --rollout-dtype auto) decides the update's autocast."""
+        return capabilities_of(self.engine, EngineCapabilities)
+
     def generate(self, prompts, params, *, desc: str = ""):
         return self.engine.generate(prompts, params, desc=desc, steering=self.steering)

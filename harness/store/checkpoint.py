@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,16 @@ NAME = "checkpoint"
 
 
 class Checkpointer:
-    def __init__(self, run_dir: Path | str, every: int = 1) -> None:
-        if int(every) < 1:
-            raise ValueError(f"checkpoint_every must be >= 1, got {every!r}")
+    """``every``: after every N-th step (an int >= 1), or once the minutes in "10m" have passed since the last
+    checkpoint (or since the checkpointer was made, at the start of training); always after the last step."""
+
+    def __init__(self, run_dir: Path | str, every: int | str = 1) -> None:
         self.run_dir = Path(run_dir)
-        self.every = int(every)
+        self.minutes = float(every[:-1]) if isinstance(every, str) and every.endswith("m") else None
+        self.every = 0 if self.minutes is not None else int(every)
+        if self.minutes is None and self.every < 1 or self.minutes is not None and not self.minutes > 0:
+            raise ValueError(f"checkpoint_every must be >= 1 steps or > 0 minutes, got {every!r}")
+        self.last_save = time.monotonic()
 
     @property
     def folder(self) -> Path | None:
@@ -44,9 +50,13 @@ class Checkpointer:
         return None
 
     def due(self, step: int, steps: int) -> bool:
-        """After every ``every``-th step, and after the last (so a kill during the final evaluation redoes no
-        training)."""
-        return (step + 1) % self.every == 0 or step + 1 == steps
+        """After every ``every``-th step or once ``minutes`` have passed, and after the last (so a kill during the
+        final evaluation redoes no training)."""
+        if step + 1 == steps:
+            return True
+        if self.minutes is not None:
+            return time.monotonic() - self.last_save >= self.minutes * 60
+        return (step + 1) % self.every == 0
 
     def state(self) -> dict[str, Any] | None:
         folder = self.folder
@@ -90,6 +100,7 @@ class Checkpointer:
             final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
+        self.last_save = time.monotonic()
 
     def remove(self) -> None:
         for name in (NAME, f".{NAME}.old", f".{NAME}.tmp"):

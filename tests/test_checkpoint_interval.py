@@ -1,0 +1,38 @@
+"""`--checkpoint-every`: by steps, or by minutes since the last checkpoint (the default, 10m), always after the last
+step; bad values are one line before anything loads (tests/test_bad_input.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.runner.config import RunConfig
+from harness.store import checkpoint
+from harness.store.checkpoint import Checkpointer
+
+
+def test_by_steps_every_nth_and_the_last(tmp_path):
+    every_two = Checkpointer(tmp_path, 2)
+    assert [every_two.due(s, 5) for s in range(5)] == [False, True, False, True, True]
+
+
+def test_by_minutes_once_the_time_has_passed_since_the_last_save(tmp_path, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: now[0])
+    ckpt = Checkpointer(tmp_path, "10m")
+    assert not ckpt.due(0, 100)  # made at 1000 s: nothing has passed
+    now[0] += 599
+    assert not ckpt.due(1, 100)
+    now[0] += 1
+    assert ckpt.due(2, 100)  # 600 s = 10 minutes
+    ckpt.last_save = now[0]  # what save() records
+    now[0] += 300
+    assert not ckpt.due(3, 100) and ckpt.due(99, 100)  # the last step always
+
+
+def test_the_default_is_ten_minutes_and_values_are_checked():
+    assert RunConfig().checkpoint_every == "10m"
+    assert RunConfig(checkpoint_every="2.5m").checkpoint_every == "2.5m"
+    assert RunConfig(checkpoint_every="3").checkpoint_every == 3
+    for bad in ("-1", "0m", "xm", "1.5", "nanm"):
+        with pytest.raises(ValueError, match="--checkpoint-every should be steps"):
+            RunConfig(checkpoint_every=bad)
