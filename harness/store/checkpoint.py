@@ -36,7 +36,7 @@ class Checkpointer:
         self.run_dir = Path(run_dir)
         self.minutes = float(every[:-1]) if isinstance(every, str) and every.endswith("m") else None
         self.every = 0 if self.minutes is not None else int(every)
-        if self.minutes is None and self.every < 1 or self.minutes is not None and not self.minutes > 0:
+        if (self.every < 1) if self.minutes is None else not self.minutes > 0:
             raise ValueError(f"checkpoint_every must be >= 1 steps or > 0 minutes, got {every!r}")
         self.last_save = time.monotonic()
 
