@@ -3,6 +3,7 @@ targets, and that training lowers the targets' NLL."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -166,3 +167,19 @@ def test_rewrite_targets_need_a_known_behaviour():
         SFTTrainer(targets="rewrites")
     with pytest.raises(PluginError, match="unknown behaviour 'charm'"):  # before any model loads
         SFTTrainer(targets="rewrites", behaviour="charm")
+
+
+def test_an_update_under_bf16_autocast_lowers_the_nll_as_float32_does(tiny_policy):
+    """A format warm-up takes its RL trainer's autocast: the same steps in bf16 must learn (the loss within bf16's
+    rounding of float32's, each falling) while the weights stay float32."""
+    pairs = [([11, 12, 13], [21, 22, 23, 24]), ([14, 15], [25, 26, 27])]
+    trainer = SFTTrainer(lr=3e-3, batch_size=2)
+    curves = {}
+    for precision in ("", "bfloat16"):
+        model = copy.deepcopy(tiny_policy.model)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        curves[precision] = [trainer.update(model, 0, optimizer, pairs, autocast=precision)["loss"] for _ in range(4)]
+        assert next(model.parameters()).dtype == torch.float32
+    for curve in curves.values():
+        assert curve[-1] < curve[0] - 0.05
+    assert curves["bfloat16"][0] == pytest.approx(curves[""][0], rel=2e-2)

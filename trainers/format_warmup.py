@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
+from tqdm.auto import tqdm
 
 from harness.multi_answer import instruct, join_answers
 from harness.trainers.policy_gradient import cycle_problems, score_rollouts
@@ -93,6 +94,7 @@ class WarmupPlan:
     targets: str = "self"  # "extracted", or "auto": extracted where the task has reference completions (docstring)
     format_component: str = ""  # a reward component every answer must earn to be well formed ("": structure only)
     name: str = "vpo"  # the trainer, for its messages
+    autocast: str = ""  # the SFT steps' forwards in this precision: the trainer's resolved autocast (bf16 or "")
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
@@ -152,15 +154,22 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=plan.lr)  # a LoRA policy's adapters only
     order = cycle_problems(pairs, plan.seed)
     step = 0
+    # at most max_steps: the bar's estimate is the longest the warm-up can take (it stops early at the target rate)
+    bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step",
+               leave=False, disable=None)
     while rates[-1] < plan.target_rate and step < plan.max_steps:
         for _ in range(min(plan.check_every, plan.max_steps - step)):
             started = time.perf_counter()
-            metrics = sft.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(plan.batch_size)])
+            metrics = sft.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(plan.batch_size)],
+                                 autocast=plan.autocast)
             store.log_step(step, {**metrics, "seconds": time.perf_counter() - started}, stage="warmup")
             step += 1
+            bar.update(1)
         rate, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed + step)
         store.write_samples({**r, "step": step} for r in checked)  # step: SFT steps taken before this check
         rates.append(rate)
+        bar.set_postfix(well_formed=f"{rate:.0%}")
+    bar.close()
     figures = {"warmup/well_formed_before": before, "warmup/well_formed_after": rates[-1],
                "warmup/well_formed_rates": rates, "warmup/steps": step, "warmup/targets": len(examples),
                "warmup/check_rollouts": len(checked), "warmup/check_success_before": success_before,

@@ -132,15 +132,21 @@ class SFTTrainer:
         return [(encode_chat(tok, e.messages), _target_ids(tok, e.target, self.config.max_target_tokens))
                 for e in examples]
 
-    def update(self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]]) -> dict[str, float]:
-        """One optimizer step of mean token NLL over the batch's target tokens, in micro-batches that add up to it."""
+    def update(self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]],
+               autocast: str = "") -> dict[str, float]:
+        """One optimizer step of mean token NLL over the batch's target tokens, in micro-batches that add up to it.
+        ``autocast`` ("bfloat16"): the forwards in that precision, weights unchanged (an RL trainer's format warm-up
+        takes its trainer's)."""
         cfg = self.config
         model.train()
         optimizer.zero_grad(set_to_none=True)
         tokens = sum(len(t) for _, t in pairs)  # one normaliser for the whole batch: micro-batches sum exactly
         total = 0.0
+        device = next(model.parameters()).device
         for start in range(0, len(pairs), cfg.micro_batch):
-            loss = target_nll(model, target_batch(pairs[start : start + cfg.micro_batch], pad_id)).sum() / tokens
+            with torch.autocast(device.type, dtype=getattr(torch, autocast or "float32"), enabled=bool(autocast)):
+                nll = target_nll(model, target_batch(pairs[start : start + cfg.micro_batch], pad_id))
+            loss = nll.float().sum() / tokens
             loss.backward()
             total += loss.item()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
