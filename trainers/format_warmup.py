@@ -156,7 +156,7 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     step = 0
     # at most max_steps: the bar's estimate is the longest the warm-up can take (it stops early at the target rate)
     bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step",
-               leave=False, disable=None)
+               leave=False)
     while rates[-1] < plan.target_rate and step < plan.max_steps:
         for _ in range(min(plan.check_every, plan.max_steps - step)):
             started = time.perf_counter()
