@@ -14,6 +14,12 @@ from harness.trainers.sft import SFTTrainer
 DELIMITER = "### next answer ###"
 
 
+
+def _messages(err: str) -> list[str]:
+    """The warm-up's one-line messages: what is left of each line once its progress bar's redraws (``\r``) and the
+    bar's own cleared line are dropped."""
+    return [kept for line in err.split("\n") if (kept := line.split("\r")[-1].strip())]
+
 def _plan(**overrides) -> WarmupPlan:
     values = dict(m=2, delimiter=DELIMITER, max_new_tokens=12, temperature=1.0, max_steps=3, check_every=1,
                   target_rate=0.9, samples_per_problem=3, lr=1e-3, batch_size=2, micro_batch=2, seed=0)
@@ -88,7 +94,7 @@ def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugin
     checks = [r for r in store.samples if r["phase"] == "warmup-check"]  # 4 checks x 2 problems x 2 rollouts
     assert len(checks) == 16 and [r["step"] for r in checks[::4]] == [0, 1, 2, 3]
     assert not any(r["well_formed"] for r in checks)
-    summary, warning = capsys.readouterr().err.strip().splitlines()  # what it did, then the warning
+    summary, warning = _messages(capsys.readouterr().err)  # what it did, then the warning
     assert "vpo: format warm-up: 0% -> 0% well-formed 2-answer rollouts in 3 SFT steps" in summary
     assert "0% well-formed 2-answer rollouts (target 90%) after 3 warm-up steps" in warning
 
@@ -100,7 +106,7 @@ def test_warm_up_stops_once_the_rate_is_met(tiny_policy, plugins, capsys):
     figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
                             problems[2:4], _plan(target_rate=0.0), store=store, plugins=plugins)
     assert figures["warmup/steps"] == 0 and store.steps == []
-    (summary,) = capsys.readouterr().err.strip().splitlines()  # no warning: the target was met
+    (summary,) = _messages(capsys.readouterr().err)  # no warning: the target was met
     assert "well-formed 2-answer rollouts in 0 SFT steps" in summary
 
 
