@@ -12,7 +12,8 @@ gradient checkpointing, mixed-precision autocast, and a learning-rate schedule.
   ``auto`` (the default) trains in the precision the training rollouts were sampled in when that is bf16 over
   float32 weights (``--rollout-dtype auto`` picks it where bf16 is native: a CUDA GPU from Ampere on, an AVX-512
   bf16 CPU), else in the weights' own: the update's forwards then run 1.6x faster on such a CPU (SmolLM2-135M,
-  8 x 110 tokens, 2 cores), and the old log-probs need no recomputation, as sampler and trainer agree.
+  8 x 110 tokens, 2 cores), and sampler and trainer compute in one precision (the old log-probs are still
+  recomputed, in bf16: token-by-token decoding rounds otherwise than a whole-sequence forward).
 - Schedule: the learning rate of step s is ``lr * lr_factor(s)`` (linear warm-up over ``warmup_ratio`` of the steps,
   then constant, linear or cosine decay to 0), set on the optimizer before each step. A function of the step, not
   a scheduler object, so a resumed run needs no scheduler state to land on the same rate.
@@ -127,7 +128,7 @@ class AdaptersOff:
 def resolve_autocast(setting: str, sampling_dtype: str, weights_dtype: str) -> str:
     """``auto`` -> "bfloat16" when the training rollouts sample in bf16 over float32 weights, else "" (the weights'
     precision); any other setting as it is. Mixed precision is then what the sampler already computes in, so it
-    costs no agreement between the two, and happens only where the run chose bf16 sampling as native."""
+    adds no gap between the two, and happens only where the run chose bf16 sampling as native."""
     if setting != AUTO:
         return setting
     return "bfloat16" if sampling_dtype == "bfloat16" and weights_dtype == "float32" else ""
