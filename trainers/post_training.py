@@ -134,12 +134,22 @@ def resolve_autocast(setting: str, sampling_dtype: str, weights_dtype: str) -> s
     return "bfloat16" if sampling_dtype == "bfloat16" and weights_dtype == "float32" else ""
 
 
-def autocast(options: PostTrainingOptions, device: torch.device) -> contextlib.AbstractContextManager:
-    """The update's forward passes in ``options.autocast`` precision, or as they are (also for an unresolved
-    ``auto``: the trainer resolves it when training starts)."""
-    if options.autocast in ("", AUTO):
+def autocast_dtype(options: PostTrainingOptions) -> str:
+    """The precision ``options`` autocast to: "bfloat16"/"float16", or "" for none (also an unresolved ``auto``:
+    the trainer resolves it when training starts)."""
+    return "" if options.autocast == AUTO else options.autocast
+
+
+def autocast_to(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Forward passes under ``torch.autocast`` to ``dtype``, or as they are for ""."""
+    if not dtype:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=getattr(torch, options.autocast))
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype))
+
+
+def autocast(options: PostTrainingOptions, device: torch.device) -> contextlib.AbstractContextManager:
+    """The update's forward passes in ``options.autocast`` precision, or as they are."""
+    return autocast_to(autocast_dtype(options), device)
 
 
 def lr_factor(step: int, steps: int, options: PostTrainingOptions) -> float:

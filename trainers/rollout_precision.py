@@ -26,7 +26,7 @@ import torch
 
 from harness.threads import phase_threads
 from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
-from harness.trainers.post_training import AUTO, PostTrainingOptions, autocast
+from harness.trainers.post_training import PostTrainingOptions, autocast, autocast_dtype
 from harness.types import Completion, EngineCapabilities, capabilities_of
 
 OLD_LOGPROBS = ("auto", "recompute", "sampler")
@@ -38,7 +38,7 @@ def weights_dtype(model: Any) -> str:
 
 def trainer_precision(options: PostTrainingOptions, model: Any) -> str:
     """The precision the update's forward passes run in: autocast's, else the weights'."""
-    return options.autocast if options.autocast not in ("", AUTO) else weights_dtype(model)
+    return autocast_dtype(options) or weights_dtype(model)
 
 
 def sampler_precision(engine: Any, model: Any) -> str:
@@ -52,7 +52,7 @@ def should_recompute(mode: str, engine: Any, model: Any, options: PostTrainingOp
     ``recompute``: always (an engine whose kernels differ from the trainer's at the same dtype, e.g. vLLM);
     ``sampler``: never, the engine's log-probs are used as they are."""
     if mode == "auto":
-        mixed = options.autocast not in ("", AUTO)
+        mixed = bool(autocast_dtype(options))
         return mixed or sampler_precision(engine, model) != trainer_precision(options, model)
     return mode == "recompute"
 

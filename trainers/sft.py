@@ -34,6 +34,7 @@ from harness.failures import PluginFailed
 from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.plugins.options import make_config
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
+from harness.trainers.post_training import autocast_to
 from harness.types import (
     Completion,
     Engine,
@@ -144,7 +145,7 @@ class SFTTrainer:
         total = 0.0
         device = next(model.parameters()).device
         for start in range(0, len(pairs), cfg.micro_batch):
-            with torch.autocast(device.type, dtype=getattr(torch, autocast or "float32"), enabled=bool(autocast)):
+            with autocast_to(autocast, device):
                 nll = target_nll(model, target_batch(pairs[start : start + cfg.micro_batch], pad_id))
             loss = nll.float().sum() / tokens
             loss.backward()
