@@ -160,6 +160,10 @@ class EngineCapabilities:
     # once before training, after every optimizer step and before the final evaluation
     shared_by_ranks: bool = False  # one engine serves every data-parallel rank (a server): rank 0 alone pushes
     requires: str = ""  # a module it needs (e.g. "vllm"), looked for before the model loads
+    versions: str = ""  # the versions of that module's distribution it supports (a PEP 440 specifier, ">=0.32,<0.34"),
+    # checked before the model loads; "": any
+    passthrough: str = ""  # "module:Class", a dataclass whose fields the factory's **kwargs take (vLLM's EngineArgs):
+    # any other option is refused before the model loads; "": the factory's own parameters only
     install: str = ""  # how to install that module, said when it is missing
     batch_size: str = ""  # the name of its own option that ``--batch-size`` sets (how many sequences it decodes
     # together); "": it has none, and ``--batch-size`` is refused before the model loads

