@@ -36,3 +36,18 @@ def test_the_default_is_ten_minutes_and_values_are_checked():
     for bad in ("-1", "0m", "xm", "1.5", "nanm"):
         with pytest.raises(ValueError, match="--checkpoint-every should be steps"):
             RunConfig(checkpoint_every=bad)
+
+
+def test_a_short_run_at_the_default_interval_writes_one_state(tmp_path, monkeypatch):
+    """A 3-step run that takes seconds writes its state once, after the last step (the old default wrote it after
+    every step: 1.6 GB each on the default model, many GB for a 1.5B one)."""
+    from harness.cli import main
+    from tests.tiny_runs import RUN
+
+    saves = []
+    real_save = Checkpointer.save
+    monkeypatch.setattr(Checkpointer, "save", lambda self, step, *a, **k: (saves.append(step),
+                                                                             real_save(self, step, *a, **k)))
+    default_interval = RUN[:RUN.index("--checkpoint-every")]  # the same tiny run, at the default interval
+    assert main([*default_interval, "--out", str(tmp_path)]) == 0
+    assert saves == [2]

@@ -295,3 +295,35 @@ def test_an_engine_is_sent_the_lora_policy_as_plain_merged_weights(plugins, dtyp
     # a model without adapters is sent its own state dict, unchanged
     assert all(torch.equal(a, b) for (_, a), b in zip(serving_weights(plain), plain.state_dict().values(),
                                                        strict=True))
+
+
+def test_a_lora_checkpoint_holds_the_adapters_only_and_resumes_to_the_same_policy(plugins, tmp_path):
+    from harness.store.checkpoint import Checkpointer
+
+    def train(policy, existing=False):
+        trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-2,
+                              lora_r=4, lora_alpha=8, seed=0)
+        store = RunStore(tmp_path, "run", existing=existing)
+        store.checkpointer = Checkpointer(store.dir, 1)
+        trainer.train(policy, TransformersEngine(policy, progress=False), UppercaseTask(),
+                      UppercaseTask().problems("train"), store=store)
+        return store.dir / "checkpoint"
+
+    torch.manual_seed(0)
+    trained = load_policy("tiny-random", plugins["model"])
+    folder = train(trained)
+    saved = torch.load(folder / "model.pt", weights_only=True)
+    assert saved and all("lora_" in key for key in saved)  # no base weight: a resume loads those from the source
+    assert set(saved) == {n for n, p in trained.model.named_parameters() if p.requires_grad}
+    full = sum(t.numel() for t in trained.model.state_dict().values())
+    assert sum(t.numel() for t in saved.values()) < full / 5
+    # a fresh process: the base from the source, the adapters from the checkpoint, nothing left to train. The
+    # checkpoint's adapters are doubled first, so the resumed policy can only have them by loading them.
+    marked = {k: v * 2 for k, v in saved.items()}
+    torch.save(marked, folder / "model.pt")
+    torch.manual_seed(1)
+    resumed = load_policy("tiny-random", plugins["model"])
+    train(resumed, existing=True)
+    for name, value in resumed.model.state_dict().items():
+        expected = marked.get(name, trained.model.state_dict()[name])
+        assert torch.equal(value, expected), name

@@ -1,6 +1,7 @@
 """Training checkpoints: everything a killed run needs to continue as if it had never stopped.
 
-One folder, ``<run>/checkpoint/``: model.pt (the trained weights), optimizer.pt (AdamW's moments and step counts),
+One folder, ``<run>/checkpoint/``: model.pt (the trained weights: the parameters that train, so a LoRA run's holds
+its adapters and none of the frozen base, which a resume loads from the model's source as the run did), optimizer.pt (AdamW's moments and step counts),
 reference.pt (the frozen KL reference, when there is one: it is the policy *before* training, which a resumed process
 no longer has), state.json (the step just finished, torch's RNG state, the trainer's own counters, and a snapshot of
 the run folder: each appended file's size and the metrics at that moment).
@@ -82,11 +83,12 @@ class Checkpointer:
         tmp = self.run_dir / f".{NAME}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        parts = {"model.pt": model, "optimizer.pt": optimizer, "reference.pt": reference}
+        parts = {"model.pt": trained_weights(model), "optimizer.pt": optimizer.state_dict(),
+                 "reference.pt": reference.state_dict() if reference is not None else None}
         try:
             for name, part in parts.items():
                 if part is not None:
-                    _save(part.state_dict(), tmp / name)
+                    _save(part, tmp / name)
             write_json_atomic(tmp / "state.json", {
                 "step": step, "torch_rng": torch.get_rng_state().tolist(), "trainer": trainer_state,
                 "store": store.snapshot(), "files": {p.name: p.stat().st_size for p in tmp.glob("*.pt")}})
@@ -110,7 +112,7 @@ class Checkpointer:
         """Only the weights: a run killed after training, during its final evaluation."""
         import torch  # here, not at the top: `harness run` refuses bad names before torch loads
 
-        model.load_state_dict(torch.load(self.folder / "model.pt", map_location="cpu", weights_only=True))
+        load_trained_weights(model, torch.load(self.folder / "model.pt", map_location="cpu", weights_only=True))
 
     def restore(self, model, optimizer, reference=None) -> dict[str, Any] | None:
         """Load the latest checkpoint into ``model``, ``optimizer`` (and ``reference``); returns its state, or None
@@ -121,12 +123,28 @@ class Checkpointer:
         if folder is None:
             return None
         state = read_json(folder / "state.json")
-        model.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
+        load_trained_weights(model, torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
         optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True))
         if reference is not None and (folder / "reference.pt").exists():
             reference.load_state_dict(torch.load(folder / "reference.pt", map_location="cpu", weights_only=True))
         torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
         return state
+
+
+def trained_weights(model) -> dict[str, Any]:
+    """The parameters that train (``requires_grad``), by name: every weight in a full fine-tune, the adapters of a
+    LoRA policy. The rest is the model as loaded, which a resume loads again."""
+    return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trained_weights(model, weights: dict[str, Any]) -> None:
+    """``trained_weights`` back into ``model``; a checkpoint from before them (the whole state dict) loads too. Refuses
+    one that lacks a parameter the model trains, or names one it does not have."""
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    lacking = sorted(set(trained_weights(model)) & set(missing))
+    if lacking or unexpected:
+        raise ValueError(f"the checkpoint's model.pt does not fit this model: missing {lacking[:3]}, unexpected "
+                         f"{sorted(unexpected)[:3]}")
 
 
 def _save(obj: Any, path: Path) -> None:
