@@ -110,6 +110,32 @@ def test_warm_up_stops_once_the_rate_is_met(tiny_policy, plugins, capsys):
     assert "well-formed 2-answer rollouts in 0 SFT steps" in summary
 
 
+def test_a_plateau_ends_the_warm_up_but_a_rate_still_at_zero_does_not():
+    from harness.trainers.format_warmup import plateaued
+
+    assert not plateaued([0.0, 0.0, 0.0], 1)  # nothing learnt yet: a slow start
+    assert not plateaued([0.0, 0.25, 0.5], 1)  # rising
+    assert plateaued([0.0, 0.62, 0.56], 1)  # code at 135M: below its best
+    assert plateaued([0.1, 0.5, 0.5], 1)  # no higher than its best
+    assert not plateaued([0.0, 0.62, 0.56], 2) and plateaued([0.0, 0.62, 0.56, 0.6], 2)
+    assert not plateaued([0.0, 0.62, 0.56, 0.5], 0)  # patience 0: never early
+
+
+def test_the_warm_up_stops_at_a_plateau_and_says_why(tiny_policy, plugins, capsys, monkeypatch):
+    import harness.trainers.format_warmup as warmup
+
+    rates = iter([0.0, 0.5, 0.25, 0.75])  # the checks' rates: the third stops it
+    monkeypatch.setattr(warmup, "well_formed_rate", lambda *a, **k: (next(rates), []))
+    task = UppercaseTask()
+    problems = task.problems("train")
+    figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
+                            problems[2:4], _plan(max_steps=6, patience=1), store=FakeStore(), plugins=plugins)
+    assert figures["warmup/steps"] == 2 and figures["warmup/well_formed_rates"] == [0.0, 0.5, 0.25]
+    warning = _messages(capsys.readouterr().err)[-1]
+    assert "RL starts with 25% well-formed 2-answer rollouts (target 90%) after 2 warm-up steps; the rate stopped " \
+           "rising (0% -> 50% -> 25%; trainer.warmup_patience)" in warning
+
+
 def test_targets_prefer_answers_that_ended_to_those_cut_at_the_budget():
     task = FakeTask(size=1)  # train problem: 1+1
     # 2 answers per target, 3 words per answer: the first sample is cut ("It is 7") and unfinished

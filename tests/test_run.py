@@ -117,6 +117,23 @@ def test_every_trainer_and_searcher_builds_with_each_preset(plugins):
                 build_plugins(cfg, plugins)  # every built-in searcher takes VPO's M answers per rollout
 
 
+def test_the_quick_preset_caps_a_multi_answer_rollout_and_leaves_one_answer_rollouts_alone(plugins):
+    """Code's 384 tokens per answer make VPO's 4-answer rollout 1,584 tokens (4 x 384 + 3 delimiters x 16): quick caps
+    it at 512 for the trainer and the searchers that evaluate it alike; GRPO keeps code's 384, full keeps 1,584,
+    and --set overrides the cap."""
+    from harness.runner.plan import build_plugins
+
+    def budgets(**cfg):
+        _, trainer, searcher, _ = build_plugins(RunConfig(task="code", **cfg), plugins)
+        return trainer.config.max_new_tokens, searcher.max_new_tokens
+
+    assert budgets(trainer="vpo") == (512, 512)
+    assert budgets(trainer="vpo", preset="full") == (1584, 1584)
+    assert budgets(trainer="grpo") == (384, 384)
+    given = {"task": {}, "trainer": {"max_new_tokens": "900"}, "searcher": {}}
+    assert budgets(trainer="vpo", options=given)[0] == 900
+
+
 class OneAnswerSearcher:
     """A searcher that does not declare ``answers_per_rollout``: it can only read one answer per rollout."""
 

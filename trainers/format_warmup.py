@@ -51,6 +51,9 @@ class FormatWarmupOptions:
     warmup_format: str = ""
     warmup_check_every: int = 8
     warmup_target_rate: float = 0.9
+    # stop once this many checks in a row found the rate, already above 0, no higher than its best so far (a plateau:
+    # on code at 135M, 62% after 8 steps, then 56% after 16); 0 never stops early
+    warmup_patience: int = 1
     warmup_samples: int = 8  # samples per problem the warm-up draws to build its targets (>= M)
     warmup_problems: int = 16  # problems the targets come from (sampling them all would cost more than RL)
     warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
@@ -70,6 +73,8 @@ class FormatWarmupOptions:
         if self.warmup_targets not in WARMUP_TARGETS:
             raise ValueError(f"{name}: warmup_targets must be one of {', '.join(WARMUP_TARGETS)}, "
                              f"got {self.warmup_targets!r}")
+        if self.warmup_patience < 0:
+            raise ValueError(f"{name}: warmup_patience must be >= 0, got {self.warmup_patience!r}")
         if self.warmup_steps < 0:
             raise ValueError(f"{name}: warmup_steps must be >= 0, got {self.warmup_steps!r}")
         if self.warmup_steps > 0 and answers_per_rollout == 1 and not self.warmup_format:
@@ -95,6 +100,7 @@ class WarmupPlan:
     format_component: str = ""  # a reward component every answer must earn to be well formed ("": structure only)
     name: str = "vpo"  # the trainer, for its messages
     autocast: str = ""  # the SFT steps' forwards in this precision: the trainer's resolved autocast (bf16 or "")
+    patience: int = 0  # checks in a row with a nonzero rate no higher than the best before the warm-up stops (0: never)
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
@@ -157,7 +163,7 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     # at most max_steps: the bar's estimate is the longest the warm-up can take (it stops early at the target rate)
     bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step",
                leave=False)
-    while rates[-1] < plan.target_rate and step < plan.max_steps:
+    while rates[-1] < plan.target_rate and step < plan.max_steps and not plateaued(rates, plan.patience):
         for _ in range(min(plan.check_every, plan.max_steps - step)):
             started = time.perf_counter()
             metrics = sft.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(plan.batch_size)],
@@ -181,9 +187,19 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
           f"(right: {success_before:.0%} -> {figures['warmup/check_success_after']:.0%}; {len(checked)} check "
           f"rollouts of held-out problems)", file=sys.stderr)
     if rates[-1] < plan.target_rate:
+        why = (f"the rate stopped rising ({' -> '.join(f'{r:.0%}' for r in rates)}; trainer.warmup_patience)"
+               if plateaued(rates, plan.patience) else "raise trainer.warmup_steps")
         print(f"{plan.name}: warning: RL starts with {rates[-1]:.0%} well-formed {what} (target "
-              f"{plan.target_rate:.0%}) after {step} warm-up steps; raise trainer.warmup_steps", file=sys.stderr)
+              f"{plan.target_rate:.0%}) after {step} warm-up steps; {why}", file=sys.stderr)
     return figures
+
+
+def plateaued(rates: Sequence[float], patience: int) -> bool:
+    """Whether the last ``patience`` checks each found a nonzero rate no higher than the best before them. A rate
+    still at 0 is a slow start, not a plateau: the format has not begun to show."""
+    if patience < 1 or len(rates) <= patience:
+        return False
+    return all(0 < rates[i] <= max(rates[:i]) for i in range(len(rates) - patience, len(rates)))
 
 
 def resolve_targets(kind: str, task: Task) -> str:

@@ -133,13 +133,16 @@ def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budge
     behaviour, its own checkpoints on resume) < --set KIND.KEY=VALUE.
 
     A task's ``max_new_tokens`` (per answer) replaces the preset's budget; either is per answer, so rollouts of M
-    answers get M times it plus room for the delimiter lines."""
+    answers get M times it plus room for the delimiter lines, up to the run preset's ``max_rollout_tokens``."""
     given = cfg.options.get(kind, {})
     options = preset_options(plugins, cfg.preset, kind, name)
     evaluates = evaluates or TrainerCapabilities()
     m = int(given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout)))
     if "max_new_tokens" in options:  # the task's per-answer budget, else the preset's
         options["max_new_tokens"] = rollout_budget(int(budget or options["max_new_tokens"]), m)
+        cap = run_preset(cfg.preset).get("max_rollout_tokens")
+        if cap is not None and m > 1:  # each answer keeps what the cap leaves it (harness/multi_answer.py)
+            options["max_new_tokens"] = min(options["max_new_tokens"], int(cap))
     options["seed"] = cfg.seed
     if kind == "trainer" and cfg.steps is not None:
         options["steps"] = cfg.steps

@@ -8,8 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 RUN_PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"limit": 16, "train_limit": 64},  # eval problems, train problems
-    "full": {"limit": 500, "train_limit": None},  # None: every train problem
+    # eval problems, train problems, and the longest rollout the preset budgets (tokens; None: no cap). Quick's cap
+    # binds only M-answer rollouts of a long-answer task: on code, VPO's 4 answers x 384 tokens (1,584 with the
+    # delimiters) let one rambling rollout decode alone for ~80 s, and its before-evaluation alone took 5.5 minutes
+    "quick": {"limit": 16, "train_limit": 64, "max_rollout_tokens": 512},
+    "full": {"limit": 500, "train_limit": None, "max_rollout_tokens": None},
 }
 
 
