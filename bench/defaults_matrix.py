@@ -59,6 +59,7 @@ from harness.runner.precision import cpu_flags  # no torch: harness.types is pla
 TRAINERS = "none,grpo,vpo,vspo,sft,rlaif"
 ALL_TASKS = "math,code,mmlu-pro,persona,maze,rg:basic_arithmetic"
 SEARCHERS = "best-of-k,evolve"
+MEASURED = Path(__file__).resolve().parents[1] / "harness" / "runner" / "measured_minutes.json"
 HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
 
 
@@ -241,6 +242,24 @@ def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def record_minutes(rows: list[dict[str, Any]], info: dict[str, Any]) -> int:
+    """Merge the cells' minutes into MEASURED (harness/runner/expected_time.py), replacing the same cells."""
+    data = read_json(MEASURED)
+    machine_line = (f"{info['cpu']}, {info['cores']} cores"
+                    + (", avx512_bf16" if info["avx512_bf16"] else ", no avx512_bf16"))
+    key = ("task", "trainer", "searcher", "seed")
+    fresh = [{**{k: r[k] for k in key}, "exit": r["exit"], "minutes": round(r["minutes"], 2),
+              "recorded": time.strftime("%Y-%m-%d")}
+             for r in rows if r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float))]
+    kept = [r for r in data.get("rows", []) if tuple(r.get(k) for k in key) not in {tuple(f[k] for k in key)
+                                                                                    for f in fresh}]
+    if data.get("machine") not in (None, machine_line):
+        kept = []  # one machine per file: figures from two machines would not say which is which
+    MEASURED.write_text(json.dumps({"machine": machine_line, "rows": sorted(kept + fresh, key=lambda r: [
+        str(r[k]) for k in key])}, indent=1) + "\n")
+    return len(fresh)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     header = ["cell", "exit", "minutes", "training", "primary: before -> after, change [95% paired]", "behaviour",
               "empty after", "collapse", "warnings"]
@@ -270,6 +289,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--skip-failed", action="store_true",
                         help="report a cell whose last attempt failed as it was, instead of running it again")
     parser.add_argument("--json", default=None, help="where to write the rows (default OUT/defaults_matrix.json)")
+    parser.add_argument("--record", action="store_true",
+                        help="also merge each cell's minutes into harness/runner/measured_minutes.json, which "
+                             "`harness run` at its defaults reads to say its expected time (default model, no "
+                             "--extra/--extra-train only)")
     args = parser.parse_args(argv)
     model = args.model or default_model()
     extra = [a for chunk in args.extra for a in shlex.split(chunk)]
@@ -314,6 +337,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
                                 "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
     print(f"\nwrote {path}")
+    if args.record:
+        if extra or (extra_train and trainers != ["none"]) or model != default_model():
+            print("--record: not recorded: these cells are not the defaults (--extra, --extra-train or --model)")
+        else:
+            print(f"recorded {record_minutes(rows, info)} cells' minutes in {MEASURED}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from harness.report import health
 from harness.report.summary import example_samples, paired_change, paired_difference, summary_table
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
+from harness.runner.expected_time import expected_time
 from harness.runner.manifest import carry_over, check_resume_point, new_manifest
 from harness.runner.phases import execute, train_precision
 from harness.runner.plan import Plan, plan_run
@@ -127,6 +128,8 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | Non
     cfg = plan.cfg
     if cfg.threads:  # --threads N: every phase at N, set before anything runs
         threads.configure(cfg.threads)
+    if (expected := expected_time(cfg)) and not resuming:
+        echo(expected)
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype, revision=cfg.model_revision or None)
     policy.model.to(dp.device)  # this rank's GPU, or the CPU

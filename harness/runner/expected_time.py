@@ -1,0 +1,46 @@
+"""How long a run at its defaults is expected to take, said before the model loads: what the defaults matrix
+measured for the same task, trainer and searcher on the default model, with the machine it was measured on.
+
+The figures are measurements, not a model of the machine: ``bench/defaults_matrix.py --record`` writes them to
+``measured_minutes.json`` beside this file (one row per task x trainer x searcher x seed, minutes of wall time, and
+the CPU). A run whose settings change the work (another model, --limit, --steps, --set, --reward, another engine or
+dtype) has no such figure, and nothing is said; nor for a cell the matrix has not measured.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.runner.config import RunConfig
+
+MEASURED = Path(__file__).with_name("measured_minutes.json")
+# The settings that change how much work a run does; a run that keeps the defaults of all of them is the measured one
+WORK = ("model", "preset", "steps", "limit", "train_limit", "k", "dtype", "rollout_dtype", "engine", "batch_size",
+        "rewards", "model_revision")
+
+
+def at_defaults(cfg: RunConfig) -> bool:
+    default = RunConfig()
+    return (all(getattr(cfg, name) == getattr(default, name) for name in WORK)
+            and not any(cfg.options.get(kind) for kind in cfg.options))
+
+
+def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
+    """One line with the measured minutes of this run's cell (the range over the seeds measured), or None."""
+    if not at_defaults(cfg):
+        return None
+    try:
+        data: dict[str, Any] = json.loads(measured.read_text())
+    except (OSError, ValueError):
+        return None
+    minutes = sorted(float(r["minutes"]) for r in data.get("rows", [])
+                     if (r.get("task"), r.get("trainer"), r.get("searcher")) == (cfg.task, cfg.trainer, cfg.searcher)
+                     and r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float)))
+    if not minutes:
+        return None
+    spread = f"{minutes[0]:.1f}" if len(minutes) == 1 else f"{minutes[0]:.1f}-{minutes[-1]:.1f}"
+    seeds = "1 seed" if len(minutes) == 1 else f"{len(minutes)} seeds"
+    return (f"expected time: about {minutes[len(minutes) // 2]:.0f} min ({spread} min measured, {seeds}, on "
+            f"{data.get('machine', 'an unnamed machine')}; bench/defaults_matrix.py)")

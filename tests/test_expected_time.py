@@ -1,0 +1,48 @@
+"""A run at its defaults says how long the defaults matrix measured it to take (harness/runner/expected_time.py),
+naming the machine; a run that changes the work, or a cell never measured, says nothing."""
+
+from __future__ import annotations
+
+import json
+
+from harness.runner.config import RunConfig
+from harness.runner.expected_time import MEASURED, expected_time
+
+ROWS = [{"task": "code", "trainer": "vpo", "searcher": "best-of-k", "seed": s, "exit": 0, "minutes": m}
+        for s, m in ((0, 12.4), (1, 11.0), (2, 13.9))]
+ROWS.append({"task": "code", "trainer": "grpo", "searcher": "best-of-k", "seed": 0, "exit": 2, "minutes": 0.1})
+
+
+def _measured(tmp_path):
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps({"machine": "AMD EPYC 9B14, 2 cores, avx512_bf16", "rows": ROWS}))
+    return path
+
+
+def test_a_run_at_its_defaults_says_the_measured_minutes_and_the_machine(tmp_path):
+    line = expected_time(RunConfig(task="code", trainer="vpo", seed=5, out=str(tmp_path), threads=2),
+                         _measured(tmp_path))
+    assert line == ("expected time: about 12 min (11.0-13.9 min measured, 3 seeds, on AMD EPYC 9B14, 2 cores, "
+                    "avx512_bf16; bench/defaults_matrix.py)")
+
+
+def test_changed_work_a_failed_cell_or_an_unmeasured_one_says_nothing(tmp_path):
+    measured = _measured(tmp_path)
+    for cfg in (RunConfig(task="code", trainer="vpo", limit=4), RunConfig(task="code", trainer="vpo", steps=2),
+                RunConfig(task="code", trainer="vpo", model="tiny-random"),
+                RunConfig(task="code", trainer="vpo", options={"task": {}, "trainer": {"lr": "1e-4"},
+                                                               "searcher": {}}),
+                RunConfig(task="code", trainer="grpo"),  # measured, but it failed
+                RunConfig(task="maze", trainer="vpo")):
+        assert expected_time(cfg, measured) is None, cfg
+    assert expected_time(RunConfig(task="code", trainer="vpo"), tmp_path / "missing.json") is None
+
+
+def test_the_shipped_figures_are_well_formed_where_there_are_any():
+    if not MEASURED.exists():
+        return
+    data = json.loads(MEASURED.read_text())
+    assert data["machine"] and data["rows"]
+    for row in data["rows"]:
+        assert row["exit"] == 0 and row["minutes"] > 0
+        assert {"task", "trainer", "searcher", "seed", "recorded"} <= set(row)
