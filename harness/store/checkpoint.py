@@ -1,10 +1,11 @@
 """Training checkpoints: everything a killed run needs to continue as if it had never stopped.
 
 One folder, ``<run>/checkpoint/``: model.pt (the trained weights: the parameters that train, so a LoRA run's holds
-its adapters and none of the frozen base, which a resume loads from the model's source as the run did), optimizer.pt (AdamW's moments and step counts),
-reference.pt (the frozen KL reference, when there is one: it is the policy *before* training, which a resumed process
-no longer has), state.json (the step just finished, torch's RNG state, the trainer's own counters, and a snapshot of
-the run folder: each appended file's size and the metrics at that moment).
+its adapters and none of the frozen base, which a resume loads from the model's source as the run did),
+optimizer.pt (AdamW's moments and step counts), reference.pt (the frozen KL reference, when there is one: it is
+the policy *before* training, which a resumed process no longer has), state.json (the step just finished, torch's
+RNG state, the trainer's own counters, and a snapshot of the run folder: each appended file's size and the metrics
+at that moment).
 
 Written to ``.checkpoint.tmp/`` and published by renames, so there is always one complete checkpoint: a crash before
 the swap leaves the previous one, a crash between the two renames leaves it as ``.checkpoint.old/``, which ``load``
