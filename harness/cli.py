@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="save model, optimizer and RNG state for --resume every N training steps (e.g. 1), or "
                             "once M minutes have passed since the last (e.g. 10m), and after the last step "
                             "(default: 10m; 0: never)")
+    run_p.add_argument("--save-every", metavar="N",
+                       help="also write the policy as a loadable model (Hugging Face format) after every N-th "
+                            "training step, kept in <run>/checkpoints/step-N/ for `harness run --model` "
+                            "(default: 0, none)")
     run_p.add_argument("--config", metavar="FILE",
                        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
@@ -224,8 +228,9 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
-             "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "dtype",
-             "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards", "plugins")
+             "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "save_every",
+             "dtype", "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards",
+             "plugins")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -33,6 +33,11 @@ def save_policy(policy: Any, run_dir: Path, merged: bool = False) -> list[Path]:
     return written
 
 
+def save_folder(policy: Any, target: Path) -> Path:
+    """The policy (a LoRA policy: its adapter) as a Hugging Face folder at ``target``, replacing one there."""
+    return _save(policy.adapter or policy.model, policy.tokenizer, Path(target))
+
+
 def _save(model: Any, tokenizer: Any, target: Path) -> Path:
     with atomic_folder(target, replace=True) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)

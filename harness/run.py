@@ -28,6 +28,7 @@ from harness.store.loggers import open_loggers
 from harness.store.reading import read_json
 from harness.store.results_db import RESULTS_DB, index_run, is_indexed
 from harness.store.run_folder import FollowerStore, RunStore
+from harness.store.step_models import StepModels
 
 __all__ = ["RunConfig", "resume", "run"]
 
@@ -93,6 +94,7 @@ def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, thre
         if main:
             store = RunStore(cfg.out, cfg.name, existing=True)
             store.lock, store.checkpointer = lock, checkpointer_for(cfg, store.dir)
+            store.step_models = step_models_for(cfg, store.dir)
             check_resume_point(manifest, store)
         return run(cfg, plugins=plugins, echo=echo, resuming=manifest, store=store)
     finally:
@@ -115,6 +117,11 @@ def index_if_missing(run_dir: Path, echo) -> Path:
 def checkpointer_for(cfg: RunConfig, run_dir: Path) -> Checkpointer | None:
     """A training run checkpoints (every ``--checkpoint-every`` steps or minutes, and after the last step; 0: never)."""
     return Checkpointer(run_dir, cfg.checkpoint_every) if cfg.trainer != "none" and cfg.checkpoint_every else None
+
+
+def step_models_for(cfg: RunConfig, run_dir: Path) -> StepModels | None:
+    """A training run with ``--save-every N`` keeps a loadable model every N steps (harness/store/step_models.py)."""
+    return StepModels(run_dir, cfg.save_every) if cfg.trainer != "none" and cfg.save_every else None
 
 
 def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | None = None) -> tuple[Any, Any]:
@@ -153,6 +160,7 @@ def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming
         store = RunStore(cfg.out, cfg.name) if cfg.name else RunStore.create(cfg.out, label)
         store.lock = lock_run_folder(store.dir)
         store.checkpointer = checkpointer_for(cfg, store.dir)
+        store.step_models = step_models_for(cfg, store.dir)
     manifest = new_manifest(plan, plugins, policy.describe(), dp.world_size, started)
     if resuming:
         carry_over(manifest, resuming, store)

@@ -211,7 +211,8 @@ class FakeStore:
     ``samples`` holds every record given to ``write_samples``, ``steps`` every ``log_step`` as the line steps.jsonl
     would get, and ``metrics`` the flat metrics.json (a stepped value is a list, one entry per step). ``dir`` is a
     real folder for plugins that keep files of their own (evolve's checkpoints): the given path, or a temporary
-    folder removed when the store is garbage-collected. ``checkpointer`` is None: nothing is checkpointed."""
+    folder removed when the store is garbage-collected. ``checkpointer`` and ``step_models`` are None: nothing is
+    checkpointed."""
 
     def __init__(self, dir: Path | str | None = None) -> None:
         if dir is None:
@@ -224,6 +225,7 @@ class FakeStore:
         self.metrics: dict[str, Any] = {}
         self.warnings: list[str] = []  # ``warn`` lines (a trainer that stopped at a collapse)
         self.checkpointer: Any = None
+        self.step_models: Any = None  # --save-every's StepModels: none here
 
     def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
         self.samples.extend(dict(r) for r in records)

@@ -51,3 +51,37 @@ def test_a_short_run_at_the_default_interval_writes_one_state(tmp_path, monkeypa
     default_interval = RUN[:RUN.index("--checkpoint-every")]  # the same tiny run, at the default interval
     assert main([*default_interval, "--out", str(tmp_path)]) == 0
     assert saves == [2]
+
+
+def test_save_every_keeps_a_loadable_model_per_interval_that_harness_run_evaluates(tmp_path):
+    """--save-every 2 over 4 steps: step-2 and step-4, kept (the resume checkpoint is gone once the run completes);
+    step-4 holds the weights the run ends with (its model/), and step-2 loads with `harness run --model`."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from harness.cli import main
+    from tests.tiny_runs import RUN
+
+    assert main([*RUN, "--steps", "4", "--save-every", "2", "--set", "trainer.lr=1e-2",
+                 "--out", str(tmp_path / "train")]) == 0
+    (run_dir,) = (p for p in (tmp_path / "train").iterdir() if p.is_dir())
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step-2", "step-4"]
+    assert not (run_dir / "checkpoint").exists()
+    last = load_file(run_dir / "checkpoints/step-4/model.safetensors")
+    final = load_file(run_dir / "model/model.safetensors")
+    assert last.keys() == final.keys() and all(torch.equal(last[k], final[k]) for k in last)
+    step2 = run_dir / "checkpoints" / "step-2"
+    evaluate = ["run", "--model", str(step2), "--trainer", "none", "--limit", "2", "--k", "1", "--threads", "1",
+                "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4", "--out", str(tmp_path / "eval")]
+    assert main(evaluate) == 0
+    (eval_dir,) = (p for p in (tmp_path / "eval").iterdir() if p.is_dir())
+    manifest = json.loads((eval_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["config"]["model"] == str(step2)
+
+
+def test_save_every_is_checked_before_anything_loads():
+    assert RunConfig(save_every="3").save_every == 3
+    with pytest.raises(ValueError, match="--save-every should be an integer >= 0"):
+        RunConfig(save_every="-1")

@@ -304,6 +304,8 @@ class GRPOTrainer:
             if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
                 with timer("checkpoint"):
                     checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+            if store.step_models and dp.is_main and store.step_models.due(step):
+                store.step_models.save(step, policy)  # --save-every: a loadable model, kept
 
     def update_batch(self, model, tok, trained, optimizer, reference, engine, completions, advantages):
         """A step's update of this rank's rows: the old log-probs (``rollout_correction``), ``num_iterations``

@@ -127,6 +127,8 @@ class SFTTrainer:
             started = time.perf_counter()
             metrics = self.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(cfg.batch_size)])
             store.log_step(step, {**metrics, "seconds": time.perf_counter() - started})
+            if store.step_models and store.step_models.due(step):
+                store.step_models.save(step, policy)  # --save-every: a loadable model, kept
 
     def encode(self, tok, examples: Sequence[Example]) -> list[tuple[list[int], list[int]]]:
         """(prompt ids, target ids) per example, the prompt in the chat template the engine samples with."""

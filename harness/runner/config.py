@@ -28,6 +28,8 @@ class RunConfig:
     # after the last step; 0: none. By time by default: a state written every step cost 4 s of a 23 s step on the
     # default model (1.6 GB), and would be many GB per step for a 1.5B model
     checkpoint_every: int | str = "10m"
+    # a loadable model (Hugging Face format) every N optimizer steps, kept in <run>/checkpoints/step-N/; 0: none
+    save_every: int = 0
     loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
     name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
     engine: str = "transformers"  # a registered rollout engine (`harness list`)
@@ -53,6 +55,7 @@ class RunConfig:
             raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
         # Sizes are checked here, before any plugin or model: `--train-limit 0` used to fail after the first
         # evaluation, `--checkpoint-every -1` after the model had loaded, each leaving a folder that said "running".
+        self.save_every = positive_int(self.save_every, "--save-every", minimum=0)
         for name in ("batch_size", "steps", "limit", "train_limit", "threads"):
             if getattr(self, name) is not None:
                 setattr(self, name, positive_int(getattr(self, name), f"--{name.replace('_', '-')}"))

@@ -30,7 +30,7 @@ LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every 
 # Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
 # The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding.
 NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
-                   "save_model", "push_to_hub", "batch_size")
+                   "save_model", "push_to_hub", "batch_size", "save_every")
 
 
 def split_names(value: Any) -> list[Any]:

@@ -153,6 +153,7 @@ class RunStore:
         self.metrics: dict[str, Any] = {}  # flat: "before/pass@1": 0.2, "train/reward_mean": [..]
         self.loggers: list[Any] = []
         self.checkpointer: Any = None  # the runner's Checkpointer for a training run (harness/store/checkpoint.py)
+        self.step_models: Any = None  # --save-every's StepModels (harness/store/step_models.py), else None
         self.lock: Any = None  # the folder's WriterLock (harness/store/lock.py), held while this process writes it
         # Events a resume will send again (they came after its snapshot): loggers whose stream is not cut back with
         # the folder (TensorBoard, MLflow, W&B) already have them, so they skip this many (see ``rollback``).
@@ -308,6 +309,7 @@ class FollowerStore:
     def __init__(self, run_dir: Path | str, checkpointer: Any = None) -> None:
         self.dir = Path(run_dir)
         self.checkpointer = checkpointer
+        self.step_models = None  # rank 0 saves them
 
     def update_metrics(self, metrics: dict[str, float]) -> None:
         pass
