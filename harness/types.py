@@ -173,6 +173,8 @@ class EngineCapabilities:
     # instance sets it from its options); a trainer computing in another one recomputes the old log-probs
     samples_per_prompt: bool = False  # ``generate(..., samples=[k_0, k_1, ...])`` gives prompt p k_p samples (sample
     # j the same as with n > j) instead of ``params.n`` each: one call for prompts wanting different counts (evolve)
+    sleeps: bool = False  # has ``sleep()`` (Sleeps): frees its GPU memory for the trainer's update until its next
+    # generate or weight sync, which wake it; the GRPO loop calls it before each update
     phase_dtype: bool = False  # has ``sampling_in(dtype)`` (PhaseDtype): a context manager inside which it samples
     # in ``dtype`` (``sampling_dtype`` following); ``--rollout-dtype auto`` samples only the training phase in bf16
 
@@ -180,6 +182,12 @@ class EngineCapabilities:
 class WeightSync(Protocol):
     def sync_weights(self, model: Any) -> None:
         """Copy the policy's current weights into the engine's own copy."""
+        ...
+
+
+class Sleeps(Protocol):
+    def sleep(self) -> None:
+        """Free the memory the engine holds (its KV cache; its weights moved off the GPU) until it is next used."""
         ...
 
 

@@ -9,7 +9,9 @@ tests/test_engine_vllm.py run the real one where it is.
   on CPU a fixed KV cache, and the share is refused;
 - text values from ``--set engine.KEY=VALUE`` reach vLLM typed;
 - under torchrun each rank's vLLM goes to its own GPU through the external launcher; on CPU it is refused;
-- weights reach vLLM as a stream, one tensor at a time, never as a list of every merged tensor.
+- weights reach vLLM as a stream, one tensor at a time, never as a list of every merged tensor;
+- with ``sleep=True`` (vLLM's sleep mode) the GRPO loop puts the engine to sleep before each update, and the next
+  weight sync or generate wakes it.
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ class LLM:
 
     def reset_prefix_cache(self):
         pass
+
+    def sleep(self, level=1):
+        self.reloads.append(("sleep", level, []))
+
+    def wake_up(self, tags=None):
+        self.reloads.append(("wake_up", tags, []))
 '''
 
 
@@ -172,3 +180,48 @@ def test_under_torchrun_each_rank_gets_its_own_gpu_or_a_one_line_refusal():
     with pytest.raises(RuntimeError) as refused:
         rank_placement(False, {"WORLD_SIZE": "2", "RANK": "0"})
     assert str(refused.value) == RANKS_ON_CPU and "\n" not in RANKS_ON_CPU
+
+
+def test_sleep_mode_frees_vllm_for_the_update_and_the_next_sync_wakes_it(fake_vllm, tiny_policy):
+    from harness.engine.vllm_engine import VLLMEngine
+
+    awake = VLLMEngine(tiny_policy, progress=False)
+    assert not awake.capabilities.sleeps and "enable_sleep_mode" not in awake.llm.kwargs
+    awake.sleep()  # without sleep mode: nothing
+    engine = VLLMEngine(tiny_policy, progress=False, sleep="true")
+    assert engine.capabilities.sleeps and engine.llm.kwargs["enable_sleep_mode"] is True
+    engine.sleep()
+    engine.sleep()  # already asleep: once
+    engine.sync_weights(tiny_policy.model)
+    calls = [c[0] for c in engine.llm.reloads]
+    assert calls == ["reload_weights", "sleep", "wake_up", "reload_weights"]
+    assert [c[0] for c in awake.llm.reloads] == ["reload_weights"]
+
+
+def test_the_grpo_loop_puts_a_sleeping_engine_to_sleep_before_each_update(tiny_policy, plugins, tmp_path):
+    from dataclasses import replace
+
+    from harness.engine.transformers_engine import TransformersEngine
+    from harness.store.run_folder import RunStore
+    from harness.testing import FakeTask
+    from harness.trainers.grpo import GRPOTrainer
+
+    class Sleepy(TransformersEngine):
+        capabilities = replace(TransformersEngine.capabilities, sleeps=True)
+
+        def __init__(self, policy):
+            super().__init__(policy, progress=False)
+            self.calls = []
+
+        def generate(self, *args, **kwargs):
+            self.calls.append("generate")
+            return super().generate(*args, **kwargs)
+
+        def sleep(self):
+            self.calls.append("sleep")
+
+    engine = Sleepy(tiny_policy)
+    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=1, group_size=2, max_new_tokens=4, lr=1e-2)
+    task = FakeTask(size=4)
+    trainer.train(tiny_policy, engine, task, task.problems("train"), store=RunStore(tmp_path, "run"))
+    assert engine.calls == ["generate", "sleep", "generate", "sleep"]

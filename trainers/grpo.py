@@ -313,6 +313,8 @@ class GRPOTrainer:
         cfg = self.config
         dp = current_parallel()
         rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
+        if capabilities_of(engine, EngineCapabilities).sleeps:  # vLLM colocated: its memory to the update
+            engine.sleep()
         with self.timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
             corrected = self.rollout_correction(model, tok, engine, completions[rows])
         passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],

@@ -124,8 +124,8 @@ class VLLMEngine(VLLMContract):
 
     def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
                  gpu_memory_utilization: float | None = None, enforce_eager: bool | None = None,
-                 max_model_len: int | None = None, progress: bool = True, main_process: bool = True,
-                 **llm_kwargs: Any) -> None:
+                 max_model_len: int | None = None, sleep: bool = False, progress: bool = True,
+                 main_process: bool = True, **llm_kwargs: Any) -> None:
         super().__init__(policy, progress and main_process)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: syncs pass tensors
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -140,9 +140,10 @@ class VLLMEngine(VLLMContract):
 
         # --set engine.KEY=VALUE gives text: typed here as EngineArgs' fields are typed below
         own = typed({"kv_cache_gib": kv_cache_gib, "gpu_memory_utilization": gpu_memory_utilization,
-                     "enforce_eager": enforce_eager, "max_model_len": max_model_len},
-                    {"kv_cache_gib": 0.0, "gpu_memory_utilization": 0.0, "enforce_eager": False, "max_model_len": 0})
-        kv_cache_gib, gpu_memory_utilization, enforce_eager, max_model_len = own.values()
+                     "enforce_eager": enforce_eager, "max_model_len": max_model_len, "sleep": sleep},
+                    {"kv_cache_gib": 0.0, "gpu_memory_utilization": 0.0, "enforce_eager": False, "max_model_len": 0,
+                     "sleep": False})
+        kv_cache_gib, gpu_memory_utilization, enforce_eager, max_model_len, sleep = own.values()
         model = policy.model
         on_gpu = next(model.parameters()).is_cuda or torch.cuda.is_available()
         placement = rank_placement(on_gpu)  # under torchrun: this rank's GPU, vLLM's external launcher
@@ -152,6 +153,10 @@ class VLLMEngine(VLLMContract):
         dtype = dtype or weights
         if dtype != weights:  # what a trainer compares with its own precision
             self.capabilities = replace(type(self).capabilities, sampling_dtype=dtype)
+        if sleep:  # vLLM's sleep mode: the trainer frees our memory before each update (EngineCapabilities.sleeps)
+            self.capabilities = replace(self.capabilities, sleeps=True)
+            llm_kwargs["enable_sleep_mode"] = True
+        self.asleep = False
         if enforce_eager is None:
             enforce_eager = not on_gpu
         options: dict[str, Any] = {
@@ -178,6 +183,7 @@ class VLLMEngine(VLLMContract):
                  steering: Any = None) -> list[Completion]:
         """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
         encoded = self.encode_request(prompts, params, steering)
+        self.wake_up()
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         sampling = [self._vllm.SamplingParams(
             n=params.n, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or 0,
@@ -203,12 +209,25 @@ class VLLMEngine(VLLMContract):
         tensor at a time: a LoRA policy's adapters are merged per layer as vLLM reads them (harness/engine/weights.py),
         never all at once (a 7B model's merged copies would be ~13 GB)."""
         started = time.perf_counter()
+        self.wake_up()
         # vLLM's in-place reload (the API of every version in VLLM_VERSIONS): it re-runs the post-load processing
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": serving_weights(model),
                                                           "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - started
+
+    def sleep(self) -> None:
+        """vLLM's sleep level 1 (``sleep=True`` only): its weights moved to CPU memory and its KV cache freed, so the
+        update has the GPU; the next generate or weight sync wakes it."""
+        if self.capabilities.sleeps and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
 
 
 def unchunked_prefill(max_model_len: int) -> dict[str, Any]:
