@@ -290,9 +290,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="report a cell whose last attempt failed as it was, instead of running it again")
     parser.add_argument("--json", default=None, help="where to write the rows (default OUT/defaults_matrix.json)")
     parser.add_argument("--record", action="store_true",
-                        help="also merge each cell's minutes into harness/runner/measured_minutes.json, which "
-                             "`harness run` at its defaults reads to say its expected time (default model, no "
-                             "--extra/--extra-train only)")
+                        help="also merge each cell's minutes, as it finishes, into "
+                             "harness/runner/measured_minutes.json, which `harness run` at its defaults reads to "
+                             "say its expected time (default model, no --extra/--extra-train only)")
     args = parser.parse_args(argv)
     model = args.model or default_model()
     extra = [a for chunk in args.extra for a in shlex.split(chunk)]
@@ -308,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"model {model}, tasks {','.join(tasks)}, seeds {','.join(map(str, seeds))}, out {out}"
           + (f", extra: {shlex.join(extra)}" if extra else "")
           + (f", extra with a trainer: {shlex.join(extra_train)}" if extra_train else ""))
+    recording = args.record and not extra and not (extra_train and trainers != ["none"]) and model == default_model()
+    if args.record and not recording:
+        print("--record: nothing will be recorded: these cells are not the defaults (--extra, --extra-train, --model)")
     rows = []
     cells = [(task, seed, searcher, trainer) for task in tasks for seed in seeds for searcher in searchers
              for trainer in trainers]
@@ -330,18 +333,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         row = describe(cell, record)
         row.update(task=task, trainer=trainer, searcher=searcher, seed=seed)
         rows.append(row)
+        # after every cell, so a sitting cut short keeps what it measured
+        path = Path(args.json) if args.json else out / "defaults_matrix.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
+                                    "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
+        if recording and not done:
+            record_minutes([row], info)
     print()
     print(markdown(rows))
-    path = Path(args.json) if args.json else out / "defaults_matrix.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
-                                "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
-    print(f"\nwrote {path}")
-    if args.record:
-        if extra or (extra_train and trainers != ["none"]) or model != default_model():
-            print("--record: not recorded: these cells are not the defaults (--extra, --extra-train or --model)")
-        else:
-            print(f"recorded {record_minutes(rows, info)} cells' minutes in {MEASURED}")
+    print(f"\nwrote {path}" + (f"; minutes recorded in {MEASURED}" if recording else ""))
 
 
 if __name__ == "__main__":
