@@ -197,6 +197,30 @@ def build_parser() -> argparse.ArgumentParser:
     index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
     index_p.set_defaults(func=cmd_index)
 
+    memory_p = sub.add_parser(
+        "memory", parents=[common], help="the expected peak memory of training a model, part by part",
+        description="Weights, gradients, AdamW state, the KL reference, one micro-batch's activations and vLLM's "
+                    "share, from the model's config alone (harness/memory_plan.py; checked against measured CPU "
+                    "peaks by bench/memory_plan_check.py).")
+    memory_p.add_argument("--model", default="smollm2-135m", help="alias, folder or hub id (default: smollm2-135m)")
+    memory_p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                          help="the weights' dtype, as harness run --dtype")
+    memory_p.add_argument("--autocast", default="", help="bfloat16: forwards in bf16 over the weights "
+                                                          "(trainer.autocast)")
+    memory_p.add_argument("--lora-r", type=int, default=0, help="LoRA rank (trainer.lora_r); 0: full fine-tuning")
+    memory_p.add_argument("--gradient-checkpointing", action="store_true", help="trainer.gradient_checkpointing")
+    memory_p.add_argument("--beta", type=float, default=0.0, help="the KL coefficient (trainer.beta): a reference "
+                                                                  "copy when > 0 and not LoRA")
+    memory_p.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (trainer.micro_batch)")
+    memory_p.add_argument("--prompt-tokens", type=int, default=256, help="tokens of a prompt (default 256)")
+    memory_p.add_argument("--completion-tokens", type=int, default=512,
+                          help="tokens of a completion (trainer.max_new_tokens; default 512, the full preset's)")
+    memory_p.add_argument("--vllm-share", type=float, default=0.0,
+                          help="vLLM's share of the GPU beside the trainer (engine.gpu_memory_utilization: 0.3 "
+                               "with --engine vllm on a GPU)")
+    memory_p.add_argument("--gpu-gib", type=float, default=80.0, help="the GPU's memory, for --vllm-share")
+    memory_p.set_defaults(func=cmd_memory)
+
     list_p = sub.add_parser(
         "list", parents=[common], help="list every registered plugin (tasks, trainers, searchers, estimators, "
                                        "behaviours, engines, models, loggers) with the package that added it")
@@ -303,6 +327,27 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     count = reindex(args.folder)  # a folder it cannot read is skipped, with a line saying which and why
     print(f"indexed {count} runs into {Path(args.folder) / RESULTS_DB}")
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from harness.memory_plan import TrainingShape, model_config, model_shape, plan, table
+    from harness.plugins import get_plugin_manager
+
+    for name in ("lora_r", "micro_batch", "prompt_tokens", "completion_tokens"):
+        if getattr(args, name) < (0 if name == "lora_r" else 1):
+            raise ValueError(f"--{name.replace('_', '-')} should be >= {0 if name == 'lora_r' else 1}")
+    if args.autocast not in ("", "bfloat16"):
+        raise ValueError(f"--autocast takes bfloat16 (or nothing), got {args.autocast!r}")
+    shape = model_shape(model_config(args.model, get_plugin_manager()["model"]))
+    train = TrainingShape(dtype=args.dtype, autocast=args.autocast, lora_r=args.lora_r,
+                          gradient_checkpointing=args.gradient_checkpointing, beta=args.beta,
+                          micro_batch=args.micro_batch, prompt_tokens=args.prompt_tokens,
+                          completion_tokens=args.completion_tokens, vllm_share=args.vllm_share, gpu_gib=args.gpu_gib)
+    print(f"{args.model}: {shape['params'] / 1e9:.2f}B parameters, {shape['layers']} layers, hidden {shape['hidden']}, "
+          f"vocabulary {shape['vocab']:,}; micro-batch {args.micro_batch} x ({args.prompt_tokens} + "
+          f"{args.completion_tokens}) tokens")
+    print(table(plan(shape, train)))
     return 0
 
 
