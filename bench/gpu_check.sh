@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one GPU check: end to end against TRL (bench/e2e_vs_trl.py), rollout throughput of the default
 # (transformers) engine against `generate` at bf16 and fp32 (bench/rollout_throughput.py, with a vLLM row where
-# `import vllm` works), and the vLLM engine's own tests (log-probs against a forward pass, weight sync), on the GPU.
+# `import vllm` works), training steps at Qwen2.5-1.5B's shape with peak memory against the memory plan
+# (bench/memory_plan_check.py), and the vLLM engine's own tests (log-probs against a forward pass, weight sync).
 #
 #   bash bench/gpu_check.sh prepare   # HERE, where PyPI answers: stage .gpu/ (about 31 MiB, git-excluded)
 #   bash bench/gpu_check.sh [MODEL]   # ON THE GPU MACHINE, from the repo root, carrying .gpu/
@@ -16,7 +17,8 @@
 # E2E_ARGS=skip leaves the end-to-end run out. Most important first (the end-to-end figure), each step with a
 # timeout, so a run cut short still returns what it measured. Results and the log go to $OUT (else bench/results/gpu).
 # A dry run on CPU: PYTHON=.venv/bin/python DTYPE=float32 BENCH_ARGS=--quick E2E_ARGS="--steps 1 --repeats 1
-#   --group-size 2 --max-new-tokens 8" bash bench/gpu_check.sh tiny-random
+#   --group-size 2 --max-new-tokens 8" MEMORY_ARGS="--shapes small --ways bf16-lora-gc" OUT=/tmp/gpu_dry
+#   bash bench/gpu_check.sh tiny-random
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=.gpu
@@ -123,6 +125,10 @@ for dtype in ${DTYPE:-bfloat16 float32}; do
     run 100 "$PY" bench/rollout_throughput.py --model "$MODEL" --dtype "$dtype" "${SIZE[@]}" "${ENGINES[@]}" \
         --json "$OUT_DIR/rollout_throughput_$dtype.json"
 done
+# Training at the recipes' size: Qwen2.5-1.5B's shape with random weights, two GRPO steps in bf16 (full, LoRA) and two
+# VPO steps (LoRA), peak memory against `harness memory`'s plan and seconds per step.
+read -ra MEMORY <<< "${MEMORY_ARGS:---device cuda --shapes qwen2.5-1.5b --ways bf16-full,bf16-lora-gc,vpo-lora-gc}"
+run 300 "$PY" bench/memory_plan_check.py "${MEMORY[@]}" --out "$OUT_DIR/memory_plan_gpu.json"
 # The vLLM engine's tests (skipped without vLLM): log-probs vs a forward pass, greedy parity, weight sync, a GRPO run.
 # From outside the checkout, so that `harness` is the installed one, not the folder in the current directory.
 "$PY" -c "import vllm" 2>/dev/null \
