@@ -14,7 +14,9 @@ process, its output kept in `OUT/<cell>/harness.log` and its exit status and min
 `--extra-train` is appended only where the trainer is not `none` (which refuses trainer options). The cell's
 folder is named by model, task, trainer, searcher, seed and (when given) a hash of the extra arguments it gets, so
 a sitting with other settings never takes another's cells. Cells whose run folder says `complete` are skipped, so
-the matrix resumes over several sittings; a cell that failed is run again (`--skip-failed`: reported as it was).
+the matrix resumes over several sittings, as are cells the JSON (`--json`) already holds as complete when their run
+folders are gone (a sitting in another checkout: bench/results/defaults_matrix.json is the committed one); a cell
+that failed is run again (`--skip-failed`: reported as it was).
 The real model's matrix takes about an hour on a 2-core CPU.
 
 `--tasks all` is every built-in task at its defaults (math, code, mmlu-pro, persona, maze and one reasoning-gym
@@ -311,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     recording = args.record and not extra and not (extra_train and trainers != ["none"]) and model == default_model()
     if args.record and not recording:
         print("--record: nothing will be recorded: these cells are not the defaults (--extra, --extra-train, --model)")
+    path = Path(args.json) if args.json else out / "defaults_matrix.json"
+    # the rows of complete cells from an earlier sitting: kept when their run folders are not here (another checkout)
+    earlier = {r["cell"]: r for r in read_json(path).get("rows", []) if r.get("status") == "complete"}
     rows = []
     cells = [(task, seed, searcher, trainer) for task in tasks for seed in seeds for searcher in searchers
              for trainer in trainers]
@@ -321,6 +326,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         _, manifest = latest_run(cell)
         done = manifest.get("status") == "complete" or (args.skip_failed and record.get("exit") not in
                                                          (None, 0))
+        if not done and cell.name in earlier:  # measured in an earlier sitting whose run folders are gone
+            print(f"{cell.name}: complete in {path} already, skipped", flush=True)
+            rows.append(earlier[cell.name])
+            continue
         if done:
             print(f"{cell.name}: {manifest.get('status') or 'failed'} already, skipped", flush=True)
         else:
@@ -334,7 +343,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         row.update(task=task, trainer=trainer, searcher=searcher, seed=seed)
         rows.append(row)
         # after every cell, so a sitting cut short keeps what it measured
-        path = Path(args.json) if args.json else out / "defaults_matrix.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
                                     "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
