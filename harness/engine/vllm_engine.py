@@ -210,9 +210,11 @@ class VLLMEngine(VLLMContract):
         never all at once (a 7B model's merged copies would be ~13 GB)."""
         started = time.perf_counter()
         self.wake_up()
+        weights = serving_weights(model)
+        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "1":  # the user's engine process: pickled, whole
+            weights = list(weights)
         # vLLM's in-place reload (the API of every version in VLLM_VERSIONS): it re-runs the post-load processing
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": serving_weights(model),
-                                                          "is_checkpoint_format": True})
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - started
