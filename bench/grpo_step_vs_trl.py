@@ -131,6 +131,7 @@ class NullStore:
     def __init__(self) -> None:
         self.steps: list[dict] = []
         self.checkpointer = None  # GRPOTrainer.train reads it (nothing to resume from, nothing saved)
+        self.step_models = None  # and this (no --save-every)
 
     def warn(self, line):
         pass
