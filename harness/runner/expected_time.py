@@ -40,7 +40,8 @@ def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
                      and r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float)))
     if not minutes:
         return None
-    spread = f"{minutes[0]:.1f}" if len(minutes) == 1 else f"{minutes[0]:.1f}-{minutes[-1]:.1f}"
-    seeds = "1 seed" if len(minutes) == 1 else f"{len(minutes)} seeds"
-    return (f"expected time: about {minutes[len(minutes) // 2]:.0f} min ({spread} min measured, {seeds}, on "
-            f"{data.get('machine', 'an unnamed machine')}; bench/defaults_matrix.py)")
+    machine = data.get("machine", "an unnamed machine")
+    if len(minutes) == 1:
+        return f"expected time: about {minutes[0]:.1f} min (measured once, on {machine}; bench/defaults_matrix.py)"
+    return (f"expected time: {minutes[0]:.1f}-{minutes[-1]:.1f} min (measured at {len(minutes)} seeds, on {machine}; "
+            f"bench/defaults_matrix.py)")
