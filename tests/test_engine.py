@@ -89,7 +89,7 @@ def test_top_k_one_is_greedy(tiny_policy):
 def test_inverse_cdf_sampling_draws_from_the_distribution():
     """_sample's one-uniform-per-row inverse CDF: frequencies match softmax(logits / T) after the top-k cut
     (chi-square), cut tokens are never drawn, log-probs are the untruncated ones, and a row's draw depends only on
-    its own generator."""
+    its own uniform (the engine draws each row's from its own generator)."""
     from harness.engine.transformers_engine import _sample
 
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0], [0.5, 0.0, -0.5, 3.0, 1.0]])
@@ -98,10 +98,14 @@ def test_inverse_cdf_sampling_draws_from_the_distribution():
     copies, rounds = 2000, 5  # 10,000 draws per distinction, each row its own generator
     batch = logits.repeat(copies, 1)
     generators = [torch.Generator().manual_seed(i) for i in range(len(batch))]
+
+    def uniforms(streams):
+        return torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in streams])
+
     probs = torch.softmax(logits / 0.7, dim=-1)
     counts = torch.zeros_like(logits)
     for _ in range(rounds):
-        chosen, logp = _sample(batch, params, generators)
+        chosen, logp = _sample(batch, params, uniforms(generators))
         counts.index_put_((torch.arange(len(batch)) % 2, chosen), torch.ones(len(batch)), accumulate=True)
         assert torch.allclose(logp, probs.log().repeat(copies, 1).gather(-1, chosen[:, None]).squeeze(-1),
                               atol=1e-6)
@@ -111,8 +115,8 @@ def test_inverse_cdf_sampling_draws_from_the_distribution():
         expected = kept * copies * rounds
         chi2 = float(((counts[row][~cut[row]] - expected) ** 2 / expected).sum())
         assert chi2 < 20.0, (row, chi2)  # 3 degrees of freedom: P(chi2 > 20) < 2e-4
-    alone = _sample(logits[1:], params, [torch.Generator().manual_seed(7)])[0]
-    among = _sample(logits, params, [torch.Generator().manual_seed(3), torch.Generator().manual_seed(7)])[0]
+    alone = _sample(logits[1:], params, uniforms([torch.Generator().manual_seed(7)]))[0]
+    among = _sample(logits, params, uniforms([torch.Generator().manual_seed(3), torch.Generator().manual_seed(7)]))[0]
     assert int(alone[0]) == int(among[1])
 
 

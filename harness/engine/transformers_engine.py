@@ -170,7 +170,11 @@ class TransformersEngine:
         tokens: list[list[int]] = [[] for _ in range(rows)]
         logps: list[list[float]] = [[] for _ in range(rows)]
         finished = [False] * rows
-        generators: list[torch.Generator | None] = [None] * rows
+        # Row r's step t samples with uniforms[r, t]: its own generator's stream, drawn once when the row joins, onto
+        # the model's device, so a step gathers them in one indexing op instead of one host call per row
+        sampled = params.temperature != 0 and budget > 0
+        device = next(model.parameters()).device
+        uniforms = torch.empty((rows, budget) if sampled else (0, 0), dtype=torch.float64, device=device)
         # Each waiting entry is the completion rows of one prompt (all of them, or a slice of max_batch_rows).
         size = max(1, self.max_batch_rows)
         waiting = deque(range(starts[p] + j, starts[p] + min(k, j + size)) for p, k in enumerate(counts)
@@ -186,13 +190,17 @@ class TransformersEngine:
                 admit.extend(waiting.popleft())
             if admit:
                 joining = self._prefill(admit, prompt_ids, prompt_of, params, hook, betas)
-                for r in joining.active:
-                    generators[r] = _row_generator(params.seed, prompt_ids[prompt_of[r]], sample_of[r])
+                if sampled:
+                    uniforms[joining.active] = torch.stack([
+                        torch.rand(budget, generator=_row_generator(params.seed, prompt_ids[prompt_of[r]],
+                                                                    sample_of[r]), dtype=torch.float64)
+                        for r in joining.active]).to(device)
                 batch = joining if batch is None else batch.merge(joining, budget)
             assert batch is not None
 
             fault_point("generate")
-            chosen, chosen_logp = _sample(batch.logits, params, [generators[r] for r in batch.active])
+            steps = [len(tokens[r]) for r in batch.active]
+            chosen, chosen_logp = _sample(batch.logits, params, uniforms[batch.active, steps] if sampled else None)
             still = []
             # one conversion per step, not two tensor reads per row
             for pos, (row, token, logp) in enumerate(zip(batch.active, chosen.tolist(), chosen_logp.tolist(),
@@ -428,8 +436,9 @@ def _row_generator(seed: int, prompt: list[int], sample_index: int) -> torch.Gen
 
 
 def _sample(logits: torch.Tensor, params: SamplingParams,
-            generators: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next tokens and their log-probabilities under softmax(logits / temperature) (greedy when temperature is 0)."""
+            uniforms: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next tokens and their log-probabilities under softmax(logits / temperature) (greedy when temperature is 0);
+    ``uniforms``: one per row, in [0, 1), from that row's own stream."""
     if params.temperature == 0:
         logp = torch.log_softmax(logits, dim=-1)
         chosen = logits.argmax(dim=-1)
@@ -439,7 +448,6 @@ def _sample(logits: torch.Tensor, params: SamplingParams,
     # Inverse-CDF sampling: one uniform per row from that row's own generator, then a batched search of the
     # cumulative distribution. The same distribution as torch.multinomial row by row, which draws a random number
     # per vocabulary entry (49k per row per step: ~1/6 of a decode step on CPU, measured).
-    uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators]).to(logits.device)
     chosen = _inverse_cdf(filtered.exp(), uniforms)
     return chosen, logp.gather(-1, chosen[:, None]).squeeze(-1)
 
