@@ -20,7 +20,9 @@ Where the time goes (SmolLM2-135M on CPU, bench/rollout_throughput.py) and what 
   whole cache at every layer of every step (30% of a decode step); finished rows leave by moving the last rows into
   their slots, not by copying every row;
 - sampling draws one uniform per row and searches the cumulative distribution (``_inverse_cdf``), instead of
-  ``torch.multinomial`` row by row (a random number per vocabulary entry: ~15% of a step).
+  ``torch.multinomial`` row by row (a random number per vocabulary entry: ~15% of a step); a row's uniforms for its
+  whole budget are drawn from its generator once, when it joins, and kept on the model's device, so a step indexes
+  them instead of calling each row's generator on the host (the same numbers as drawing them step by step).
 What is left is the model's matrix products (~70%) and attention (~13%). Batch composition changes the floating-point
 rounding of a row's logits, not its random stream, so results are batch-invariant up to that rounding.
 Log-probabilities are those of the temperature-scaled distribution *before* top-k/top-p truncation, which is what a
