@@ -5,6 +5,7 @@ evaluation in the weights' precision; explicit values as before. And the vLLM en
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.machinery
 import json
 import sys
@@ -208,10 +209,18 @@ def fake_vllm(monkeypatch):
         def reset_prefix_cache(self) -> None:
             pass
 
+    @dataclasses.dataclass
+    class EngineArgs:  # the fields vllm.LLM takes (vllm.engine.arg_utils), as few as the engine passes here
+        dtype: str = "auto"
+
     module = types.ModuleType("vllm")
     module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     module.LLM = LLM
+    arg_utils = types.ModuleType("vllm.engine.arg_utils")
+    arg_utils.EngineArgs = EngineArgs
     monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.engine", types.ModuleType("vllm.engine"))
+    monkeypatch.setitem(sys.modules, "vllm.engine.arg_utils", arg_utils)
     return built
 
 
