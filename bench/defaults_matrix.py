@@ -244,14 +244,14 @@ def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def record_minutes(rows: list[dict[str, Any]], info: dict[str, Any]) -> int:
+def record_minutes(rows: list[dict[str, Any]], info: dict[str, Any], busy: bool = False) -> int:
     """Merge the cells' minutes into MEASURED (harness/runner/expected_time.py), replacing the same cells."""
     data = read_json(MEASURED)
     machine_line = (f"{info['cpu']}, {info['cores']} cores"
                     + (", avx512_bf16" if info["avx512_bf16"] else ", no avx512_bf16"))
     key = ("task", "trainer", "searcher", "seed")
     fresh = [{**{k: r[k] for k in key}, "exit": r["exit"], "minutes": round(r["minutes"], 2),
-              "recorded": time.strftime("%Y-%m-%d")}
+              "recorded": time.strftime("%Y-%m-%d"), **({"busy": True} if busy else {})}
              for r in rows if r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float))]
     kept = [r for r in data.get("rows", []) if tuple(r.get(k) for k in key) not in {tuple(f[k] for k in key)
                                                                                     for f in fresh}]
@@ -291,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--skip-failed", action="store_true",
                         help="report a cell whose last attempt failed as it was, instead of running it again")
     parser.add_argument("--json", default=None, help="where to write the rows (default OUT/defaults_matrix.json)")
+    parser.add_argument("--busy", action="store_true",
+                        help="with --record: mark the minutes as measured beside other work (an upper bound)")
     parser.add_argument("--record", action="store_true",
                         help="also merge each cell's minutes, as it finishes, into "
                              "harness/runner/measured_minutes.json, which `harness run` at its defaults reads to "
@@ -347,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
                                     "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
         if recording and not done:
-            record_minutes([row], info)
+            record_minutes([row], info, busy=args.busy)
     print()
     print(markdown(rows))
     print(f"\nwrote {path}" + (f"; minutes recorded in {MEASURED}" if recording else ""))

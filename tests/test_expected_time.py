@@ -22,13 +22,17 @@ def _measured(tmp_path):
 def test_a_run_at_its_defaults_says_the_measured_minutes_and_the_machine(tmp_path):
     line = expected_time(RunConfig(task="code", trainer="vpo", seed=5, out=str(tmp_path), threads=2),
                          _measured(tmp_path))
-    assert line == ("expected time: 11.0-13.9 min (measured at 3 seeds, on AMD EPYC 9B14, 2 cores, avx512_bf16; "
+    assert line == ("expected time: 11.0-13.9 min (measured at 3 seeds on AMD EPYC 9B14, 2 cores, avx512_bf16; "
                     "bench/defaults_matrix.py)")
     one = [{**ROWS[0]}]
     path = tmp_path / "one.json"
     path.write_text(json.dumps({"machine": "AMD EPYC", "rows": one}))
     assert expected_time(RunConfig(task="code", trainer="vpo"), path) == (
-        "expected time: about 12.4 min (measured once, on AMD EPYC; bench/defaults_matrix.py)")
+        "expected time: about 12.4 min (measured once on AMD EPYC; bench/defaults_matrix.py)")
+    path.write_text(json.dumps({"machine": "AMD EPYC", "rows": [{**ROWS[0], "busy": True}]}))
+    assert expected_time(RunConfig(task="code", trainer="vpo"), path) == (
+        "expected time: at most about 12.4 min (measured once on AMD EPYC, beside other work; "
+        "bench/defaults_matrix.py)")
 
 
 def test_changed_work_a_failed_cell_or_an_unmeasured_one_says_nothing(tmp_path):
@@ -51,3 +55,4 @@ def test_the_shipped_figures_are_well_formed_where_there_are_any():
     for row in data["rows"]:
         assert row["exit"] == 0 and row["minutes"] > 0
         assert {"task", "trainer", "searcher", "seed", "recorded"} <= set(row)
+        assert row.get("busy", False) in (True, False)

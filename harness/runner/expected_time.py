@@ -3,7 +3,8 @@ measured for the same task, trainer and searcher on the default model, with the 
 
 The figures are measurements, not a model of the machine: ``bench/defaults_matrix.py --record`` writes them to
 ``measured_minutes.json`` beside this file (one row per task x trainer x searcher x seed, minutes of wall time, and
-the CPU). A run whose settings change the work (another model, --limit, --steps, --set, --reward, another engine or
+the CPU; ``busy`` when the sitting ran beside other work, which makes its minutes an upper bound). A run whose
+settings change the work (another model, --limit, --steps, --set, --reward, another engine or
 dtype) has no such figure, and nothing is said; nor for a cell the matrix has not measured.
 """
 
@@ -35,13 +36,17 @@ def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
         data: dict[str, Any] = json.loads(measured.read_text())
     except (OSError, ValueError):
         return None
-    minutes = sorted(float(r["minutes"]) for r in data.get("rows", [])
-                     if (r.get("task"), r.get("trainer"), r.get("searcher")) == (cfg.task, cfg.trainer, cfg.searcher)
-                     and r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float)))
+    rows = [r for r in data.get("rows", [])
+            if (r.get("task"), r.get("trainer"), r.get("searcher")) == (cfg.task, cfg.trainer, cfg.searcher)
+            and r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float))]
+    minutes = sorted(float(r["minutes"]) for r in rows)
     if not minutes:
         return None
     machine = data.get("machine", "an unnamed machine")
+    busy = any(r.get("busy") for r in rows)
+    bound, beside = ("at most ", ", beside other work") if busy else ("", "")
     if len(minutes) == 1:
-        return f"expected time: about {minutes[0]:.1f} min (measured once, on {machine}; bench/defaults_matrix.py)"
-    return (f"expected time: {minutes[0]:.1f}-{minutes[-1]:.1f} min (measured at {len(minutes)} seeds, on {machine}; "
-            f"bench/defaults_matrix.py)")
+        return (f"expected time: {bound}about {minutes[0]:.1f} min (measured once on {machine}{beside}; "
+                f"bench/defaults_matrix.py)")
+    return (f"expected time: {bound}{minutes[0]:.1f}-{minutes[-1]:.1f} min (measured at {len(minutes)} seeds on "
+            f"{machine}{beside}; bench/defaults_matrix.py)")
