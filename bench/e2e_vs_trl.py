@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/e2e_vs_trl.py --model smollm2-135m --threads 1 [--load 1] [--repeats 2]
         [--steps 5] [--prompts 2] [--group-size 8] [--max-new-tokens 96] [--methods ours-fp32,ours-bf16,...]
-        [--out bench/results/e2e_vs_trl.json]
+        [--no-eos] [--out bench/results/e2e_vs_trl.json]
     .venv/bin/python bench/e2e_vs_trl.py --model smollm2-135m --group-sizes 4,8,16 --token-budgets 64,128,256
         [--steps 2] [--out bench/results/e2e_scaling.json]
 
@@ -66,6 +66,7 @@ import transformers
 sys.path.insert(0, str(Path(__file__).parent))
 from grpo_step_vs_trl import (  # sibling scripts (bench/ is no package)
     HashRewardTask,
+    NoEos,
     NullStore,
     RecordingEngine,
     StepClock,
@@ -81,7 +82,7 @@ from harness import threads as harness_threads
 from harness.engine.transformers_engine import TransformersEngine
 from harness.models import load_policy
 from harness.plugins import get_plugin_manager
-from harness.runner.precision import native_bf16
+from harness.runner.precision import cpu_flags, native_bf16
 
 METHODS = ("ours-fp32", "ours-bf16", "trl-fp32", "trl-bf16")
 
@@ -122,10 +123,11 @@ class RssSampler:
 
 
 class StepEngine(RecordingEngine):
-    """Our engine, recording completions, and opening the step's memory window at the step's first generate."""
+    """Our engine, recording completions (without EOS under ``--no-eos``), and opening the step's memory window at
+    the step's first generate."""
 
-    def __init__(self, engine, sampler: RssSampler | None) -> None:
-        super().__init__(engine, no_eos=False)
+    def __init__(self, engine, sampler: RssSampler | None, no_eos: bool = False) -> None:
+        super().__init__(engine, no_eos=no_eos)
         self.sampler, self.open = sampler, False
 
     def generate(self, prompts, params, **kw):
@@ -169,7 +171,7 @@ def thread_setting(setting: str, ours: bool):
 def run_ours(policy, plugins, problems, args, dtype: str, steps: int, sampler: RssSampler | None = None) -> dict:
     step_policy = copy.copy(policy)  # the same tokenizer, a fresh copy of the weights
     step_policy.model = fresh_model(policy.model)
-    engine = StepEngine(TransformersEngine(step_policy, progress=False, rollout_dtype=dtype), sampler)
+    engine = StepEngine(TransformersEngine(step_policy, progress=False, rollout_dtype=dtype), sampler, args.no_eos)
     options = {**loss_options()["grpo"][0], "beta": 0.0}
     trainer = our_trainer(plugins, len(problems) * args.group_size, args.group_size, args.max_new_tokens, options,
                           steps=steps, lr=args.lr, seed=args.seed)
@@ -215,7 +217,14 @@ def run_trl(policy, problems, args, bf16: bool, steps: int, out_dir: str, sample
         tokens[0] += int(out["completion_mask"].sum())
         return out
 
+    generate = trainer._generate_single_turn
+
+    def generate_without_eos(*a, **kw):  # --no-eos: EOS masked while TRL generates, never in its loss
+        with NoEos(model, policy.tokenizer, args.no_eos):
+            return generate(*a, **kw)
+
     trainer._generate_and_score_completions = counted
+    trainer._generate_single_turn = generate_without_eos
     started = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - started
@@ -331,6 +340,10 @@ def main() -> None:
     parser.add_argument("--group-sizes", help="scaling mode: e.g. 4,8,16")
     parser.add_argument("--token-budgets", help="scaling mode: e.g. 64,128,256")
     parser.add_argument("--out", help="JSON (default bench/results/e2e_vs_trl.json, scaling: e2e_scaling.json)")
+    parser.add_argument("--no-eos", action="store_true",
+                        help="EOS masked while generating, on both sides and at any precision: every completion runs "
+                             "to --max-new-tokens, so each side generates the same tokens and tokens/s compare "
+                             "equal work (bf16 sides sample other lengths otherwise)")
     args = parser.parse_args()
     scaling_mode = bool(args.group_sizes or args.token_budgets)
     args.group_sizes = [int(x) for x in args.group_sizes.split(",")] if args.group_sizes else []
@@ -373,7 +386,8 @@ def main() -> None:
               "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "threads": args.threads,
               "load": args.load, "lr": args.lr, "seed": args.seed, "methods": methods,
               "auto_picks_bf16_here": native, "bf16_check": found, "trl_default_bf16": trl_default_bf16,
-              "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+              "cpus": os.cpu_count(), "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}),
+              "no_eos": args.no_eos, "python": platform.python_version(), "torch": torch.__version__,
               "transformers": transformers.__version__, "trl": trl.__version__, "loadavg_start": load_start,
               "loadavg_end": os.getloadavg(), **result}
     out.parent.mkdir(parents=True, exist_ok=True)
