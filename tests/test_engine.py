@@ -175,6 +175,31 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
     assert [c.token_ids for c in joined] == [c.token_ids for c in together]
 
 
+@pytest.mark.parametrize("steering", [False, True])
+def test_reading_the_tokens_every_few_steps_gives_the_same_completions(tiny_policy, steering):
+    """sync_every=3 (a GPU's default is 8): the host reads the sampled tokens every 3 steps, so rows that ended ride
+    along until the read and waiting prompts join only then. What a row sampled after its end is dropped: the
+    completions, their ends and log-probs are those of reading every step (the CPU's default)."""
+    from harness.steering.vectors import Steering
+
+    other = [{"role": "user", "content": "What is 2 + 2?"}]
+    prompts = [LONG, SHORT, other, LONG]
+    params = SamplingParams(n=2, max_new_tokens=10, temperature=1.0, seed=6)
+    _with_early_stops(tiny_policy, prompts, params)
+    kwargs = {"steering": Steering(_vector(tiny_policy, layer=0), [0.0, 3.0, -3.0, 1.0, 2.0, 0.0, -1.0, 4.0])} \
+        if steering else {}
+    every = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params, **kwargs)
+    deferred = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False, sync_every=3).generate(
+        prompts, params, **kwargs)
+    assert any(c.finished for c in every) and not all(c.finished for c in every)
+    assert [c.token_ids for c in deferred] == [c.token_ids for c in every]
+    assert [c.finished for c in deferred] == [c.finished for c in every]
+    for a, b in zip(deferred, every, strict=True):
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+    with pytest.raises(ValueError, match="sync_every must be >= 1"):
+        TransformersEngine(tiny_policy, sync_every=0)
+
+
 def test_more_samples_than_the_batch_size_decode_in_slices(tiny_policy):
     """searcher.n=100000 once put all of a prompt's samples in one batch (past 6 GB in 31 s) whatever the
     batch size. Now no forward pass sees more rows than max_batch_rows, and the samples are the ones one batch of

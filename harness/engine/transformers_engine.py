@@ -22,7 +22,11 @@ Where the time goes (SmolLM2-135M on CPU, bench/rollout_throughput.py) and what 
 - sampling draws one uniform per row and searches the cumulative distribution (``_inverse_cdf``), instead of
   ``torch.multinomial`` row by row (a random number per vocabulary entry: ~15% of a step); a row's uniforms for its
   whole budget are drawn from its generator once, when it joins, and kept on the model's device, so a step indexes
-  them instead of calling each row's generator on the host (the same numbers as drawing them step by step).
+  them instead of calling each row's generator on the host (the same numbers as drawing them step by step);
+- the host reads the sampled tokens (which rows ended, which prompts may join) every ``sync_every`` steps: every
+  step on CPU, where a read costs nothing; every 8 on a GPU, where each read waits for the device and the host could
+  be queueing the next steps' kernels instead (what a row samples after its end is dropped; the completions are
+  those of reading every step, up to the float rounding a batch's composition brings).
 What is left is the model's matrix products (~70%) and attention (~13%). Batch composition changes the floating-point
 rounding of a row's logits, not its random stream, so results are batch-invariant up to that rounding.
 Log-probabilities are those of the temperature-scaled distribution *before* top-k/top-p truncation, which is what a
@@ -83,9 +87,16 @@ class TransformersEngine:
                                       phase_dtype=True, samples_per_prompt=True)
 
     def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
-                 main_process: bool = True, rollout_dtype: str = "") -> None:
+                 main_process: bool = True, rollout_dtype: str = "", sync_every: int | None = None) -> None:
         self.policy = policy
         self._set_precision(rollout_dtype)
+        # Decoding steps between reads of the sampled tokens on the host (which rows ended, who joins): each read
+        # waits for the device. None: 1 on CPU, where a read costs nothing and a row that ended leaves at once;
+        # 8 on a GPU, where the host can queue the next steps' kernels meanwhile (rows that ended ride along until
+        # the read, and what they sample after their end is dropped)
+        if sync_every is not None and int(sync_every) < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every!r}")
+        self.sync_every = int(sync_every) if sync_every is not None else None
         # Rows (samples) decoded together; the KV cache holds max_batch_rows x (prompt + max_new_tokens) positions.
         # A decode step's cost is mostly fixed (reading the weights) on CPU: 64 rows made 64 x 64-token rollouts of
         # SmolLM2-135M 1.6x faster than 32 (bench/rollout_throughput.py).
@@ -165,6 +176,8 @@ class TransformersEngine:
         model, tok = self.policy.model, self.policy.tokenizer
         stop_ids = eos_ids(model, tok)
         budget = params.max_new_tokens
+        device = next(model.parameters()).device
+        sync_every = self.sync_every or (8 if device.type == "cuda" else 1)
         prompt_of = [p for p, k in enumerate(counts) for _ in range(k)]
         sample_of = [j for k in counts for j in range(k)]
         starts = [0, *itertools.accumulate(counts)]  # prompt p's rows: starts[p] .. starts[p + 1] - 1
@@ -175,7 +188,6 @@ class TransformersEngine:
         # Row r's step t samples with uniforms[r, t]: its own generator's stream, drawn once when the row joins, onto
         # the model's device, so a step gathers them in one indexing op instead of one host call per row
         sampled = params.temperature != 0 and budget > 0
-        device = next(model.parameters()).device
         uniforms = torch.empty((rows, budget) if sampled else (0, 0), dtype=torch.float64, device=device)
         # Each waiting entry is the completion rows of one prompt (all of them, or a slice of max_batch_rows).
         size = max(1, self.max_batch_rows)
@@ -200,18 +212,30 @@ class TransformersEngine:
                 batch = joining if batch is None else batch.merge(joining, budget)
             assert batch is not None
 
-            fault_point("generate")
-            steps = [len(tokens[r]) for r in batch.active]
-            chosen, chosen_logp = _sample(batch.logits, params, uniforms[batch.active, steps] if sampled else None)
+            # `run` steps before the host reads what was sampled (sync_every), never past any row's budget
+            taken = [len(tokens[r]) for r in batch.active]
+            run = min(sync_every, budget - max(taken))
+            picked, picked_logp = [], []
+            for i in range(run):
+                fault_point("generate")
+                steps = [t + i for t in taken]
+                chosen, chosen_logp = _sample(batch.logits, params, uniforms[batch.active, steps] if sampled else None)
+                picked.append(chosen)
+                picked_logp.append(chosen_logp)
+                if i + 1 < run:
+                    batch.step(model, chosen)
             still = []
-            # one conversion per step, not two tensor reads per row
-            for pos, (row, token, logp) in enumerate(zip(batch.active, chosen.tolist(), chosen_logp.tolist(),
-                                                         strict=True)):
-                tokens[row].append(token)
-                logps[row].append(logp)
-                if token in stop_ids:
-                    finished[row] = True
-                elif len(tokens[row]) < budget:
+            # one conversion per read, not two tensor reads per row
+            read = zip(batch.active, torch.stack(picked, 1).tolist(), torch.stack(picked_logp, 1).tolist(),
+                       strict=True)
+            for pos, (row, row_tokens, row_logps) in enumerate(read):
+                for token, logp in zip(row_tokens, row_logps, strict=True):
+                    tokens[row].append(token)
+                    logps[row].append(logp)
+                    if token in stop_ids:  # what it sampled after its end (sync_every > 1) is dropped
+                        finished[row] = True
+                        break
+                if not finished[row] and len(tokens[row]) < budget:
                     still.append(pos)
             bar.update(len(batch.active) - len(still))
             if not still:
