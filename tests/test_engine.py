@@ -196,8 +196,10 @@ def test_reading_the_tokens_every_few_steps_gives_the_same_completions(tiny_poli
     assert [c.finished for c in deferred] == [c.finished for c in every]
     for a, b in zip(deferred, every, strict=True):
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
-    with pytest.raises(ValueError, match="sync_every must be >= 1"):
-        TransformersEngine(tiny_policy, sync_every=0)
+    for bad in (0, "zero"):
+        with pytest.raises(ValueError, match="sync_every must be an integer >= 1"):
+            TransformersEngine(tiny_policy, sync_every=bad)
+    assert TransformersEngine(tiny_policy, sync_every="2").sync_every == 2  # --set engine.sync_every=2
 
 
 def test_more_samples_than_the_batch_size_decode_in_slices(tiny_policy):

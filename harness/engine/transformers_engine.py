@@ -94,13 +94,11 @@ class TransformersEngine:
         # waits for the device. None: 1 on CPU, where a read costs nothing and a row that ended leaves at once;
         # 8 on a GPU, where the host can queue the next steps' kernels meanwhile (rows that ended ride along until
         # the read, and what they sample after their end is dropped)
-        if sync_every is not None and int(sync_every) < 1:
-            raise ValueError(f"sync_every must be >= 1, got {sync_every!r}")
-        self.sync_every = int(sync_every) if sync_every is not None else None
+        self.sync_every = None if sync_every is None else _at_least_one("sync_every", sync_every)
         # Rows (samples) decoded together; the KV cache holds max_batch_rows x (prompt + max_new_tokens) positions.
         # A decode step's cost is mostly fixed (reading the weights) on CPU: 64 rows made 64 x 64-token rollouts of
         # SmolLM2-135M 1.6x faster than 32 (bench/rollout_throughput.py).
-        self.max_batch_rows = max_batch_rows
+        self.max_batch_rows = _at_least_one("max_batch_rows", max_batch_rows)
         self.progress = progress and main_process  # one progress bar per run, rank 0's
 
     def _set_precision(self, rollout_dtype: str) -> None:
@@ -454,6 +452,17 @@ def _preallocate(cache: Any, source: torch.Tensor, capacity: int) -> bool:
 def _cache_argument(model) -> str:
     """transformers 5.24 renamed ``past_key_values`` to ``cache`` (argument and output); accept both."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _at_least_one(name: str, value: Any) -> int:
+    """An engine option that counts (``--set engine.KEY=VALUE`` gives text) as an int >= 1, or one line saying so."""
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"engine 'transformers': {name} must be an integer >= 1, got {value!r}")
+    return number
 
 
 def _row_generator(seed: int, prompt: list[int], sample_index: int) -> torch.Generator:
