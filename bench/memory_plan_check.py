@@ -27,6 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.types import EngineCapabilities  # no torch: plain dataclasses
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -75,8 +77,6 @@ def random_policy(shape: str, dtype: str, device: str):
 
 class RandomTokens:
     """Completions of exactly COMPLETION_TOKENS random tokens after a prompt of PROMPT_TOKENS, never finished."""
-
-    from harness.types import EngineCapabilities
 
     capabilities = EngineCapabilities()
 

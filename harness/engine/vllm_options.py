@@ -27,7 +27,6 @@ from harness.plugins.options import coerce
 GPU_SHARE = 0.3  # of the card's memory for vLLM's weights and KV cache, as TRL's colocate mode by default
 CPU_KV_CACHE_GIB = 1.0
 ENGINE_ARGS = "vllm.engine.arg_utils:EngineArgs"  # whose fields ``vllm.LLM`` takes as keyword arguments
-BOOLEAN = ("1", "true", "yes", "on", "0", "false", "no", "off")
 RANKS_ON_CPU = ("--engine vllm under torchrun needs a GPU per rank (vLLM's external_launcher); on CPU use "
                 "--engine vllm-server, one server for every rank")
 
@@ -36,16 +35,21 @@ def typed(options: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     """``options`` with text values typed by the field's default (``fields``: name -> default): a bool's as a
     bool, a number's as a number (int or float as written: vLLM annotates some float fields with int defaults), a
     text's as text, a None default's as whatever the text reads as (``literal``)."""
-    out = {}
+    out = dict(options)
     for key, value in options.items():
         default = fields.get(key)
-        if isinstance(value, str) and not isinstance(default, str):
-            value = coerce(value, default) if isinstance(default, bool) and value.lower() in BOOLEAN else literal(value)
-            if isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, (str, bool)):
-                raise ValueError(f"engine 'vllm': option {key}={options[key]!r} should be a number")
-            if isinstance(default, bool) and not isinstance(value, bool):
-                raise ValueError(f"engine 'vllm': option {key}={options[key]!r} should be true or false")
-        out[key] = value
+        if not isinstance(value, str) or isinstance(default, str):
+            continue
+        if isinstance(default, bool):
+            try:
+                out[key] = coerce(value, default)
+            except ValueError:
+                raise ValueError(f"engine 'vllm': option {key}={value!r} should be true or false") from None
+        else:
+            out[key] = literal(value)
+            number = isinstance(out[key], (int, float)) and not isinstance(out[key], bool)
+            if default is not None and not number:
+                raise ValueError(f"engine 'vllm': option {key}={value!r} should be a number")
     return out
 
 
