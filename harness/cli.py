@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write the policy as a loadable model (Hugging Face format) after every N-th "
                             "training step, kept in <run>/checkpoints/step-N/ for `harness run --model` "
                             "(default: 0, none)")
+    run_p.add_argument("--shard", choices=("fsdp",),
+                       help="under torchrun / accelerate launch --multi_gpu: split the trained weights, gradients "
+                            "and optimizer state over the processes (torch's FSDP2), for models whose training state "
+                            "does not fit one device; rollouts keep a full copy (default: plain data parallel)")
     run_p.add_argument("--config", metavar="FILE",
                        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
                             "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
@@ -253,7 +257,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
              "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "save_every",
-             "dtype", "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards",
+             "shard", "dtype", "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards",
              "plugins")
 
 

@@ -40,6 +40,7 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
     started = time.time()
     plugins = plugins or get_plugin_manager(local=cfg.plugins)
     dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch`
+    dp.use_sharding(cfg.shard)
     echo = echo if dp.is_main else _quiet  # rank 0 speaks for the run
     plan = plan_run(cfg, plugins, dp.world_size, resuming=resuming is not None)
     try:

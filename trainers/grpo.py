@@ -189,8 +189,9 @@ class GRPOTrainer:
         if resumed:
             start = resumed["step"] + 1
             self.load_state_dict(resumed["trainer"])
-        # Generation and checkpoints use the plain model; the update runs through the wrapped one (DDP / FSDP), which
-        # shares its parameters. One process: the same object.
+        # Generation and checkpoints use the plain model; the update runs through the one prepare returns: DDP's
+        # wrapper, which shares its parameters, or under --shard fsdp a sharded copy gathered back after each step.
+        # One process: the same object.
         trained, optimizer = dp.prepare(model, optimizer)
         share = dp.block(cfg.prompts_per_step)  # this rank's prompts of each step
         task_components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
@@ -301,9 +302,12 @@ class GRPOTrainer:
                 self.warn(store, f"{self.name} stopped at step {step}: policy collapse ({collapse}); the policy is "
                                  f"rolled back to its weights before step {last_good}'s update")
                 break
-            if checkpointer and dp.is_main and checkpointer.due(step, cfg.steps):
+            # due by rank 0's clock: under --shard fsdp every rank gathers the optimizer state with it
+            if checkpointer and dp.agree(checkpointer.due(step, cfg.steps)):
                 with timer("checkpoint"):
-                    checkpointer.save(step, model, optimizer, self.state_dict(), store, saved_reference)
+                    optimizer_state = dp.optimizer_state(optimizer)
+                    if dp.is_main:
+                        checkpointer.save(step, model, optimizer_state, self.state_dict(), store, saved_reference)
             if store.step_models and dp.is_main and store.step_models.due(step):
                 store.step_models.save(step, policy)  # --save-every: a loadable model, kept
 
@@ -326,6 +330,7 @@ class GRPOTrainer:
         if cfg.num_iterations > 1:
             stats["clip_fraction_last_pass"] = passes[-1]["clip_fraction"]
         with self.timer("weight_sync"):
+            dp.gather_weights(trained, model)  # --shard fsdp: the sharded copy's update into the rollouts' policy
             push_weights(engine, model, dp)
         return stats, corrected
 

@@ -49,6 +49,8 @@ class RunConfig:
     rewards: list[str] = field(default_factory=list)
     # --plugin FILE.py|MODULE: local plugins registered before the run (harness/plugins/local.py)
     plugins: list[str] = field(default_factory=list)
+    # --shard fsdp: under torchrun, the training state split over the processes (harness/runner/sharding.py); "": DDP
+    shard: str = ""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:

@@ -8,8 +8,13 @@ is N processes; each reads RANK / WORLD_SIZE from its environment. How a GRPO st
   (rows, tokens) and metrics are those of the whole batch, exactly as one process would compute them;
 - each rank's loss covers its own rows but is normalised by the whole batch's totals; accelerate's
   DistributedDataParallel averages the gradients, so the loss is scaled by the world size and the synchronised
-  gradient is the whole batch's gradient (FSDP / DeepSpeed configs are refused: see SHARDING_ERROR);
-- rank 0 alone writes the run folder, evaluates, and saves checkpoints; the others restore from them on resume.
+  gradient is the whole batch's gradient;
+- with ``--shard fsdp`` the update runs through an FSDP2-sharded copy of the policy instead of DDP (each rank holds
+  1/N of the trained weights, gradients and optimizer state; harness/runner/sharding.py), whose trained weights are
+  gathered into the plain policy after every step; accelerate's own FSDP / DeepSpeed configs are refused
+  (SHARDING_ERROR);
+- rank 0 alone writes the run folder, evaluates, and saves checkpoints (under ``--shard fsdp`` every rank first
+  gathers the optimizer state with it); the others restore from them on resume.
 
 A single process never imports accelerate or touches torch.distributed: ``Parallel()`` is the identity.
 """
@@ -27,10 +32,11 @@ from typing import Any
 TIMEOUT = timedelta(hours=int(os.environ.get("HARNESS_DIST_TIMEOUT_H", "12")))
 
 
-# Sharded training would need the rollout engine to gather the full weights (FSDP's summon_full_params, ZeRO-3's
-# GatheredParameters) before each generation, and checkpoints to gather them too: not built, so refused, not broken.
-SHARDING_ERROR = ("FSDP / DeepSpeed sharding is not supported yet: rollouts generate with the full weights on every "
-                  "rank; launch plain data parallel (torchrun, or accelerate launch --multi_gpu)")
+# accelerate's FSDP plugin would wrap the policy the rollouts generate with, whose forward passes differ in number
+# between ranks; the harness shards a training copy itself (harness/runner/sharding.py), asked for with --shard.
+SHARDING_ERROR = ("accelerate's FSDP / DeepSpeed configs are not used: launch plain data parallel (torchrun, or "
+                  "accelerate launch --multi_gpu) and add --shard fsdp to shard the training state")
+SHARDINGS = ("", "fsdp")  # --shard: none (DDP), or torch's FSDP2
 
 
 def world_size_from_env() -> int:
@@ -44,6 +50,7 @@ class Parallel:
         self.world_size = world_size_from_env()
         self.rank = int(os.environ.get("RANK", "0"))
         self.accelerator = None
+        self.shard = ""  # "fsdp": the update through a sharded copy (use_sharding)
         if self.world_size > 1:
             import torch
             from accelerate import Accelerator
@@ -55,6 +62,15 @@ class Parallel:
             self.rank = self.accelerator.process_index
             if self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED"):
                 raise ValueError(SHARDING_ERROR)
+
+    def use_sharding(self, shard: str) -> None:
+        """``--shard``: "" (data parallel, full copies) or "fsdp"; sharding needs several processes."""
+        if shard not in SHARDINGS:
+            raise ValueError(f"--shard {shard!r}: expected fsdp")
+        if shard and self.world_size == 1:
+            raise ValueError(f"--shard {shard} splits the training state over processes: launch with torchrun "
+                             "--nproc_per_node N (N >= 2)")
+        self.shard = shard
 
     @property
     def is_main(self) -> bool:
@@ -96,15 +112,43 @@ class Parallel:
         return dict(zip(values, tensor.tolist(), strict=True))
 
     def prepare(self, model, optimizer):
-        """The model to run the update through (DDP / FSDP wrapped) and the optimizer; unchanged in one process.
-        DDP broadcasts rank 0's weights here, so every rank starts the update from the same parameters."""
+        """The model to run the update through and its optimizer; unchanged in one process. DDP wraps ``model``
+        (sharing its parameters) and broadcasts rank 0's weights, so every rank starts from the same ones;
+        ``--shard fsdp`` returns a sharded copy and an optimizer over it that holds ``optimizer``'s state, split."""
         if self.accelerator is None:
             return model, optimizer
+        if self.shard:
+            from harness.runner import sharding
+
+            trained = sharding.sharded_copy(model)
+            return trained, sharding.moved_optimizer(optimizer, model, trained)
         return self.accelerator.prepare(model, optimizer)
 
+    def gather_weights(self, trained, model) -> None:
+        """After an optimizer step: the sharded copy's trained weights into the plain policy (the rollouts' and
+        checkpoints'); nothing to do when they share parameters (one process, DDP)."""
+        if self.shard:
+            from harness.runner import sharding
+
+            sharding.gather_into(trained, model)
+
+    def optimizer_state(self, optimizer) -> dict[str, Any]:
+        """The state a checkpoint saves: gathered whole under ``--shard fsdp`` (every rank must call it)."""
+        if self.shard:
+            from harness.runner import sharding
+
+            return sharding.full_optimizer_state(optimizer)
+        return optimizer.state_dict()
+
+    def agree(self, decision: bool) -> bool:
+        """Rank 0's ``decision`` on every rank (whether a checkpoint is due by the clock: one the ranks must take
+        together under --shard fsdp)."""
+        return bool(self.broadcast(decision))
+
     def no_sync(self, model, last: bool):
-        """Skip the gradient all-reduce on every micro-batch but the last (they accumulate locally first)."""
-        if self.accelerator is None or last:
+        """Skip the gradient all-reduce on every micro-batch but the last (they accumulate locally first). A
+        sharded copy reduce-scatters every micro-batch: its gradients stay sharded, 1/N of the memory."""
+        if self.accelerator is None or last or self.shard:
             return contextlib.nullcontext()
         return self.accelerator.no_sync(model)
 
@@ -120,6 +164,10 @@ class Parallel:
 
         if self.accelerator is None:
             return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if self.shard:
+            from harness.runner import sharding
+
+            return sharding.clip_grad_norm_(model, max_norm)
         return self.accelerator.clip_grad_norm_(model.parameters(), max_norm)
 
     def broadcast(self, obj: Any) -> Any:

@@ -28,9 +28,10 @@ from harness.store.run_folder import check_writable_folder
 LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
 # Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
 # Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
-# The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding.
+# The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding; so does
+# sharding the training state (--shard), whose update equals the unsharded one to float rounding.
 NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
-                   "save_model", "push_to_hub", "batch_size", "save_every")
+                   "save_model", "push_to_hub", "batch_size", "save_every", "shard")
 
 
 def split_names(value: Any) -> list[Any]:

@@ -78,13 +78,15 @@ class Checkpointer:
                 raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} has "
                                  f"{path.stat().st_size} bytes, not the {size} it recorded ({path})")
 
-    def save(self, step: int, model, optimizer, trainer_state: dict[str, Any], store, reference=None) -> None:
+    def save(self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store,
+             reference=None) -> None:
+        """``optimizer_state``: the optimizer's ``state_dict()``, gathered whole in a sharded run."""
         import torch  # here, not at the top: `harness run` refuses bad names before torch loads
 
         tmp = self.run_dir / f".{NAME}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        parts = {"model.pt": trained_weights(model), "optimizer.pt": optimizer.state_dict(),
+        parts = {"model.pt": trained_weights(model), "optimizer.pt": optimizer_state,
                  "reference.pt": reference.state_dict() if reference is not None else None}
         try:
             for name, part in parts.items():
