@@ -223,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="vLLM's share of the GPU beside the trainer (engine.gpu_memory_utilization: 0.3 "
                                "with --engine vllm on a GPU)")
     memory_p.add_argument("--gpu-gib", type=float, default=80.0, help="the GPU's memory, for --vllm-share")
+    memory_p.add_argument("--shard-over", type=int, default=1, metavar="N",
+                          help="processes the training state is split over (harness run --shard fsdp under "
+                               "torchrun --nproc_per_node N); per process (default 1: not sharded)")
     memory_p.set_defaults(func=cmd_memory)
 
     list_p = sub.add_parser(
@@ -338,7 +341,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from harness.memory_plan import TrainingShape, model_config, model_shape, plan, table
     from harness.plugins import get_plugin_manager
 
-    for name in ("lora_r", "micro_batch", "prompt_tokens", "completion_tokens"):
+    for name in ("lora_r", "micro_batch", "prompt_tokens", "completion_tokens", "shard_over"):
         if getattr(args, name) < (0 if name == "lora_r" else 1):
             raise ValueError(f"--{name.replace('_', '-')} should be >= {0 if name == 'lora_r' else 1}")
     if args.autocast not in ("", "bfloat16"):
@@ -347,7 +350,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     train = TrainingShape(dtype=args.dtype, autocast=args.autocast, lora_r=args.lora_r,
                           gradient_checkpointing=args.gradient_checkpointing, beta=args.beta,
                           micro_batch=args.micro_batch, prompt_tokens=args.prompt_tokens,
-                          completion_tokens=args.completion_tokens, vllm_share=args.vllm_share, gpu_gib=args.gpu_gib)
+                          completion_tokens=args.completion_tokens, vllm_share=args.vllm_share, gpu_gib=args.gpu_gib,
+                          shards=args.shard_over)
     print(f"{args.model}: {shape['params'] / 1e9:.2f}B parameters, {shape['layers']} layers, hidden {shape['hidden']}, "
           f"vocabulary {shape['vocab']:,}; micro-batch {args.micro_batch} x ({args.prompt_tokens} + "
           f"{args.completion_tokens}) tokens")

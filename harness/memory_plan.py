@@ -13,7 +13,9 @@ built on the meta device) and the training settings, in bytes:
   hidden width per layer with gradient checkpointing (plus one layer recomputed); plus the vocabulary's logits,
   ``LOGIT_COPIES`` float32 ones for the completion tokens (logits, log-softmax, its gradient) and one in the compute
   dtype for the prompt's; under autocast over float32 weights, the bf16 casts of the trained weights it caches;
-- vLLM: its share of the GPU (``gpu_memory_utilization``), when sampling with ``--engine vllm`` on a GPU.
+- vLLM: its share of the GPU (``gpu_memory_utilization``), when sampling with ``--engine vllm`` on a GPU;
+- sharded over N processes (``--shard fsdp``): each holds the plain policy whole (rollouts), plus 1/N of the
+  trainable copy's weights, gradients and AdamW moments, plus one decoder layer gathered whole in its forward.
 
 The constants are fitted to the peaks measured on CPU at three shapes (bench/memory_plan_check.py, which prints
 estimate against measurement); an estimate, not a guarantee: allocator caching and fragmentation come on top.
@@ -53,6 +55,7 @@ class TrainingShape:
     completion_tokens: int = 96
     vllm_share: float = 0.0  # of the GPU, when vLLM samples beside the trainer
     gpu_gib: float = 0.0  # the GPU's memory (for the vLLM share)
+    shards: int = 1  # processes the training state is split over (--shard fsdp); 1: none
 
 
 def model_config(spec: str, registry: Any) -> Any:
@@ -104,10 +107,13 @@ def plan(shape: dict[str, int], train: TrainingShape) -> dict[str, float]:
     logits = train.micro_batch * shape["vocab"] * (LOGIT_COPIES * 4 * train.completion_tokens
                                                    + compute * train.prompt_tokens)
     casts = trained * BYTES["bfloat16"] if train.autocast and weight_bytes == 4 else 0  # autocast's weight casts
+    weights = shape["params"] * weight_bytes
+    if train.shards > 1:  # the plain policy, this rank's share of the sharded copy, one layer gathered in a forward
+        weights += weights / train.shards + (shape["params"] / shape["layers"]) * weight_bytes
     parts = {
-        "weights": shape["params"] * weight_bytes,
-        "gradients": trained * weight_bytes,
-        "optimizer": 2 * trained * weight_bytes,
+        "weights": weights,
+        "gradients": trained * weight_bytes / train.shards,
+        "optimizer": 2 * trained * weight_bytes / train.shards,
         "reference": shape["params"] * weight_bytes if train.beta > 0 and not train.lora_r else 0,
         "activations": layers + logits + casts,
         "vllm": train.vllm_share * train.gpu_gib * GIB,

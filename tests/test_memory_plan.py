@@ -37,6 +37,11 @@ def test_each_part_by_hand():
     assert lora["vllm"] == GIB
     kl = plan(shape, TrainingShape(autocast="bfloat16", beta=0.1, micro_batch=2, prompt_tokens=3, completion_tokens=5))
     assert kl["reference"] == 4000 and kl["activations"] == 16 * 320 * 2 * 2 + 2 * 100 * (3.5 * 4 * 5 + 2 * 3) + 2000
+    # sharded over 4: the plain policy whole, a quarter of the trained copy, its gradients and moments, one of the
+    # two layers' weights gathered in its forward
+    sharded = plan(shape, TrainingShape(shards=4, micro_batch=2, prompt_tokens=3, completion_tokens=5))
+    assert (sharded["weights"], sharded["gradients"], sharded["optimizer"]) == (4000 + 1000 + 2000, 1000, 2000)
+    assert sharded["activations"] == full["activations"]
 
 
 def test_the_command_prints_each_part_and_refuses_what_it_cannot_plan(capsys):
