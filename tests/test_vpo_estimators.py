@@ -11,6 +11,7 @@ import torch
 from harness.metrics import pass_at_k
 from harness.trainers.advantages import (
     dirichlet,
+    grpo,
     group_relative,
     loo_max_at_k_advantages,
     max_at_k_rewards,
@@ -18,6 +19,7 @@ from harness.trainers.advantages import (
     pkpo,
     random_weights,
     set_reward,
+    trade_offs,
     vpo,
 )
 
@@ -74,7 +76,37 @@ def test_random_weights_use_one_trade_off_per_group():
     w0, w1 = dirichlet(2, 1, g)[0], dirichlet(2, 1, g)[0]
     expected = torch.cat([group_relative(torch.tensor([w0[0], w0[1]]), torch.tensor([0, 0])),
                           group_relative(torch.tensor([w1[0], w1[1]]), torch.tensor([0, 0]))])
-    assert torch.allclose(a, expected)
+    uniform = random_weights(rewards, groups, weights, generator=torch.Generator().manual_seed(3), weighting="uniform")
+    assert torch.allclose(uniform, expected)
+    # "task" weighting: the same draws times n x the task's weights (2 x 1 here), which the group's std divides out
+    assert torch.allclose(a, expected, atol=1e-3) and not torch.equal(a, uniform)
+
+
+# maths: components (correct, boxed) weighted 1 and 0.5; one answer per rollout
+MATH_WEIGHTS = torch.tensor([1.0, 0.5])
+RIGHT_UNBOXED, WRONG_BOXED, RIGHT_BOXED, WRONG_UNBOXED = [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]
+
+
+def test_task_weighted_trade_offs_centre_on_the_tasks_weights():
+    active, drawn = trade_offs(torch.tensor([1.0, 0.0, 0.5]), 40_000, torch.Generator().manual_seed(0))
+    assert active.tolist() == [True, False, True]
+    assert torch.allclose(drawn.mean(0), torch.tensor([1.0, 0.5]), atol=0.01)
+    _, uniform = trade_offs(torch.tensor([1.0, 0.0, 0.5]), 40_000, torch.Generator().manual_seed(0), "uniform")
+    assert torch.allclose(uniform.sum(-1), torch.ones(40_000))
+    with pytest.raises(ValueError, match="unknown trade-off weighting 'equal'"):
+        trade_offs(MATH_WEIGHTS, 4, weighting="equal")
+
+
+def test_with_one_answer_and_the_tasks_weights_vpo_and_its_ablations_are_grpo():
+    rewards = torch.tensor([[RIGHT_UNBOXED], [WRONG_BOXED], [RIGHT_BOXED], [WRONG_UNBOXED]])
+    groups = torch.tensor([0, 0, 0, 0])
+    expected = grpo(rewards, groups, MATH_WEIGHTS)  # 1.0, 0.5, 1.5, 0.0, normalised
+    assert expected.argsort().tolist() == [3, 1, 0, 2]
+    assert torch.equal(vpo(rewards, groups, MATH_WEIGHTS, generator=torch.Generator().manual_seed(0)), expected)
+    assert torch.equal(multi_rlvr(rewards, groups, MATH_WEIGHTS), expected)
+    # the method's unweighted draws value both components alike: right-but-unboxed ties wrong-but-boxed
+    unweighted = multi_rlvr(rewards, groups, MATH_WEIGHTS, weighting="uniform")
+    assert unweighted[0] == unweighted[1] and not torch.equal(unweighted, expected)
 
 
 def _brute_force_max_at_k(scores: list[float], k: int) -> list[float]:

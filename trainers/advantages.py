@@ -5,7 +5,8 @@ The reward stays a vector until here: an estimator decides how to turn it into o
 set-level estimator is just another entry in this registry. ``groups[b]`` is the prompt index of rollout b.
 Keyword context a trainer passes (estimators ignore what they do not use): ``generator`` (a seeded torch.Generator
 for random weights), ``draws`` (Dirichlet draws per set, VPO), ``k`` (PKPO's k), ``present`` ([B, M] bool: which
-answers a multi-answer rollout actually produced; a missing answer can never be a set's best).
+answers a multi-answer rollout actually produced; a missing answer can never be a set's best), ``weighting`` (how
+VPO's trade-offs relate to the task's weights: ``trade_offs``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,28 @@ def dr_grpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, 
 # Only the components the task weighs (weights > 0) take part: the others are reported, not optimised.
 # ----------------------------------------------------------------------------------------------------------------
 
+WEIGHTINGS = ("task", "uniform")
+
+
+def check_weighting(weighting: str) -> None:
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown trade-off weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}")
+
+
+def trade_offs(weights: torch.Tensor, draws: int, generator: torch.Generator | None = None,
+               weighting: str = "task") -> tuple[torch.Tensor, torch.Tensor]:
+    """(which components take part [N] bool, ``draws`` trade-offs over them [draws, n]).
+
+    "task" (default): Dirichlet(1) draws scaled component-wise by the task's weights (times n), so a draw's mean is
+    the task's weights and VPO pursues the objective GRPO does (maths: correct 1, boxed 0.5), trading off around it.
+    "uniform": the method's unweighted Dirichlet(1) over the weighted components, which values every component
+    alike (a wrong boxed answer and a right unboxed one then earn the same)."""
+    check_weighting(weighting)
+    active = weights > 0
+    n = int(active.sum())
+    drawn = dirichlet(n, draws, generator)
+    return active, drawn * n * weights[active] if weighting == "task" else drawn
+
 
 def set_reward(rewards: torch.Tensor, trade_offs: torch.Tensor, present: torch.Tensor | None = None) -> torch.Tensor:
     """R(S) = mean over the S trade-offs w of max over the set's answers of w . r(y_m).
@@ -67,32 +90,36 @@ def dirichlet(n: int, draws: int, generator: torch.Generator | None = None) -> t
 
 
 def vpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, generator=None, draws: int = 32,
-        present=None, **_) -> torch.Tensor:
-    """VPO: R(S) = E_{w ~ Dirichlet(1)}[max_m w . r(y_m)] over the weighted components, estimated with ``draws``
+        present=None, weighting: str = "task", **_) -> torch.Tensor:
+    """VPO: R(S) = E_w[max_m w . r(y_m)] over the weighted components (w: ``trade_offs``), estimated with ``draws``
     draws shared by every set of a batch (common random numbers: sets are compared under the same trade-offs),
-    then normalised over the G sets of a prompt like GRPO."""
-    active = weights > 0
-    trade_offs = dirichlet(int(active.sum()), draws, generator)
-    return group_relative(set_reward(rewards[..., active], trade_offs, present), groups)
+    then normalised over the G sets of a prompt like GRPO. With one answer per rollout the max is linear, so the
+    expectation is taken exactly (w's mean) instead of by draws: under "task" weighting that is GRPO's reward."""
+    active, drawn = trade_offs(weights, draws, generator, weighting)
+    if rewards.shape[1] == 1:
+        drawn = drawn.mean(dim=0, keepdim=True) if weighting == "uniform" else weights[active][None]
+    return group_relative(set_reward(rewards[..., active], drawn, present), groups)
 
 
 def multi_rlvr(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, present=None,
-               **_) -> torch.Tensor:
-    """Ablation "multi-answer without random weights": the set's best answer under one fixed, equal weighting."""
+               weighting: str = "task", **_) -> torch.Tensor:
+    """Ablation "multi-answer without random weights": the set's best answer under one fixed weighting, the
+    trade-offs' mean (the task's weights, or equal weights under "uniform")."""
+    check_weighting(weighting)
     active = weights > 0
-    equal = torch.full((1, int(active.sum())), 1.0 / int(active.sum()))
-    return group_relative(set_reward(rewards[..., active], equal, present), groups)
+    n = int(active.sum())
+    fixed = weights[active][None] if weighting == "task" else torch.full((1, n), 1.0 / n)
+    return group_relative(set_reward(rewards[..., active], fixed, present), groups)
 
 
 def random_weights(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, generator=None,
-                   present=None, **_) -> torch.Tensor:
+                   present=None, weighting: str = "task", **_) -> torch.Tensor:
     """Ablation "random weights without multi-answer": each prompt's group is scored under one random trade-off
-    (with M = 1 the best-of-set is the single answer; averaged over draws it would just be the equal weighting)."""
-    active = weights > 0
+    (with M = 1 the best-of-set is the single answer; averaged over draws it would just be the mean weighting)."""
     scalar = torch.empty(rewards.shape[0])
     for g in groups.unique():
         members = groups == g
-        w = dirichlet(int(active.sum()), 1, generator)
+        active, w = trade_offs(weights, 1, generator, weighting)
         scalar[members] = set_reward(rewards[members][..., active], w,
                                      None if present is None else present[members])
     return group_relative(scalar, groups)

@@ -32,6 +32,7 @@ from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
 from harness.runner.distributed import current as current_parallel
 from harness.threads import phase_threads
+from harness.trainers.advantages import WEIGHTINGS
 from harness.trainers.collapse_watch import CollapseWatch
 from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
@@ -96,6 +97,9 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
     delimiter: str = DELIMITER
     draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
+    # VPO's trade-offs (trainers/advantages.py trade_offs): "task" centres them on the task's reward weights, so VPO
+    # pursues GRPO's objective; "uniform" is the method's unweighted Dirichlet(1)
+    trade_off_weights: str = "task"
     pkpo_k: int = 4  # the k of max@k for the PKPO estimator (<= group_size)
     micro_batch: int = 8  # rows per forward/backward; gradients accumulate to the full batch
     num_iterations: int = 1  # optimizer passes over each batch of rollouts (GRPO's mu; the clip acts from pass 2)
@@ -129,6 +133,9 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
                              f"top_p={self.top_p!r}, max_grad_norm={self.max_grad_norm!r}, weight_decay="
                              f"{self.weight_decay!r}, eps_low={self.eps_low!r}, eps_high={self.eps_high!r}, "
                              f"beta={self.beta!r}")
+        if self.trade_off_weights not in WEIGHTINGS:
+            raise ValueError(f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got "
+                             f"{self.trade_off_weights!r}")
         self.check_warmup("grpo", self.answers_per_rollout)
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
@@ -231,6 +238,7 @@ class GRPOTrainer:
                     completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
                 groups = torch.tensor([c.prompt_index for c in completions])
                 advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
+                                       weighting=cfg.trade_off_weights,
                                        k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
             generated = time.perf_counter()
             answers_text = [a for c in completions
