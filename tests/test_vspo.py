@@ -120,7 +120,10 @@ def test_the_update_uses_the_unsteered_policy_s_logprobs(tiny_policy, plugins, v
             plain.append(logp[len(c.prompt_ids) - 1:].gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0])
     advantages = torch.linspace(-1, 1, len(completions))
     optimizer = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-3)
-    stats = trainer.update(tiny_policy.model, tiny_policy.tokenizer, optimizer, None, completions, advantages)
+    # once per batch, before the first pass: the old log-probs become the unsteered policy's
+    corrected = trainer.rollout_correction(tiny_policy.model, tiny_policy.tokenizer, engine, completions)
+    stats = trainer.update(tiny_policy.model, tiny_policy.tokenizer, optimizer, None, corrected.completions,
+                           advantages)
 
     used = seen["completions"]
     for c, u, p in zip(completions, used, plain, strict=True):
@@ -131,6 +134,18 @@ def test_the_update_uses_the_unsteered_policy_s_logprobs(tiny_policy, plugins, v
     assert any(not torch.allclose(torch.tensor(c.logprobs), p, atol=1e-2) for c, p in zip(completions, plain,
                                                                                           strict=True))
     assert abs(stats["ratio_mean"] - 1.0) < 1e-3 and "steer_logratio" in stats
+
+
+def test_with_two_passes_the_second_clips_as_grpo_s_does(tiny_policy, plugins, vector_path, tmp_path):
+    """The old log-probs are taken once per batch, so the second pass's ratio measures how far the first moved the
+    policy; recomputing them on every pass kept the ratio at 1 and nothing was ever clipped."""
+    engine = TransformersEngine(tiny_policy, progress=False)
+    task = UppercaseTask()
+    store = RunStore(tmp_path, "run")
+    _vspo(plugins, vector_path, steps=1, num_iterations=2, lr=3e-2).train(tiny_policy, engine, task,
+                                                                          task.problems("train"), store=store)
+    (step,) = _lines(store.dir / "steps.jsonl")
+    assert step["clip_fraction_last_pass"] > 0.1  # a large step: many tokens' ratios leave [0.8, 1.2]
 
 
 def test_strength_reward_orders_advantages_by_beta(plugins, vector_path):

@@ -272,20 +272,23 @@ class VSPOTrainer(GRPOTrainer):
     # -- update: the unsteered policy's log-probs as the old ones ---------------------------------------------------
 
     def rollout_correction(self, model, tok, engine, completions):
-        """No precision correction: the engine's log-probs are the *steered* distribution's, so a weight
-        pi_unsteered / pi_steered would undo the steering the reward asks for; ``update`` replaces them with the
-        unsteered policy's (in the trainer's precision) and logs the gap as ``steer_logratio`` instead."""
-        return correct_rollouts(completions, None, self.config.tis_cap)
-
-    def update(self, model, tok, optimizer, reference, completions, advantages, **totals) -> dict[str, float]:
+        """The old log-probs are the unsteered policy's, computed once per batch before the first pass (so from the
+        second pass the ratio measures how far the passes moved the policy, and clips), in the trainer's precision.
+        No precision correction on top: the engine's log-probs are the *steered* distribution's, so a weight
+        pi_unsteered / pi_steered would undo the steering the reward asks for; the gap is logged as
+        ``steer_logratio`` instead."""
         unsteered = self.unsteered_logprobs(model, tok, completions)
         # Summed over the ranks of a data-parallel run (each holds its own rows), so the figure is the whole batch's.
         gap = current_parallel().sum({"tokens": sum(len(lp) for lp in unsteered),
                                       "gap": sum(sum(c.logprobs) for c in completions)
                                       - sum(sum(lp) for lp in unsteered)})
+        self.steer_logratio = gap["gap"] / max(gap["tokens"], 1)
         completions = [replace(c, logprobs=lp) for c, lp in zip(completions, unsteered, strict=True)]
+        return correct_rollouts(completions, None, self.config.tis_cap)
+
+    def update(self, model, tok, optimizer, reference, completions, advantages, **totals) -> dict[str, float]:
         stats = super().update(model, tok, optimizer, reference, completions, advantages, **totals)
-        return {**stats, "steer_logratio": gap["gap"] / max(gap["tokens"], 1)}
+        return {**stats, "steer_logratio": self.steer_logratio}
 
     def unsteered_logprobs(self, model, tok, completions) -> list[list[float]]:
         """log pi(token) of every completion token under the plain (unsteered) model, at the sampling temperature,
