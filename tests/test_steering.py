@@ -124,15 +124,13 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     assert [i for i, _ in seen] == [0, 1] and [p for _, p in seen] == preferences
     assert vec.layer == max(range(2), key=preferences.__getitem__) and vec.provenance["layer_chosen_by"] == "preference"
     assert vec.provenance["probe"] == {"beta": 0.5, "beta_unit": "activation_norm", "pairs": 4, "every": 1}
-    # Each layer's figure is steering_preference of that layer's unit direction at 0.5 activation norms, on the
-    # first 4 pairs, recomputed here from the building blocks.
-    pos, neg = residual_activations(tiny_policy, shouting), residual_activations(tiny_policy, quiet)
-    for layer in range(2):
-        diff = pos[:, layer].mean(0) - neg[:, layer].mean(0)
-        norm = float(0.5 * (pos[:, layer].norm(dim=-1).mean() + neg[:, layer].norm(dim=-1).mean()))
-        probe = SteeringVector(vector=diff / diff.norm(), layer=layer, model="tiny-random", behaviour="shouting")
-        expected = steering_preference(tiny_policy, shouting[:4], quiet[:4], probe, 0.5 * norm)
-        assert preferences[layer] == pytest.approx(expected, abs=1e-5)
+    # Each layer's figure, recomputed without the library's code: the diff of the mean response-token outputs of the
+    # layer (positive - negative), unit length, added at 0.5 activation norms to that layer's output by a hook of
+    # our own; then how much it raises the positive responses' mean token log-prob over the negative ones'. A
+    # criterion whose sign is flipped (or a vector pointing backwards) keeps the worst layer and fails here.
+    expected = [_independent_preference(tiny_policy, shouting, quiet, layer, 0.5, pairs=4) for layer in range(2)]
+    assert preferences == pytest.approx(expected, abs=1e-4)
+    assert max(expected) > 0 and vec.layer == max(range(2), key=expected.__getitem__)
     assert any(abs(p) > 1e-4 for p in preferences)  # the probe moves the likelihoods at all
     every_other = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5,
                                probe_every=2, progress=False)
@@ -140,6 +138,53 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     assert every_other.provenance["layer_preferences"] == preferences and every_other.layer == vec.layer
     with pytest.raises(ValueError, match="criterion must be one of"):
         build_vector(tiny_policy, shouting, quiet, behaviour="shouting", criterion="vibes")
+
+
+def _independent_preference(policy, positive, negative, layer: int, beta_norms: float, pairs: int) -> float:
+    """steering_preference's definition computed from plain forward passes, one pair at a time (test oracle)."""
+    model, tok = policy.model, policy.tokenizer
+
+    def ids(prompt, response):
+        prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                             tokenize=True, return_dict=False)
+        return list(prompt_ids), tok(response, add_special_tokens=False)["input_ids"]
+
+    def outputs(items):  # [N, hidden]: the layer's output averaged over each response's tokens
+        rows, seen = [], []
+        # a hook, not output_hidden_states: the last entry of that is after the final norm
+        hook = model.model.layers[layer].register_forward_hook(
+            lambda m, i, out: seen.append(out[0] if isinstance(out, tuple) else out))
+        try:
+            for prompt, response in items:
+                p, r = ids(prompt, response)
+                with torch.no_grad():
+                    model(input_ids=torch.tensor([p + r]))
+                rows.append(seen.pop()[0, len(p):].mean(0))
+        finally:
+            hook.remove()
+        return torch.stack(rows)
+
+    def mean_logprob(prompt, response, add=None):
+        p, r = ids(prompt, response)
+        layers = model.model.layers
+        hook = layers[layer].register_forward_hook(
+            lambda m, i, out: (out[0] + add, *out[1:]) if isinstance(out, tuple) else out + add) \
+            if add is not None else None
+        try:
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([p + r])).logits[0].float()
+        finally:
+            if hook is not None:
+                hook.remove()
+        logp = torch.log_softmax(logits[len(p) - 1:-1], dim=-1)
+        return float(logp.gather(-1, torch.tensor(r)[:, None]).mean())
+
+    pos, neg = outputs(positive), outputs(negative)
+    diff = pos.mean(0) - neg.mean(0)
+    add = beta_norms * 0.5 * float(pos.norm(dim=-1).mean() + neg.norm(dim=-1).mean()) * diff / diff.norm()
+    gains = [(mean_logprob(*a, add) - mean_logprob(*a)) - (mean_logprob(*b, add) - mean_logprob(*b))
+             for a, b in zip(positive[:pairs], negative[:pairs], strict=True)]
+    return sum(gains) / len(gains)
 
 
 def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
