@@ -21,7 +21,7 @@ from harness.runner.distributed import current as current_parallel
 from harness.runner.expected_time import expected_time
 from harness.runner.manifest import carry_over, check_resume_point, new_manifest
 from harness.runner.phases import execute, train_precision
-from harness.runner.plan import Plan, plan_run
+from harness.runner.plan import Plan, plan_run, training_budget
 from harness.store.checkpoint import Checkpointer
 from harness.store.lock import lock_run_folder
 from harness.store.loggers import open_loggers
@@ -49,11 +49,13 @@ def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: di
             return follow(plan, dp, policy, engine)
         store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, store, started, echo)
         try:
+            finished = False
             try:
                 execute(plan, plugins, policy, engine, store, manifest, echo)
+                finished = True
             finally:
                 store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
-                dp.close()
+                dp.close(finished)
             finish(plan, store, manifest, started, echo)
         finally:
             store.lock.release()  # this process is done writing the folder (its end would release it too)
@@ -138,6 +140,8 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | Non
         threads.configure(cfg.threads)
     if (expected := expected_time(cfg)) and not resuming:
         echo(expected)
+    if (budget := training_budget(plan)) and not resuming:
+        echo(budget)
     echo(f"loading model {cfg.model} ...")
     policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype, revision=cfg.model_revision or None)
     policy.model.to(dp.device)  # this rank's GPU, or the CPU
@@ -231,14 +235,16 @@ def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
     cfg = plan.cfg
     told = dp.broadcast(None)
     run_dir = Path(cfg.out) / told["name"]
+    finished = False
     try:
         if told["train"]:
             checkpointer = Checkpointer(run_dir, cfg.checkpoint_every) if cfg.checkpoint_every else None
             with train_precision(plan, engine):  # the precision rank 0's training samples in
                 plan.trainer.train(policy, engine, plan.task, plan.train_problems,
                                    store=FollowerStore(run_dir, checkpointer))
+        finished = True
     finally:
-        dp.close()
+        dp.close(finished)  # after rank 0's evaluation: it waits there for rank 0
     return run_dir
 
 

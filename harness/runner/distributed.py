@@ -184,9 +184,15 @@ class Parallel:
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()
 
-    def close(self) -> None:
+    def close(self, finished: bool = True) -> None:
+        """Destroy the process group. ``finished`` (the run ended without an error on this rank): first wait for
+        every rank, so none tears down its connections while another still sends over them; a follower that left
+        early aborted now and then (gloo's ``std::terminate`` at exit) while rank 0 was still writing a checkpoint,
+        which took rank 0 down with it. A rank that failed does not wait: the launcher stops the others."""
         if self.accelerator is not None:
-            self.accelerator.end_training()  # destroys the process group
+            if finished:
+                self.accelerator.wait_for_everyone()
+            self.accelerator.end_training()
             self.accelerator = None
 
 
