@@ -242,6 +242,11 @@ class TrainerCapabilities:
     recomputes_old_logprobs: bool = False  # recomputes the old policy's log-probs in its own precision when the
     # engine samples in another (trainers/rollout_precision.py): ``--rollout-dtype auto`` may then sample its
     # rollouts in bf16
+    # its budget, said before the model loads (0: not declared): optimizer steps, and the SFT steps at most of a
+    # format warm-up before them, which stops early once warmup_target_rate of checked rollouts are well formed
+    steps: int = 0
+    warmup_steps: int = 0
+    warmup_target_rate: float = 0.0
 
 
 Capabilities = TypeVar("Capabilities", TaskCapabilities, EngineCapabilities, SearcherCapabilities,

@@ -7,6 +7,7 @@ import json
 
 from harness.runner.config import RunConfig
 from harness.runner.expected_time import MEASURED, expected_time
+from harness.runner.plan import build_plugins
 
 ROWS = [{"task": "code", "trainer": "vpo", "searcher": "best-of-k", "seed": s, "exit": 0, "minutes": m}
         for s, m in ((0, 12.4), (1, 11.0), (2, 13.9))]
@@ -56,3 +57,22 @@ def test_the_shipped_figures_are_well_formed_where_there_are_any():
         assert row["exit"] == 0 and row["minutes"] > 0
         assert {"task", "trainer", "searcher", "seed", "recorded"} <= set(row)
         assert row.get("busy", False) in (True, False)
+
+
+def test_a_training_run_says_its_budget_warm_up_included(plugins, tmp_path):
+    """VPO's format warm-up can cost more SFT steps than its RL steps: the line says both, from the built trainer
+    (so --steps and --set trainer.warmup_steps show); GRPO says its steps; evaluation alone says nothing."""
+    from harness.runner.plan import Plan, training_budget
+
+    def budget(**cfg):
+        task, trainer, searcher, options = build_plugins(RunConfig(out=str(tmp_path), **cfg), plugins)
+        return training_budget(Plan(RunConfig(**cfg), task, trainer, searcher, options, [], [], [], []))
+
+    assert budget(task="code", trainer="vpo") == (
+        "training budget: a format warm-up of at most 48 SFT steps (it stops once 60% of checked rollouts are well "
+        "formed), then 4 vpo steps")
+    assert budget(task="code", trainer="vpo", steps=2, options={"task": {}, "trainer": {"warmup_steps": "0"},
+                                                                "searcher": {}}) == "training budget: 2 vpo steps"
+    assert budget(task="math", trainer="grpo") == "training budget: 10 grpo steps"
+    assert budget(task="math", trainer="sft") == "training budget: 8 sft steps"
+    assert budget(task="math", trainer="none") is None

@@ -154,7 +154,9 @@ class GRPOTrainer:
         # log-probs are kept as the old policy's (old_logprobs="sampler")
         self.capabilities = replace(type(self).capabilities, answers_per_rollout=self.config.answers_per_rollout,
                                     behaviour=self.config.behaviour,
-                                    recomputes_old_logprobs=self.config.old_logprobs != "sampler")
+                                    recomputes_old_logprobs=self.config.old_logprobs != "sampler",
+                                    steps=self.config.steps, warmup_steps=self.config.warmup_steps,
+                                    warmup_target_rate=self.config.warmup_target_rate)
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
         if plugins is None:
             from harness.plugins import get_plugin_manager

@@ -259,3 +259,17 @@ def check_data_parallel(plugins: Plugins, name: str, trainer: TrainerCapabilitie
     what = "evaluation alone" if trainer is None else f"trainer {name!r}"
     raise ValueError(f"{what} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
                      f"use a trainer that does: {', '.join(able)}")
+
+
+def training_budget(plan: Plan) -> str | None:
+    """The line a training run prints before the model loads: how many optimizer steps it will take at most, the
+    format warm-up's SFT steps included (they can cost more than RL: 48 of them before 2 RL steps on the tiny
+    model). None without a trainer, or for one that does not declare its steps (TrainerCapabilities.steps)."""
+    caps = capabilities_of(plan.trainer, TrainerCapabilities) if plan.trainer is not None else None
+    if caps is None or not caps.steps:
+        return None
+    if not caps.warmup_steps:
+        return f"training budget: {caps.steps} {plan.cfg.trainer} steps"
+    return (f"training budget: a format warm-up of at most {caps.warmup_steps} SFT steps (it stops once "
+            f"{caps.warmup_target_rate:.0%} of checked rollouts are well formed), then {caps.steps} "
+            f"{plan.cfg.trainer} steps")
