@@ -75,6 +75,26 @@ def test_reference_completion_renders_and_skips():
     assert stats["skipped_no_reference"] == 1
 
 
+def test_auto_targets_are_the_references_or_else_the_policys_own_samples():
+    """persona's problems carry no answer: SFT at its defaults (targets=auto) learns from the policy's successful
+    samples instead of refusing to train; a task with references keeps them and samples nothing."""
+    import dataclasses
+
+    class Unreferenced(FakeTask):
+        def problems(self, split, limit=None, seed=0):
+            return [dataclasses.replace(p, answer=None) for p in super().problems(split, limit, seed)]
+
+    engine = FakeEngine(["It is 4.", "no number"])
+    trainer = SFTTrainer(samples_per_problem=2)
+    examples, stats = trainer.build_targets(engine, Unreferenced(size=2), Unreferenced(size=2).problems("train"))
+    assert len(engine.calls) == 1 and trainer.targets_used == "self" and stats["self_samples"] == 4
+    assert [e.target for e in examples] == ["It is 4.", "It is 4."]  # a number beats none on the format reward
+    referenced = FakeEngine(["unused"])
+    examples, stats = trainer.build_targets(referenced, FakeTask(size=2), FakeTask(size=2).problems("train"))
+    assert referenced.calls == [] and trainer.targets_used == "auto" and stats["skipped_no_reference"] == 0
+    assert [e.target for e in examples] == ["The answer is 4.", "The answer is 6."]
+
+
 def test_self_targets_keep_successful_samples_else_the_best(tiny_policy, tmp_path):
     task = FakeTask(size=3)  # train problems: 3+3, 4+4, 5+5
     engine = FakeEngine(["It is 6.", "no number", "It is 8."])

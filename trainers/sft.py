@@ -1,6 +1,8 @@
 """SFT: token-level NLL on (prompt, target) pairs. Teacher-tracking SFT (a VSPO baseline) and VPO's format warm-up.
 
-Targets come from one of three places (``targets``):
+Targets come from one of these places (``targets``):
+- "auto" (the default): "references" where the training problems carry any reference (an answer, or a task's
+  reference completion), else "self": a task scored by reward models alone (persona) has none to imitate.
 - "references": the task's reference answer. A task that declares ``reference_completions`` offers
   ``reference_completion(problem)`` to
   render it in its requested format (e.g. "... \\boxed{42}"); otherwise "The answer is 42." is used.
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
+from tqdm import tqdm
 
 from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
@@ -44,11 +47,12 @@ from harness.types import (
     Score,
     Task,
     TaskCapabilities,
+    TrainerCapabilities,
     capabilities_of,
     scalarize,
 )
 
-TARGETS = ("references", "self", "teacher", "rewrites")
+TARGETS = ("auto", "references", "self", "teacher", "rewrites")
 
 
 @dataclass
@@ -61,7 +65,7 @@ class SFTConfig:
     max_target_tokens: int = 128  # targets are cut here (no EOS then); also the sampling budget of "self"/"teacher"
     micro_batch: int = 4  # pairs per forward/backward; gradients accumulate to the full batch
     seed: int = 0  # order of the pairs and the sampling seed
-    targets: str = "references"  # "references", "self" (rejection sampling) or "teacher"
+    targets: str = "auto"  # "auto", "references", "self" (rejection sampling), "teacher" or "rewrites"
     teacher: str = ""  # model spec (alias, folder, hub id) of the teacher, for targets="teacher"
     samples_per_problem: int = 4  # samples drawn per problem for "self"/"teacher"
     temperature: float = 1.0  # sampling temperature for "self"/"teacher"
@@ -86,9 +90,9 @@ class SFTConfig:
                 raise ValueError("sft: targets=rewrites needs behaviour=NAME (a registered behaviour: `harness list`)")
             if self.answers_per_rollout != 1:
                 raise ValueError("sft: targets=rewrites writes one answer per target (answers_per_rollout=1)")
-        if self.answers_per_rollout > 1 and self.targets == "references":
+        if self.answers_per_rollout > 1 and self.targets in ("auto", "references"):
             raise ValueError("sft: answers_per_rollout > 1 needs targets=self or teacher (a problem has one reference)")
-        if self.targets != "references" and self.samples_per_problem < self.answers_per_rollout:
+        if self.targets not in ("auto", "references") and self.samples_per_problem < self.answers_per_rollout:
             raise ValueError("sft: samples_per_problem must be >= answers_per_rollout")
 
 
@@ -104,6 +108,7 @@ class Example:
 class SFTTrainer:
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(SFTConfig, options, "sft")
+        self.capabilities = TrainerCapabilities(steps=self.config.steps)  # its budget, said before the model loads
         self.plugins = plugins  # only needed to load a teacher or a behaviour
         if self.config.behaviour:  # an unknown name fails now, before any model loads
             self.behaviour = self._plugins()["behaviour"].get(self.config.behaviour).load()
@@ -117,7 +122,7 @@ class SFTTrainer:
         # Scalars under "sft/", apart from the per-step lists under "train/" (or a caller's stage): a VPO warm-up
         # shares the store with RL steps that log some of the same names ("score_errors").
         store.update_metrics({f"sft/{k}": v for k, v in stats.items()})
-        store.write_samples(target_records(examples, cfg.targets))
+        store.write_samples(target_records(examples, self.targets_used))
         if not examples:
             raise ValueError(f"sft: no training targets from {len(problems)} problems ({stats})")
 
@@ -161,13 +166,18 @@ class SFTTrainer:
                       problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
         """The (prompt, target) pairs and how they were obtained (counts of skipped problems, sampling cost)."""
         cfg = self.config
-        if cfg.targets == "references":
+        kind = self.targets_used = cfg.targets
+        if kind in ("auto", "references"):
             examples = [e for p in problems if (e := _reference_example(task, p)) is not None]
-            return examples, {"examples": len(examples), "skipped_no_reference": len(problems) - len(examples)}
+            if examples or kind == "references":
+                return examples, {"examples": len(examples), "skipped_no_reference": len(problems) - len(examples)}
+            kind = self.targets_used = "self"  # auto, and no problem has a reference: the policy's own best samples
+            tqdm.write(f"sft: task {getattr(task, 'name', '?')!r} has no references; targets=auto trains on the "
+                       "policy's own successful samples (targets=self)")
 
-        if cfg.targets == "rewrites":
+        if kind == "rewrites":
             return self._rewrite_targets(engine, task, problems)
-        source = engine if cfg.targets == "self" else self._teacher_engine()
+        source = engine if kind == "self" else self._teacher_engine()
         started = time.perf_counter()
         m = cfg.answers_per_rollout
         # Each answer is sampled alone with the plain task prompt: before the warm-up, the policy cannot write the
@@ -176,7 +186,7 @@ class SFTTrainer:
             [task.messages(p) for p in problems],
             SamplingParams(n=cfg.samples_per_problem, max_new_tokens=max(1, cfg.max_target_tokens // m),
                            temperature=cfg.temperature, seed=cfg.seed),
-            desc=f"sft {cfg.targets} samples")
+            desc=f"sft {kind} samples")
         seconds = time.perf_counter() - started
         # One answer per completion; no reward tensor is needed (components=()), only the Scores (None: it raised).
         scores = [row[0] if row else None for row in score_rollouts(task, problems, completions, ()).scores]
@@ -199,7 +209,6 @@ class SFTTrainer:
                     problem, instruct(task.messages(problem), m, cfg.delimiter),
                     join_answers(answers, cfg.delimiter) if m > 1 else answers[0], answers,
                     [s.success if s is not None else False for _, s in group]))
-        kind = cfg.targets
         return examples, {
             "examples": len(examples), "fallback_problems": fallback, "skipped_too_few_distinct": too_few,
             "sampled_success_rate": sum(s is not None and s.success for s in scores) / max(len(scores), 1),
