@@ -399,7 +399,7 @@ def test_a_run_written_before_set_level_figures_still_gets_its_intervals(tmp_pat
     assert row.values["pass@2"] == {"p0": pytest.approx(5 / 6)} and row.headline["pass@2"].low is not None
 
 
-def test_means_over_seeds_with_the_pooled_bootstrap(tmp_path):
+def test_means_over_seeds_with_seed_level_and_problem_level_intervals(tmp_path):
     _trained_run(tmp_path, "grpo-s0", "grpo", 0, {"before": {"a": NONE, "b": NONE}, "after": {"a": ALL, "b": NONE}})
     _trained_run(tmp_path, "grpo-s1", "grpo", 1, {"before": {"c": NONE, "d": NONE}, "after": {"c": ALL, "d": ALL}})
     _trained_run(tmp_path, "grpo-s2-lr", "grpo", 2, {"before": {"e": NONE}, "after": {"e": ALL}},
@@ -409,9 +409,15 @@ def test_means_over_seeds_with_the_pooled_bootstrap(tmp_path):
     assert set(groups) == {"grpo (after)", "base model (before: grpo)"}  # the lr=1e-4 run is not grouped
     after = groups["grpo (after)"]
     assert after.seeds == [0, 1] and after.runs == ["grpo-s0", "grpo-s1"]
-    # Seed 0's per-problem values (1, 0): its resampled mean is 0, 0.5 or 1 (p = 1/4, 1/2, 1/4); seed 1's (1, 1)
-    # always 1; their average 0.5, 0.75 or 1: the 2.5th and 97.5th percentiles are 0.5 and 1.
-    assert after.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
+    # Over problems only, the seeds fixed: seed 0's per-problem values (1, 0) resample to a mean of 0, 0.5 or 1
+    # (p = 1/4, 1/2, 1/4); seed 1's (1, 1) always 1; their average 0.5, 0.75 or 1: percentiles 0.5 and 1.
+    assert after.problem_level["pass@1"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
+    # Over seeds and problems: with p = 1/4 both slots draw seed 0, whose two independent means average to 0 with
+    # p = 1/16 and 0.25 with p = 1/4, so P(mean <= 0) = 1/64 (1.6%) and P(mean <= 0.25) = 1/64 + 1/16 (7.8%): the
+    # 2.5th percentile is 0.25, where the seeds fixed gave 0.5. The 97.5th stays 1.
+    assert after.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.25, "high": 1.0}
+    assert compare.hierarchical_bootstrap([[1.0] * 3, [0.0] * 3]) == (0.0, 1.0)  # the seeds differ: all of [0, 1]
+    assert compare.hierarchical_bootstrap([[0.5] * 3, [0.5] * 2]) == (0.5, 0.5)
     assert after.spread["pass@1"] == (0.5, 1.0)
     assert groups["base model (before: grpo)"].metrics["pass@1"].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
     # One group alone is the leaderboard's own bootstrap, draw for draw.
@@ -420,8 +426,9 @@ def test_means_over_seeds_with_the_pooled_bootstrap(tmp_path):
     assert compare.pooled_bootstrap([[1.0] * 3, [0.0] * 3]) == (0.5, 0.5)
     # after - before, over the two seeds: per-seed differences (1, 0) and (1, 1), as above.
     (diff,) = compare.differences_over_seeds(compare.after_minus_before(_rows(tmp_path)))
-    assert diff.label == "grpo after - before" and diff.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.5,
+    assert diff.label == "grpo after - before" and diff.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.25,
                                                                                          "high": 1.0}
+    assert diff.problem_level["pass@1"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
 
 
 def test_solved_only_by(tmp_path):

@@ -249,7 +249,7 @@ def test_import_does_not_pull_torch():
 
 def test_response_logprob_matches_a_plain_forward_and_beta_zero_changes_nothing(tiny_policy):
     from harness.engine.transformers_engine import TransformersEngine
-    from harness.steering.build import response_logprob, steering_preference
+    from harness.steering.build import response_logprob
 
     items = [("What is rain?", "Water falling."), ("Name a colour.", "A bright shade of red, I would say.")]
     got = response_logprob(tiny_policy, items)

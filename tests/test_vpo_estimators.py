@@ -11,8 +11,8 @@ import torch
 from harness.metrics import pass_at_k
 from harness.trainers.advantages import (
     dirichlet,
-    grpo,
     group_relative,
+    grpo,
     loo_max_at_k_advantages,
     max_at_k_rewards,
     multi_rlvr,

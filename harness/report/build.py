@@ -192,6 +192,13 @@ def fmt_diff_ci(estimate: data.Estimate | None) -> str:
     return f"{fmt_diff(estimate.value)} [{estimate.low:+.2f}, {estimate.high:+.2f}]"
 
 
+def _problems_only(show, estimate: data.Estimate | None) -> str:
+    """The over-seeds cell's second interval, in braces: "{[0.50, 1.00]} " (empty without one)."""
+    if estimate is None or estimate.low is None:
+        return ""
+    return "{" + show(estimate).split(" ", 1)[1] + "} "
+
+
 def verdict(estimate: data.Estimate | None) -> str:
     """"better" / "worse" where the 95% interval of A - B excludes 0, else "" (cannot tell)."""
     if estimate is None or estimate.low is None:
@@ -292,14 +299,17 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
     if groups:
         names = compare.headline_names(groups)
         lines += ["", "## Over seeds", "",
-                  "Mean of the seeds' figures [95% bootstrap over problems pooled across the seeds, resampled within "
-                  "each seed] (the lowest and highest seed's figure).", "",
+                  "Mean of the seeds' figures [95% interval over seeds and problems: a hierarchical bootstrap "
+                  "that redraws the seeds, then each seed's problems] {over problems only: the seeds' runs fixed} "
+                  "(the lowest and highest seed's figure). A gain over seeds is one whose first interval excludes 0.",
+                  "",
                   "| task | model | searcher | what | seeds | " + " | ".join(names) + " |",
                   "|" + "---|" * (5 + len(names))]
         for g in groups:
             show = fmt_diff_ci if g.kind != "run" else fmt_ci
             cells = [g.task, g.model, g.searcher, g.label, ",".join(map(str, g.seeds)),
-                     *(f"{show(g.metrics[c])} (seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})" if c in g.metrics
+                     *(f"{show(g.metrics[c])} {_problems_only(show, g.problem_level.get(c))}"
+                       f"(seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})" if c in g.metrics
                        else "-" for c in names)]
             lines.append("| " + " | ".join(cells) + " |")
     if context["solved_only"]:

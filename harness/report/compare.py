@@ -13,12 +13,17 @@ percentile of 2000 resamples (seeded: the same report twice gives the same figur
   counted in candidates, so the comparison stays fair, and the table says so). A method is the run's arm (an
   experiment file's [[arm]]) or else its trainer, so two arms of one trainer, an ablation, are two methods.
 
-Means over seeds: runs that differ only in their seed are grouped; the value is the mean of the seeds' figures and
-the interval a bootstrap over problems pooled across the seeds, stratified by seed (each resample redraws every
-seed's problems from that seed's own, and averages the seeds' means). With one seed it is that run's interval. It
-asks how much the mean would move on other problems with these training runs; it does not treat the seeds
-themselves as a sample (a t-interval over 2 seeds has a t quantile of 12.7 and spans [0, 1] for nearly any pass@k),
-so the seeds' own spread (lowest and highest) is shown beside it.
+Means over seeds: runs that differ only in their seed are grouped; the value is the mean of the seeds' figures, with
+two 95% intervals that answer two questions:
+
+- over seeds and problems (``metrics``; the one a gain is judged by): a hierarchical bootstrap that resamples the
+  seeds (with replacement), then each drawn seed's problems from its own. It treats the training runs as a sample,
+  so one seed that fell widens it: what another set of training runs on other problems would give. With 2 or 3
+  seeds it is coarse (the seeds' bootstrap has 3 or 10 distinct draws), which is what few seeds support.
+- over problems only (``problem_level``): the seeds fixed, each seed's problems resampled from its own (stratified).
+  How much the mean would move on other problems with these very training runs.
+
+The seeds' own spread (lowest and highest) is shown beside them.
 """
 
 from __future__ import annotations
@@ -70,7 +75,8 @@ class Difference:
 
 @dataclass
 class OverSeeds:
-    """Runs (or pairs of runs) that differ only in their seed: the seeds' mean and a pooled bootstrap interval."""
+    """Runs (or pairs of runs) that differ only in their seed: the seeds' mean, its interval over seeds and problems
+    (``metrics``) and over problems alone (``problem_level``)."""
 
     kind: str  # "run", "after - before" or "method - method"
     task: str
@@ -78,14 +84,17 @@ class OverSeeds:
     searcher: str
     label: str  # the trainer and phase, or "A - B"
     seeds: list[int]
-    metrics: dict[str, Estimate] = field(default_factory=dict)
+    metrics: dict[str, Estimate] = field(default_factory=dict)  # interval: seeds, then problems (hierarchical)
+    problem_level: dict[str, Estimate] = field(default_factory=dict)  # interval: problems, the seeds fixed
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # lowest and highest seed's value
     runs: list[str] = field(default_factory=list)
 
     def export(self) -> dict[str, Any]:
         return {"kind": self.kind, "task": self.task, "model": self.model, "searcher": self.searcher,
                 "label": self.label, "seeds": self.seeds, "runs": self.runs,
-                "metrics": {n: {**e.as_dict(), "lowest_seed": self.spread[n][0], "highest_seed": self.spread[n][1]}
+                "metrics": {n: {**e.as_dict(), "interval": "seeds and problems",
+                                "problems_only": self.problem_level[n].as_dict() if n in self.problem_level else None,
+                                "lowest_seed": self.spread[n][0], "highest_seed": self.spread[n][1]}
                             for n, e in self.metrics.items()}}
 
 
@@ -133,6 +142,23 @@ def pooled_bootstrap(groups: list[list[float]], seed: int = 0, resamples: int = 
         data = np.asarray(group, dtype=float)
         total += data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     means = total / len(groups)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def hierarchical_bootstrap(groups: list[list[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+                           ) -> tuple[float, float]:
+    """95% percentile interval of the mean of the groups' means with the groups (seeds) a sample too: each resample
+    draws len(groups) groups with replacement, then each drawn group's values from its own, and averages."""
+    rng = np.random.default_rng(seed)
+    n = len(groups)
+    picks = rng.integers(0, n, size=(resamples, n))  # which seed fills each of the n slots of each resample
+    means = np.zeros(resamples)
+    for g, group in enumerate(groups):
+        data = np.asarray(group, dtype=float)
+        # this seed's problem-resampled mean for every (resample, slot); kept only where the slot drew this seed
+        inner = data[rng.integers(0, len(data), size=(resamples, n, len(data)))].mean(axis=2)
+        means += np.where(picks == g, inner, 0.0).sum(axis=1)
+    means /= n
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
@@ -392,7 +418,7 @@ def _baseline_differences(a: Row, b: Row) -> str:
 
 def over_seeds(rows: list[Row], seed: int = 0) -> list[OverSeeds]:
     """Groups of rows that differ only in their seed (2 seeds or more): per headline metric all have, the mean of
-    the seeds' figures and the pooled, seed-stratified bootstrap interval over problems."""
+    the seeds' figures, its interval over seeds and problems, and over problems alone."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
     for row in rows:
         groups[seed_key(row)].append(row)
@@ -411,8 +437,9 @@ def over_seeds(rows: list[Row], seed: int = 0) -> list[OverSeeds]:
             figures = [r.headline[name].value for r in members]
             mean = math.fsum(figures) / len(figures)
             if all(name in r.values for r in members):
-                low, high = pooled_bootstrap([list(r.values[name].values()) for r in members], seed)
-                group.metrics[name] = Estimate(mean, low, high)
+                per_seed = [list(r.values[name].values()) for r in members]
+                group.metrics[name] = Estimate(mean, *hierarchical_bootstrap(per_seed, seed))
+                group.problem_level[name] = Estimate(mean, *pooled_bootstrap(per_seed, seed))
             else:
                 group.metrics[name] = Estimate(mean)
             group.spread[name] = (min(figures), max(figures))
@@ -422,7 +449,7 @@ def over_seeds(rows: list[Row], seed: int = 0) -> list[OverSeeds]:
 
 def differences_over_seeds(differences: list[Difference], seed: int = 0) -> list[OverSeeds]:
     """Paired differences of pairs that differ only in their seed (2 seeds or more): the mean of the seeds' mean
-    differences, and the seed-stratified paired bootstrap over problems."""
+    differences, its interval over seeds and problems, and over problems alone (paired within each seed)."""
     groups: dict[tuple, list[Difference]] = defaultdict(list)
     for diff in differences:
         groups[diff.group].append(diff)
@@ -436,8 +463,10 @@ def differences_over_seeds(differences: list[Difference], seed: int = 0) -> list
                           [d.seed for d in members], runs=[f"{d.runs[0]} - {d.runs[1]}" for d in members])
         for name in sorted(set.intersection(*(set(d.values) for d in members)), key=_order):
             figures = [d.metrics[name].value for d in members]
-            low, high = pooled_bootstrap([d.values[name] for d in members], seed)
-            group.metrics[name] = Estimate(math.fsum(figures) / len(figures), low, high)
+            mean = math.fsum(figures) / len(figures)
+            per_seed = [d.values[name] for d in members]
+            group.metrics[name] = Estimate(mean, *hierarchical_bootstrap(per_seed, seed))
+            group.problem_level[name] = Estimate(mean, *pooled_bootstrap(per_seed, seed))
             group.spread[name] = (min(figures), max(figures))
         if group.metrics:
             out.append(group)
