@@ -87,6 +87,10 @@ class TaskCapabilities:
     batch_scoring: bool = False  # has ``score_many`` (BatchScoring): a batch scored in one call (parallel sandboxes)
     feedback: bool = False  # has ``check`` (Feedback): a score plus feedback lines (failed tests) that evolve shows
     reference_completions: bool = False  # has ``reference_completion`` (ReferenceCompletions), for SFT on references
+    # the format warm-up's targets where the trainer leaves it to the task (warmup_targets=auto): "worked" (the
+    # policy's own text, its answer put in the task's form: the default with reference completions), "extracted"
+    # (the answers alone, short: for a task whose own answers ramble past the budget, as maze's do) or "self"
+    warmup_targets: str = ""
     misleading_hints: bool = False  # takes the option ``misleading_hint=True``: each problem carries a wrong hint
     # (the robustness behaviour's prompts)
 

@@ -46,7 +46,8 @@ class MazeTask:
     name = "maze"
     version = "maze-v1"  # bump on any change of data, prompt, extraction or scoring
     # max_new_tokens: a short plan and a path of up to ~15 moves; reference completions: the path line alone
-    capabilities = TaskCapabilities(max_new_tokens=160, reference_completions=True)
+    # warm-up targets: the path alone; the policy's own maze answers ramble past the budget (docs/trainers.md)
+    capabilities = TaskCapabilities(max_new_tokens=160, reference_completions=True, warmup_targets="extracted")
 
     def __init__(self, *, min_size: int = 4, max_size: int = 6, wall_density: float = 0.3, min_distance: int = 3,
                  pool_size: int = 2000, eval_fraction: float = 0.2) -> None:

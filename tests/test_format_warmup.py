@@ -163,6 +163,45 @@ def test_extracted_targets_write_the_policys_own_answers_short_and_drop_problems
     assert examples[1].answers == ["The answer is 4.", "The answer is 4."]  # one distinct answer repeats
 
 
+def test_worked_targets_keep_the_policys_reasoning_and_put_its_answer_in_the_format(plugins):
+    """Maths' default warm-up target: the policy's own text, its answer boxed after it when it was not boxed; an
+    answer already boxed is kept as written. (Printed: what a user reads in samples.jsonl.)"""
+    from harness.trainers.format_warmup import extracted_targets, resolve_targets
+    from harness.trainers.sft import Example
+
+    task = plugins["task"].get("math").create()
+    problem = task.problems("train", limit=1)[0]
+    assert resolve_targets("auto", task) == "worked"
+    unboxed = f"First I add the numbers, which gives {problem.answer}."
+    boxed = f"So the result is \\boxed{{{problem.answer}}}."
+    wrong = "I think it is 12345."
+    (example,), dropped = extracted_targets(task, [Example(problem, [], "", [unboxed, boxed, wrong], [])], 3,
+                                            DELIMITER, worked=True, format_component="boxed")
+    print(example.target)
+    assert dropped == 0
+    # distinct extracted answers: the unboxed and boxed texts share one, so it is taken from the first text
+    assert example.answers == [f"{unboxed}\n\\boxed{{{problem.answer}}}", f"{wrong}\n\\boxed{{12345}}",
+                               f"{unboxed}\n\\boxed{{{problem.answer}}}"]
+    assert example.success == [True, False, True]
+    (kept,), _ = extracted_targets(task, [Example(problem, [], "", [boxed], [])], 1, DELIMITER, worked=True,
+                                   format_component="boxed")
+    assert kept.answers == [boxed]  # already in the format: the policy's words untouched
+
+
+def test_sampled_selection_ignores_success():
+    """warmup_selection=sampled: the targets are the first distinct samples, not the successful ones first."""
+    task = FakeTask(size=1)  # train problem: 1+1 = 2
+    samples = ["It is 7.", "It is 5.", "It is 2."]
+    best = SFTTrainer(targets="self", samples_per_problem=3, answers_per_rollout=2)
+    (example,), _ = best.build_targets(FakeEngine(samples), task, task.problems("train"))
+    assert example.answers == ["It is 2.", "It is 7."]  # the right one first
+    sampled = SFTTrainer(targets="self", samples_per_problem=3, answers_per_rollout=2, select="sampled")
+    (example,), _ = sampled.build_targets(FakeEngine(samples), task, task.problems("train"))
+    assert example.answers == ["It is 7.", "It is 5."]  # sampling order: the right one is not among them
+    with pytest.raises(ValueError, match="select must be successes or sampled"):
+        SFTTrainer(select="best")
+
+
 def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
     from harness.trainers.format_warmup import written_answer
     from harness.trainers.vpo import VPOConfig
@@ -176,12 +215,14 @@ def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
     from harness.trainers.format_warmup import resolve_targets
     assert resolve_targets("auto", task) == "extracted" and resolve_targets("self", task) == "self"
     assert resolve_targets("auto", FakeTask(size=1)) == "self"  # no answer form declared: its answers as written
-    with pytest.raises(ValueError, match="warmup_targets must be one of auto, self, extracted"):
+    with pytest.raises(ValueError, match="warmup_targets must be one of auto, self, extracted, worked"):
         VPOConfig(warmup_targets="references")
+    with pytest.raises(ValueError, match="warmup_selection must be one of successes, sampled"):
+        VPOConfig(warmup_selection="best")
 
 
 def test_auto_targets_fall_back_to_the_samples_as_written_when_no_answer_is_read(tiny_policy, plugins, capsys):
-    # math declares its answer form, so "auto" means extracted; a random model commits to no answer at all
+    # math declares its answer form, so "auto" means worked; a random model commits to no answer at all
     task = plugins["task"].get("math").create()
     problems = task.problems("train", limit=4)
     engine = TransformersEngine(tiny_policy, progress=False)

@@ -9,12 +9,22 @@ component when one is named), sampled exactly as RL will sample them. Every GRPO
 
 Targets join M of the policy's own answers, each sampled alone with the plain task prompt (harness/trainers/sft.py,
 ``targets="self"``: distinct extracted answers first, finished ones before those cut at the budget, so the targets
-show answers that end and leave room for the next). With ``targets="extracted"`` each joined answer is instead the
-answer the task extracted from one of those samples, written in the task's short answer form (its
-``reference_completion`` of that answer, else "The answer is X."): still the policy's own choices, without the
-rambling that, on maze, ran its targets and then its rollouts past the budget (``"auto"``, VPO's default, picks it
-for a task with reference completions, such as maze and math, and ``"self"`` otherwise, or when no sample held an
-answer the task could read). The policy trains on them in rounds of ``check_every`` SFT steps with one optimizer;
+show answers that end and leave room for the next). Which samples are chosen is ``warmup_selection``:
+``"successes"`` ranks the ones the task scores successful first (rejection sampling: extra supervised signal, so an
+experiment that compares trainers gives every arm the same warm-up), ``"sampled"`` keeps sampling order (the format
+alone is taught). The joined answers are written one of three ways (``warmup_targets``):
+
+- ``"worked"``: each answer as the policy wrote it, its reasoning kept, with the answer the task extracted from it
+  put in the task's short form after it when the answer does not already earn the format (math: "... so 3 + 4 is
+  7.\n\boxed{7}");
+- ``"extracted"``: only that short form of the extracted answer ("\boxed{7}"; maze: "Path: ..."): the policy's
+  choices without its text. On maths at lr 1e-4 this stripped the reasoning and lowered the check rollouts'
+  accuracy (38% -> 6% in the demo's earlier warm-up); on maze the policy's own text ran past the budget;
+- ``"self"``: the samples as written, format or not.
+
+``"auto"`` (the default) takes the task's ``TaskCapabilities.warmup_targets`` where it names one (maze:
+extracted), else worked for a task with reference completions (math), else self; and self when no sample held an
+answer the task could read. The policy trains on them in rounds of ``check_every`` SFT steps with one optimizer;
 after each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops at ``target_rate``
 or after ``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``), the checks'
 rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned about in one
@@ -36,7 +46,8 @@ from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
 from harness.types import Engine, Problem, SamplingParams, Task, TaskCapabilities, capabilities_of
 
-WARMUP_TARGETS = ("auto", "self", "extracted")
+WARMUP_TARGETS = ("auto", "self", "extracted", "worked")
+WARMUP_SELECTIONS = ("successes", "sampled")
 
 
 @dataclass
@@ -59,10 +70,12 @@ class FormatWarmupOptions:
     warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
     warmup_lr: float = 1e-4  # SmolLM2-135M wrote no well-formed VPO rollout after 8 steps at 2e-5
     warmup_batch_size: int = 4
-    # "self": M of its answers as written; "extracted": the answers the task extracted from them, each written in
-    # the task's short answer form (for a policy whose own answers ramble past the budget, as on maze); "auto":
-    # extracted where the task declares its answer form (reference completions), else self
+    # "worked": M of its answers with their reasoning, each answer put in the task's form; "extracted": the answers
+    # alone in that form; "self": as written; "auto": the task's choice, else worked with reference completions,
+    # else self (module docstring)
     warmup_targets: str = "auto"
+    # which of its samples make the targets: "successes" first (rejection sampling), or "sampled" order (format only)
+    warmup_selection: str = "successes"
 
     def check_warmup(self, name: str, answers_per_rollout: int) -> None:
         if not 0.0 <= self.warmup_target_rate <= 1.0:
@@ -73,6 +86,9 @@ class FormatWarmupOptions:
         if self.warmup_targets not in WARMUP_TARGETS:
             raise ValueError(f"{name}: warmup_targets must be one of {', '.join(WARMUP_TARGETS)}, "
                              f"got {self.warmup_targets!r}")
+        if self.warmup_selection not in WARMUP_SELECTIONS:
+            raise ValueError(f"{name}: warmup_selection must be one of {', '.join(WARMUP_SELECTIONS)}, "
+                             f"got {self.warmup_selection!r}")
         if self.warmup_patience < 0:
             raise ValueError(f"{name}: warmup_patience must be >= 0, got {self.warmup_patience!r}")
         if self.warmup_steps < 0:
@@ -101,6 +117,7 @@ class WarmupPlan:
     name: str = "vpo"  # the trainer, for its messages
     autocast: str = ""  # the SFT steps' forwards in this precision: the trainer's resolved autocast (bf16 or "")
     patience: int = 0  # checks in a row with a nonzero rate no higher than the best before the warm-up stops (0: never)
+    selection: str = "successes"  # "successes" first, or "sampled" order (FormatWarmupOptions.warmup_selection)
 
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
@@ -138,16 +155,18 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     sft = SFTTrainer(plugins=plugins, steps=plan.max_steps, targets="self", answers_per_rollout=plan.m,
                      delimiter=plan.delimiter, samples_per_problem=max(plan.samples_per_problem, plan.m),
                      max_target_tokens=plan.max_new_tokens, lr=plan.lr, seed=plan.seed,
-                     temperature=plan.temperature, batch_size=plan.batch_size, micro_batch=plan.micro_batch)
+                     temperature=plan.temperature, batch_size=plan.batch_size, micro_batch=plan.micro_batch,
+                     select=plan.selection)
     model, tok = policy.model, policy.tokenizer
     before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
     store.write_samples({**r, "step": 0} for r in checked)
     rates, success_before = [before], success_rate(checked)
     examples, stats = sft.build_targets(engine, task, target_problems)
     kind = resolve_targets(plan.targets, task)
-    if kind == "extracted":
-        extracted, stats["skipped_nothing_extracted"] = extracted_targets(task, examples, plan.m, plan.delimiter)
-        if extracted or plan.targets == "extracted":
+    if kind in ("extracted", "worked"):
+        extracted, stats["skipped_nothing_extracted"] = extracted_targets(
+            task, examples, plan.m, plan.delimiter, worked=kind == "worked", format_component=plan.format_component)
+        if extracted or plan.targets != "auto":
             examples = extracted
         else:  # "auto", and the task read no answer in any sample (a model that never commits): teach them as written
             kind = "self"
@@ -203,10 +222,12 @@ def plateaued(rates: Sequence[float], patience: int) -> bool:
 
 
 def resolve_targets(kind: str, task: Task) -> str:
-    """"auto": "extracted" for a task that declares its answer form (reference completions), else "self"."""
+    """"auto": the task's own choice (TaskCapabilities.warmup_targets), else "worked" for a task that declares its
+    answer form (reference completions), else "self"."""
     if kind != "auto":
         return kind
-    return "extracted" if capabilities_of(task, TaskCapabilities).reference_completions else "self"
+    caps = capabilities_of(task, TaskCapabilities)
+    return caps.warmup_targets or ("worked" if caps.reference_completions else "self")
 
 
 def written_answer(task: Task, problem: Problem, answer: str) -> str:
@@ -218,22 +239,38 @@ def written_answer(task: Task, problem: Problem, answer: str) -> str:
     return f"The answer is {answer}."
 
 
-def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str) -> tuple[list, int]:
-    """Each example's M answers replaced by the distinct answers the task extracts from them, written short; fewer
-    than M distinct repeat in turn (the format is what is taught). Returns the examples and how many problems were
-    dropped because nothing could be extracted from any of their answers. A target that repeats one already kept for
-    its problem (one-answer targets: two samples with the same answer) is kept once."""
+def worked_answer(task: Task, problem: Problem, text: str, extracted: str, format_component: str) -> str:
+    """The policy's ``text`` with its reasoning, and its ``extracted`` answer in the task's short form after it,
+    unless the text already earns ``format_component`` (or, with none named, already holds that short form)."""
+    short = written_answer(task, problem, extracted)
+    if format_component:
+        if task.score(problem, text).rewards.get(format_component, 0.0) > 0:
+            return text
+    elif short in text:
+        return text
+    return f"{text.rstrip()}\n{short}"
+
+
+def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str, worked: bool = False,
+                      format_component: str = "") -> tuple[list, int]:
+    """Each example's M answers replaced by the distinct answers the task extracts from them, written short (or,
+    ``worked``, each as the policy wrote it with that short form after it: worked_answer); fewer than M distinct
+    repeat in turn (the format is what is taught). Returns the examples and how many problems were dropped because
+    nothing could be extracted from any of their answers. A target that repeats one already kept for its problem
+    (one-answer targets: two samples with the same answer) is kept once."""
     out, dropped, seen = [], 0, set()
     for example in examples:
-        found: list[str] = []
+        found: dict[str, str] = {}  # extracted answer -> the first text it came from
         for text in example.answers:
             extracted = task.score(example.problem, text).extracted
             if extracted is not None and extracted not in found:
-                found.append(extracted)
+                found[extracted] = text
         if not found:
             dropped += 1
             continue
-        answers = [written_answer(task, example.problem, found[i % len(found)]) for i in range(m)]
+        picks = [list(found.items())[i % len(found)] for i in range(m)]
+        answers = [worked_answer(task, example.problem, text, answer, format_component) if worked
+                   else written_answer(task, example.problem, answer) for answer, text in picks]
         if (example.problem.id, tuple(answers)) in seen:
             continue
         seen.add((example.problem.id, tuple(answers)))

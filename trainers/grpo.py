@@ -368,7 +368,8 @@ class GRPOTrainer:
                           target_rate=cfg.warmup_target_rate, samples_per_problem=cfg.warmup_samples,
                           lr=cfg.warmup_lr, batch_size=cfg.warmup_batch_size, micro_batch=cfg.micro_batch,
                           seed=cfg.seed, targets=cfg.warmup_targets, format_component=cfg.warmup_format,
-                          name=self.name, autocast=cfg.autocast, patience=cfg.warmup_patience)
+                          name=self.name, autocast=cfg.autocast, patience=cfg.warmup_patience,
+                          selection=cfg.warmup_selection)
         format_warmup(policy, engine, task, targets, check, plan, store=store, plugins=self.plugins)
 
     def prepare_policy(self, policy) -> None:

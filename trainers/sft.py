@@ -73,6 +73,9 @@ class SFTConfig:
     delimiter: str = DELIMITER  # separates the M answers of a target
     behaviour: str = ""  # targets="rewrites": the registered behaviour the teacher rewrites towards
     filter_rewrites: bool = True  # targets="rewrites": drop a rewrite that scores lower on the behaviour
+    # "self"/"teacher": which samples become targets: "successes" (the task's successful ones first, then by
+    # reward: rejection sampling) or "sampled" (sampling order: distinct answers, success not looked at)
+    select: str = "successes"
 
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
@@ -83,6 +86,8 @@ class SFTConfig:
                 raise ValueError(f"sft: {name} must be >= 1, got {getattr(self, name)!r}")
         if not self.lr > 0:
             raise ValueError(f"sft: lr must be > 0, got {self.lr!r}")
+        if self.select not in ("successes", "sampled"):
+            raise ValueError(f"sft: select must be successes or sampled, got {self.select!r}")
         if self.targets == "teacher" and not self.teacher:
             raise ValueError("sft: targets=teacher needs a teacher model spec (teacher=...)")
         if self.targets == "rewrites":
@@ -197,8 +202,11 @@ class SFTTrainer:
         examples: list[Example] = []
         fallback = too_few = 0
         for problem, samples in zip(problems, by_problem, strict=True):
-            chosen = (_select_distinct(samples, m, task.reward_weights, cfg.delimiter) if m > 1
-                      else _select_successful(samples, task.reward_weights))
+            if cfg.select == "sampled":  # sampling order, success not looked at: distinct answers, the format
+                chosen = _select_distinct(samples, m, None, cfg.delimiter)
+            else:
+                chosen = (_select_distinct(samples, m, task.reward_weights, cfg.delimiter) if m > 1
+                          else _select_successful(samples, task.reward_weights))
             if len(chosen) < m:
                 too_few += 1
                 continue
@@ -317,8 +325,12 @@ def _reference_example(task: Task, problem: Problem) -> Example | None:
 
 
 def _rank(samples: Sequence[tuple[Completion, Score | None]],
-          weights: dict[str, float]) -> list[tuple[Completion, Score | None]]:
-    """Successful first, then by scalarised reward; ties keep sampling order (stable sort). A failed score is last."""
+          weights: dict[str, float] | None) -> list[tuple[Completion, Score | None]]:
+    """Successful first, then by scalarised reward; ties keep sampling order (stable sort). A failed score is last.
+    ``weights`` None: sampling order (select="sampled")."""
+    if weights is None:
+        return list(samples)
+
     def key(item: tuple[Completion, Score | None]) -> tuple[bool, float]:
         s = item[1]
         return (False, float("-inf")) if s is None else (s.success, scalarize(s.rewards, weights))
