@@ -58,7 +58,8 @@ class FormatWarmupOptions:
     # warmup_target_rate of sampled rollouts are well formed or warmup_steps are spent
     warmup_steps: int = 0
     # a reward component each answer must earn to count as well formed (math: "boxed"); "" checks the M-answer
-    # structure only, which is all a one-answer rollout (M = 1) has, so M = 1 needs it
+    # structure only, and for a one-answer rollout (M = 1), which has no structure, that the task read an answer
+    # from it (code: a program; its Score.extracted)
     warmup_format: str = ""
     warmup_check_every: int = 8
     warmup_target_rate: float = 0.9
@@ -93,9 +94,6 @@ class FormatWarmupOptions:
             raise ValueError(f"{name}: warmup_patience must be >= 0, got {self.warmup_patience!r}")
         if self.warmup_steps < 0:
             raise ValueError(f"{name}: warmup_steps must be >= 0, got {self.warmup_steps!r}")
-        if self.warmup_steps > 0 and answers_per_rollout == 1 and not self.warmup_format:
-            raise ValueError(f"{name}: a format warm-up of one-answer rollouts needs warmup_format=<a reward "
-                             f"component a well-formed answer earns, e.g. boxed>")
 
 
 @dataclass
@@ -122,8 +120,8 @@ class WarmupPlan:
 
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
                      samples: int = 2) -> tuple[float, list[dict]]:
-    """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named), sampled in
-    RL's format and budget; and the rollouts as samples.jsonl records (phase "warmup-check"), so a run that starts
+    """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named; with M = 1 and
+    none named, an answer the task could read), sampled in RL's format and budget; and the rollouts as samples.jsonl records (phase "warmup-check"), so a run that starts
     malformed shows what it wrote. Each record says whether one of its answers was right too (``success``, as a set
     counts: any of its M answers): what the warm-up did to accuracy, before RL."""
     completions = engine.generate(
@@ -134,8 +132,10 @@ def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], pl
     scored = score_rollouts(task, problems, completions, (), plan.m, plan.delimiter).scores
     records = []
     for c, scores in zip(completions, scored, strict=True):
-        formatted = not plan.format_component or all(
-            s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
+        if plan.format_component:
+            formatted = all(s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
+        else:  # M answers: the structure is the format; one answer: that the task read one from it
+            formatted = plan.m > 1 or all(s is not None and s.extracted is not None for s in scores)
         records.append({"problem_id": problems[c.prompt_index].id, "phase": "warmup-check", "text": c.text,
                         "well_formed": len(scores) == plan.m and formatted,
                         "success": any(s is not None and s.success for s in scores)})
