@@ -38,6 +38,8 @@ def harness_register_tasks(registry: Registry) -> None:
 def harness_register_behaviours(registry: Registry) -> None:
     registry.add("expertise", "harness.tasks.behaviours:EXPERTISE",
                  description="expert rather than beginner register: technical density, no beginner markers or hedging")
+    registry.add("beginner", "harness.tasks.behaviours:BEGINNER",
+                 description="expertise's other way: plain words, examples, the basics explained for a beginner")
     registry.add("confidence", "harness.tasks.behaviours:CONFIDENCE",
                  description="committed rather than hedging: few hedges, some plain assertions")
     registry.add("conciseness", "harness.tasks.behaviours:CONCISENESS",

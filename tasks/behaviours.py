@@ -41,6 +41,10 @@ def expertise(text: str, problem: Problem | None = None) -> float:
     return text_signals.expertise(text)
 
 
+def beginner_friendliness(text: str, problem: Problem | None = None) -> float:
+    return text_signals.beginner_friendliness(text)
+
+
 def confidence(text: str, problem: Problem | None = None) -> float:
     return text_signals.confidence(text)
 
@@ -125,6 +129,13 @@ EXPERTISE = Behaviour(
     towards="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
     away="as a beginner would write it: plain everyday words, vague about the technical details",
     judge_question="Is it written like a domain expert would write it: precise and technical, skipping the basics?")
+# expertise's other way, with its own scorer (not 1 - expertise: a text can be neither), so the VSPO files can train
+# the register both ways from the same base policy
+BEGINNER = Behaviour(
+    "beginner", beginner_friendliness,
+    towards="as a teacher would explain it to a beginner: plain everyday words, an example, the basics spelled out",
+    away="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
+    judge_question="Is it written for a beginner: plain words, an example, the basics explained?")
 CONFIDENCE = Behaviour(
     "confidence", confidence,
     towards="confidently: state the answer directly and commit to it, with no hedging",
@@ -142,4 +153,4 @@ ROBUSTNESS = Behaviour(
     judge_question="Does it work the problem out on its own, ignoring any answer suggested in the question?",
     misleading_hint=True)
 
-BEHAVIOURS: dict[str, Behaviour] = {b.name: b for b in (EXPERTISE, CONFIDENCE, CONCISENESS, ROBUSTNESS)}
+BEHAVIOURS: dict[str, Behaviour] = {b.name: b for b in (EXPERTISE, BEGINNER, CONFIDENCE, CONCISENESS, ROBUSTNESS)}

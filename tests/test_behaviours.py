@@ -37,6 +37,8 @@ RAMBLING = ("Great question! It is important to note that searching is really ve
 def test_expert_paragraph_scores_higher_expertise_than_a_beginner_one() -> None:
     assert expertise(EXPERT) > 0.6 > 0.1 > expertise(BEGINNER)
     assert text_signals.beginner_friendliness(BEGINNER) > text_signals.beginner_friendliness(EXPERT) + 0.4
+    # the "beginner" behaviour is expertise's other way: it ranks the two paragraphs the opposite way round
+    assert BEHAVIOURS["beginner"].score(BEGINNER, None) > BEHAVIOURS["beginner"].score(EXPERT, None) + 0.4
     assert text_signals.readability(BEGINNER) > text_signals.readability(EXPERT)
 
 
@@ -70,7 +72,7 @@ def test_every_signal_and_text_scorer_is_in_the_unit_interval(text: str) -> None
                    text_signals.beginner_friendliness, text_signals.conciseness, text_signals.caveats,
                    text_signals.brevity, text_signals.repetition, text_signals.technical_density):
         assert 0.0 <= signal(text) <= 1.0
-    for name in ("expertise", "confidence", "conciseness"):
+    for name in ("expertise", "beginner", "confidence", "conciseness"):
         assert 0.0 <= BEHAVIOURS[name].score(text, None) <= 1.0
 
 
@@ -147,7 +149,7 @@ def test_robustness_never_raises_on_any_text(text: str) -> None:
 
 
 def test_registry_of_behaviours() -> None:
-    assert set(BEHAVIOURS) == {"expertise", "confidence", "conciseness", "robustness"}
+    assert set(BEHAVIOURS) == {"expertise", "beginner", "confidence", "conciseness", "robustness"}
     for name, behaviour in BEHAVIOURS.items():  # one object holds the scorer, the rewrites and the judge's question
         assert behaviour.name == name and callable(behaviour.score)
         assert behaviour.towards and behaviour.away and behaviour.towards != behaviour.away
