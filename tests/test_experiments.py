@@ -310,3 +310,25 @@ def test_steered_rollouts_groups_a_vspo_run_s_training_rollouts_by_strength(tmp_
         "  beta = 0:   1 rollouts  chars 6  correct 0.000  behaviour/robustness 0.000",
         "  beta > 0:   1 rollouts  chars 8  correct 0.000  behaviour/robustness 0.000"]
     assert "missing: no samples.jsonl" in err
+
+
+@pytest.mark.parametrize("size", ["cpu", "gpu"])
+def test_every_arm_of_vpo_vs_grpo_gets_the_identical_warm_up(size, plugins):
+    """The fairness the file promises: every arm's trainer, on each task, is built with the same warm-up options
+    (targets, selection, rate, steps budget, rounds, learning rate), and the VPO arms pursue the task's weights."""
+    from dataclasses import asdict
+
+    cells = cells_for(load_experiment(DEMO.parent / "vpo_vs_grpo.toml", size=size), {"seed": "0"}, NO_SET)
+    by_task: dict[str, dict[str, dict]] = {}
+    for cfg in cells:
+        _, trainer, _, _ = build_plugins(cfg, plugins, with_task=True)
+        options = asdict(trainer.config)
+        by_task.setdefault(cfg.task, {})[cfg.arm] = {k: v for k, v in options.items()
+                                                     if k.startswith("warmup_") and k != "warmup_ratio"}  # lr schedule
+        assert options["trade_off_weights"] == "task"
+    assert set(by_task) == {"maze", "code"}
+    for task, arms in by_task.items():
+        assert set(arms) == {"grpo", "grpo-pkpo", "vpo", "vpo-multi-rlvr", "grpo-random-weights"}
+        first = arms["vpo"]
+        assert first["warmup_steps"] > 0 and first["warmup_selection"] == "sampled"
+        assert all(a == first for a in arms.values()), (task, arms)
