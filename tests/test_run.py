@@ -65,6 +65,27 @@ def test_a_behaviour_trainer_is_evaluated_on_its_behaviour(tmp_path, plugins, ti
     assert metrics["rlaif/teacher_calls"] == 2
 
 
+def test_a_vpo_run_says_its_warm_up_budget_first_and_records_the_warm_up(tmp_path, plugins, tiny_policy_spec):
+    """`--steps 2` bounds RL, not the warm-up: the budget line before the model loads says both; metrics.json holds
+    the warm-up's figures (warmup/*) and the summary prints them in one line."""
+    folder = run(RunConfig(trainer="vpo", model="tiny-random", steps=2, limit=2, train_limit=8, k="4",
+                           out=str(tmp_path),
+                           options={"task": {}, "trainer": {"warmup_steps": "2", "warmup_check_every": "1",
+                                                            "warmup_problems": "2", "warmup_check_problems": "2",
+                                                            "max_new_tokens": "16", "prompts_per_step": "1"},
+                                    "searcher": {"n": 4, "max_new_tokens": "16"}}),
+                 plugins=plugins, echo=(lines := []).append)
+    budget = next(i for i, line in enumerate(lines) if line.startswith("training budget:"))
+    assert lines[budget] == ("training budget: a format warm-up of at most 2 SFT steps (it stops once 60% of "
+                             "checked rollouts are well formed), then 2 vpo steps")
+    assert budget < next(i for i, line in enumerate(lines) if line.startswith("loading model"))
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert 1 <= metrics["warmup/steps"] <= 2 and metrics["warmup/seconds"] > 0
+    assert 0 <= metrics["warmup/well_formed_before"] <= 1 and 0 <= metrics["warmup/well_formed_after"] <= 1
+    assert any(line.startswith("format warm-up: ") and "SFT steps" in line
+               for text in lines for line in str(text).splitlines())
+
+
 def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
     folder = run(RunConfig(model="tiny-random", trainer="none", limit=2, k="1", out=str(tmp_path),
                            options={"task": {}, "trainer": {}, "searcher": {"n": 1, "max_new_tokens": 4}}),

@@ -121,9 +121,10 @@ class WarmupPlan:
 def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
                      samples: int = 2) -> tuple[float, list[dict]]:
     """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named; with M = 1 and
-    none named, an answer the task could read), sampled in RL's format and budget; and the rollouts as samples.jsonl records (phase "warmup-check"), so a run that starts
-    malformed shows what it wrote. Each record says whether one of its answers was right too (``success``, as a set
-    counts: any of its M answers): what the warm-up did to accuracy, before RL."""
+    none named, an answer the task could read), sampled in RL's format and budget; and the rollouts as samples.jsonl
+    records (phase "warmup-check"), so a run that starts malformed shows what it wrote. Each record says whether one
+    of its answers was right too (``success``, as a set counts: any of its M answers): what the warm-up did to
+    accuracy, before RL."""
     completions = engine.generate(
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
@@ -158,6 +159,7 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
                      temperature=plan.temperature, batch_size=plan.batch_size, micro_batch=plan.micro_batch,
                      select=plan.selection)
     model, tok = policy.model, policy.tokenizer
+    started = time.perf_counter()
     before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
     store.write_samples({**r, "step": 0} for r in checked)
     rates, success_before = [before], success_rate(checked)
@@ -198,7 +200,8 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     figures = {"warmup/well_formed_before": before, "warmup/well_formed_after": rates[-1],
                "warmup/well_formed_rates": rates, "warmup/steps": step, "warmup/targets": len(examples),
                "warmup/check_rollouts": len(checked), "warmup/check_success_before": success_before,
-               "warmup/check_success_after": success_rate(checked), **{f"warmup/{k}": v for k, v in stats.items()}}
+               "warmup/check_success_after": success_rate(checked), "warmup/seconds": time.perf_counter() - started,
+               **{f"warmup/{k}": v for k, v in stats.items()}}
     store.update_metrics(figures)
     what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
     # one line the user sees either way: the format before and after, and what it did to accuracy

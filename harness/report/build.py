@@ -14,6 +14,8 @@ import jinja2
 
 from harness.faults import fault_point
 from harness.report import compare, data, plots
+from harness.report.summary import warm_up_line
+from harness.store.reading import read_json
 from harness.store.results_db import RESULTS_DB, build_index, connect, find_runs, publish
 from harness.store.run_folder import check_writable_folder, write_atomic
 
@@ -100,6 +102,7 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             "curve": plots.training_curves(mine[0].run, data.curves(conn, run_dir), plot_dir),
             "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
             "warnings": run_warnings(manifest),
+            "warm_up": warm_up_line(_run_metrics(run_dir)),
         })
     diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
     behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
@@ -135,6 +138,15 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             "behaviour": behaviour, "other": other, "all_other": data.other_columns(rows), "skipped": [],
             "whole": data.whole_columns(rows), "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number,
             "fmt_diff": fmt_diff, "fmt_diff_ci": fmt_diff_ci, "verdict": verdict, "ids": _ids}
+
+
+def _run_metrics(run_dir: str) -> dict[str, Any]:
+    """The run folder's metrics.json (for its warm-up line), {} where it is gone or unreadable: the index, not the
+    folder, is what a report is built from."""
+    try:
+        return read_json(Path(run_dir) / "metrics.json")
+    except (OSError, ValueError):
+        return {}
 
 
 def run_warnings(manifest: dict[str, Any]) -> list[str]:

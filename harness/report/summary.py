@@ -35,7 +35,22 @@ def summary_table(metrics: dict[str, Any]) -> str:
     if shown:
         lines += [""] * bool(lines) + _table(["training", "first step", "last step", "steps"],
                                              [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])
+    if warm_up := warm_up_line(metrics):
+        lines += [""] * bool(lines) + [warm_up]
     return "\n".join(lines)
+
+
+def warm_up_line(metrics: dict[str, Any]) -> str:
+    """The format warm-up in one line (trainers/format_warmup.py's ``warmup/*``), or "" for a run without one:
+    its SFT steps are training too, and can cost more than the RL steps after them."""
+    if "warmup/steps" not in metrics:
+        return ""
+    seconds = metrics.get("warmup/seconds")
+    took = f" ({seconds / 60:.1f} min)" if isinstance(seconds, (int, float)) else ""
+    right = (f"; right {metrics['warmup/check_success_before']:.0%} -> {metrics['warmup/check_success_after']:.0%}"
+             if "warmup/check_success_after" in metrics else "")
+    return (f"format warm-up: {metrics['warmup/well_formed_before']:.0%} -> {metrics['warmup/well_formed_after']:.0%} "
+            f"well-formed check rollouts in {metrics['warmup/steps']} SFT steps{took}{right}")
 
 
 def paired_change(db: Path, run_dir: Path) -> str:
