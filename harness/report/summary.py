@@ -43,12 +43,14 @@ def summary_table(metrics: dict[str, Any]) -> str:
 def warm_up_line(metrics: dict[str, Any]) -> str:
     """The format warm-up in one line (trainers/format_warmup.py's ``warmup/*``), or "" for a run without one:
     its SFT steps are training too, and can cost more than the RL steps after them."""
-    if "warmup/steps" not in metrics:
-        return ""
+    if not all(isinstance(metrics.get(f"warmup/{k}"), (int, float))
+               for k in ("steps", "well_formed_before", "well_formed_after")):
+        return ""  # no warm-up, or a partial record of one
     seconds = metrics.get("warmup/seconds")
     took = f" ({seconds / 60:.1f} min)" if isinstance(seconds, (int, float)) else ""
     right = (f"; right {metrics['warmup/check_success_before']:.0%} -> {metrics['warmup/check_success_after']:.0%}"
-             if "warmup/check_success_after" in metrics else "")
+             if all(isinstance(metrics.get(f"warmup/check_success_{k}"), (int, float)) for k in ("before", "after"))
+             else "")
     return (f"format warm-up: {metrics['warmup/well_formed_before']:.0%} -> {metrics['warmup/well_formed_after']:.0%} "
             f"well-formed check rollouts in {metrics['warmup/steps']} SFT steps{took}{right}")
 
