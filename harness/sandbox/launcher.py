@@ -30,8 +30,9 @@ i, in stdio mode), T (one test: 1 passed or, in stdio mode, ran to completion), 
 program broke the reply protocol: the run stops), X (how the runner ended: exit status, 128 + n for signal n), E (the
 sandbox itself failed).
 
-The runner: unshare the namespaces (as root; the pid namespace by the judge, for its child); make the filesystem
-read-only except a private size-capped /tmp that becomes the working directory; set the rlimits; drop to the sandbox
+The runner: unshare the namespaces (as root; the pid namespace by the judge, for its child); pivot into a root that
+holds only what the program needs, read-only, with a private size-capped /tmp that becomes the working directory
+(isolate_files); set the rlimits; drop to the sandbox
 uid; arm the parent-death signal; close the channel; run the program; serve the judge. Killing the run's first
 process kills the runner by the parent-death signal, and with it everything in its pid namespace.
 """
@@ -482,13 +483,93 @@ def start(libc, job: dict, channel: int, send, own_pid: bool, alive: int, calls:
 
 
 def isolate_files(libc, job: dict, send, own_proc: bool) -> str:
-    """Inside the new mount namespace: every mount read-only, a private tmpfs at /tmp, a fresh /proc."""
+    """Inside the new mount namespace: a root of its own that holds only what the program needs (allowed_root);
+    where that cannot be built, the host's root with every mount read-only, a private tmpfs at /tmp, a fresh /proc
+    and the harness's folders covered (the fallback, said in a warning)."""
 
     def mount(source, target, fstype, flags, data=None) -> None:
         if libc.mount(source, target, fstype, flags, data) != 0:
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), target.decode(errors="replace"))
 
     mount(None, b"/", None, MS_REC | MS_PRIVATE)  # first: nothing done below may propagate to the host
+    uid = 0 if job["uid"] is None else job["uid"]
+    try:
+        return allowed_root(libc, mount, job, uid, own_proc)
+    except OSError as exc:
+        send(b"W", b"allowlist", escape(str(exc)))
+    return host_root(libc, mount, job, send, uid, own_proc)
+
+
+# What a program may see besides the interpreter's own standard library (sys.path): the shared libraries its
+# extension modules load, the loader's cache, a few files the standard library reads, and harmless devices.
+SYSTEM_PATHS = ("/lib", "/lib64", "/lib32", "/usr/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd",
+                "/etc/group", "/etc/nsswitch.conf", "/usr/share/zoneinfo")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217, "i686": 217}
+MNT_DETACH = 2
+
+
+def allowed_paths() -> list[str]:
+    """Host paths bound (read-only, at the same place) into the program's root: the interpreter, its standard
+    library as sys.path lists it (this launcher runs with -I -S: no site-packages), the multiarch library folders
+    under /usr/lib (Debian's /usr/lib/x86_64-linux-gnu; never /usr/lib itself, which holds dist-packages), and
+    SYSTEM_PATHS. A symlink among them (a merged /usr's /lib -> usr/lib) is recreated as a symlink by the caller."""
+    paths = [sys.executable, *sys.path, *SYSTEM_PATHS]
+    with contextlib.suppress(OSError):
+        paths += ["/usr/lib/" + d for d in os.listdir("/usr/lib") if "-linux-" in d]
+    paths += [os.path.realpath(p) for p in paths if os.path.islink(p)]  # what a recreated symlink points to
+    # a folder before anything inside it, so that it is bound whole and not only created as a parent
+    return sorted((p for p in dict.fromkeys(paths) if p and os.path.lexists(p)), key=lambda p: p.count("/"))
+
+
+def allowed_root(libc, mount, job: dict, uid: int, own_proc: bool) -> str:
+    """Build a tmpfs root holding allowed_paths() read-only, the devices, a fresh /proc and a private size-capped
+    /tmp, and pivot into it: nothing else of the host (task data, datasets and model caches, site-packages, run
+    folders, home and repository folders, path-bound unix sockets under /run) exists for the program."""
+    number = PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(0, f"no pivot_root syscall number known for {os.uname().machine}")
+    root = "/tmp/vh-root"
+    mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID, b"size=1024k,mode=0755")
+    os.mkdir(root, 0o755)
+    mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID, b"size=1024k,nr_inodes=4096,mode=0755")
+    for path in [*allowed_paths(), *DEVICES]:
+        inside = root + path
+        if os.path.islink(path):
+            os.makedirs(os.path.dirname(inside), exist_ok=True)
+            if not os.path.lexists(inside):
+                os.symlink(os.readlink(path), inside)
+            continue
+        if os.path.lexists(inside):  # already there (a folder an earlier bind or symlink provides)
+            continue
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        if os.path.isdir(path):
+            os.mkdir(inside)
+        else:
+            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
+        mount(path.encode(), inside.encode(), None, MS_BIND | MS_REC)
+        flags = MS_NOSUID | (0 if path in DEVICES else MS_NODEV)
+        mount(None, inside.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+    tmp = root + "/tmp"
+    os.makedirs(tmp, exist_ok=True)
+    mount(b"tmpfs", tmp.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+          b"size=%dk,nr_inodes=4096,mode=0700,uid=%d,gid=%d" % (job["tmp_kb"], uid, uid))
+    if own_proc:
+        os.makedirs(root + "/proc", exist_ok=True)
+        mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.mkdir(root + "/.old")
+    if libc.syscall(number, root.encode(), (root + "/.old").encode()) != 0:
+        raise OSError(ctypes.get_errno(), "pivot_root: " + os.strerror(ctypes.get_errno()))
+    os.chdir("/")
+    if libc.umount2(b"/.old", MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), "umount the old root: " + os.strerror(ctypes.get_errno()))
+    os.rmdir("/.old")
+    mount(None, b"/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID)  # the skeleton itself: nothing to add to it
+    return "/tmp"
+
+
+def host_root(libc, mount, job: dict, send, uid: int, own_proc: bool) -> str:
+    """The fallback: the host's root, every mount read-only, the harness's folders (job["hide"]) covered."""
     with open("/proc/self/mountinfo", "rb") as f:
         lines = f.read().splitlines()
     for line in lines:
@@ -500,7 +581,6 @@ def isolate_files(libc, job: dict, send, own_proc: bool) -> str:
         except OSError as exc:
             if target == b"/":
                 send(b"W", b"readonly", escape(str(exc)))
-    uid = 0 if job["uid"] is None else job["uid"]
     mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
           b"size=%dk,nr_inodes=4096,mode=0700,uid=%d,gid=%d" % (job["tmp_kb"], uid, uid))
     if own_proc:
