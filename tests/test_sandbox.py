@@ -219,11 +219,43 @@ def test_the_harness_environment_files_and_processes_are_out_of_sight(monkeypatc
         "import os\nassert 'VH_SANDBOX_SECRET' not in os.environ and 'hunter2' not in str(os.environ)",
         "import os\nassert [p for p in os.listdir('/proc') if p.isdigit()] == ['1']",  # its own pid namespace
         f"import os\nassert not os.path.exists({str(REPO / 'harness')!r})",  # the checkout is hidden
-        "import os\nassert os.getuid() == 65534 and os.getgid() == 65534 and os.getgroups() == []",
+        # a uid of the run's own (RLIMIT_NPROC is per uid): not root, not any account's, no groups
+        "import os\nassert os.getuid() == os.getgid() >= 1 << 20 and os.getgroups() == []",
         fails(f"open('/proc/{os.getpid()}/environ').read()"),
     ]
     result = run_tests(INSIDE, [inside(t) for t in tests])
     assert result.all_passed, result.errors
+
+
+FORK_BOMB = ("import os, time\nfor _ in range(64):\n    try:\n        if os.fork() == 0:\n"
+             "            time.sleep(8)\n            os._exit(0)\n    except OSError:\n        break\n"
+             "time.sleep(8)\n")
+THREADED = ("import threading, time\ntime.sleep(1)  # the fork bomb beside it has used up its limit by now\n"
+            "def total(n):\n    out = [0] * n\n    def work(i):\n        out[i] = i * i\n"
+            "    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]\n"
+            "    for t in threads:\n        t.start()\n    for t in threads:\n        t.join()\n"
+            "    return sum(out)\nresult = total(8)\n")
+
+
+@needs_root
+@pytest.mark.usefixtures("unharmed")
+def test_a_fork_bomb_starves_no_other_program(tmp_path: Path) -> None:
+    """Each run has a uid of its own, so its process limit is its own: a correct threaded program scored beside a
+    program that forks to its limit passes, in the same batch and beside a fork bomb run by another process."""
+    import subprocess
+    import sys
+
+    _, threaded = sandbox.run_many([(FORK_BOMB, ["pass"]), (THREADED, ["assert result == 140"])], workers=2,
+                                   timeout_s=CEILING_S)
+    assert threaded.all_passed, threaded
+    other = subprocess.Popen([sys.executable, "-c", "from harness import sandbox\n"
+                              f"print(sandbox.run_tests({FORK_BOMB!r}, ['pass'], timeout_s=30).status)"],
+                             cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)  # its launcher started and its bomb forked
+        assert run_tests(THREADED, ["assert result == 140"]).all_passed
+    finally:
+        other.communicate(timeout=120)
 
 
 @needs_root

@@ -14,8 +14,10 @@ is isolated (see launcher.py for the order of events):
   datasets, model caches, site-packages, run folders, home or checkout, no path-bound unix sockets. Where that root
   cannot be built it falls back to the host's root read-only with the harness's folders covered, and says so),
   ipc, uts;
-- uid/gid 65534 with no supplementary groups and no_new_privs, so RLIMIT_NPROC binds (root ignores it) and the
-  program can signal nothing outside its namespace; RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
+- a uid/gid of the run's own (random, above 2^20; uid 65534 is checked able to run the interpreter) with no
+  supplementary groups and no_new_privs, so RLIMIT_NPROC binds per run (root ignores it; a shared uid let one
+  program's forks starve a neighbour's threads) and the program can signal nothing outside its namespace;
+  RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
 - an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
   only the program's own time).
 
@@ -64,7 +66,11 @@ from pathlib import Path
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 NAMESPACES = ("mount", "pid", "net", "ipc", "uts")
-SANDBOX_UID = 65534  # "nobody"
+SANDBOX_UID = 65534  # "nobody": the uid that must be able to run the interpreter (checked once, _interpreter)
+# Each run's program gets a uid of its own from this range (none of them in /etc/passwd): RLIMIT_NPROC counts the
+# processes of a uid, so one program's fork bomb exhausts only its own limit, never a neighbour's in the same batch
+# or another run's, and no program can signal another's processes.
+RUN_UIDS = (1 << 20, 1 << 30)
 SETUP_TIMEOUT_S = 60.0  # for a run to isolate itself (and the server to start), before the program's clock starts
 MAX_JOB_BYTES = 64 << 20
 MAX_REPLY_BYTES = 16 << 20  # one value the program returns; a larger one fails its test
@@ -119,6 +125,8 @@ def run_tests(program: str, tests: Sequence[str], *, timeout_s: float = 10.0, me
     program, tests = str(program), [str(t) for t in tests]
     nonce = secrets.token_hex(16).encode()
     interpreter, uid = _interpreter()
+    if uid:  # not root: a uid of this run's own, as able as SANDBOX_UID to run the interpreter (world-executable)
+        uid = RUN_UIDS[0] + secrets.randbelow(RUN_UIDS[1] - RUN_UIDS[0])
     # Two parts: the runner's (the program and its limits), read before the runner is forked, then the judge's (the
     # tests), read after: the tests never enter the memory of the process that runs the program.
     job = {"nonce": nonce, "program": program, "uid": uid, "hide": list(_hidden_paths(interpreter)),
