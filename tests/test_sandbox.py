@@ -258,6 +258,16 @@ def test_a_fork_bomb_starves_no_other_program(tmp_path: Path) -> None:
         other.communicate(timeout=120)
 
 
+@pytest.mark.usefixtures("unharmed")
+def test_a_reply_too_large_for_the_judge_fails_its_test_not_the_run() -> None:
+    """[[]] * 5M is 40 MB in the program and 15 MB on the wire (under the 16 MiB frame cap), but 5M distinct lists,
+    about 320 MB, once the judge reads it: over the judge's own limit, so that test fails and the next one runs."""
+    program = "def big():\n    return [[]] * 5_000_000\ndef small():\n    return [[]] * 3\n"
+    result = run_tests(program, ["assert len(big()) == 5_000_000", "assert small() == [[], [], []]"])
+    assert result.status == "ok" and result.passed == [False, True], result
+    assert result.errors[0].startswith("MemoryError: the value takes more than the judge's")
+
+
 @needs_root
 @pytest.mark.usefixtures("unharmed")
 def test_no_answer_key_is_within_reach(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ is isolated (see launcher.py for the order of events):
   supplementary groups and no_new_privs, so RLIMIT_NPROC binds per run (root ignores it; a shared uid let one
   program's forks starve a neighbour's threads) and the program can signal nothing outside its namespace;
   RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
+- the judge has limits too (its address space 256 MiB above its start, CPU seconds): a reply that would take more
+  to read fails its test, not the judge or the run;
 - an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
   only the program's own time).
 

@@ -149,6 +149,7 @@ def run_job(libc, job_fd: int, channel: int) -> None:
     runner, calls, grace = None, -1, 0.0
     try:
         runner, calls, replies = launch(libc, config, job_fd, channel, send)
+        limit_judge(config)  # after the fork: the runner sets its own
         job = marshal.loads(read_frame(job_fd))
         os.close(job_fd)
         link = Link(calls, replies, config["reply_cap"])
@@ -162,6 +163,22 @@ def run_job(libc, job_fd: int, channel: int) -> None:
         if status is not None:
             quietly(send, b"X", b"%d" % status)
     _exit(0)
+
+
+JUDGE_MEMORY_MB = 256  # the judge's address space above what it holds when it starts: tests, replies, their values
+
+
+def limit_judge(config: dict) -> None:
+    """The judge's own limits: its address space (JUDGE_MEMORY_MB above its size now), CPU seconds (the program's
+    and 10 more) and core files. A reply that would take more memory to read fails its test (Link.receive), and
+    the judge goes on with the next; without a limit the judge, root and uncapped, grew to 760 MiB reading one
+    reply frame under the 16 MiB cap."""
+    with open("/proc/self/statm", "rb") as f:
+        size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    memory = size + (JUDGE_MEMORY_MB << 20)
+    cpu = config["cpu_s"] + 10
+    for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_CORE, 0)):
+        resource.setrlimit(limit, (value, value))
 
 
 def launch(libc, config: dict, job_fd: int, channel: int, send) -> tuple:
@@ -283,6 +300,9 @@ class Link:
             self._fail("")
         try:
             message = self.decode(payload)
+        except MemoryError:  # the judge's own limit (limit_judge): this value fails its test, the run goes on
+            payload = message = None
+            return ["e", "", f"MemoryError: the value takes more than the judge's {JUDGE_MEMORY_MB} MiB to read"]
         except Exception:  # any failure to read it as plain data
             return ["e", "", "TypeError: the reply is not plain data"]
         if _type(message) is list and message and _type(message[0]) is str:
