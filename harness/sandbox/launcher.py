@@ -40,6 +40,7 @@ process kills the runner by the parent-death signal, and with it everything in i
 import _signal  # not `signal`: that one imports enum
 import ast
 import builtins
+import collections
 import contextlib
 import ctypes
 import io
@@ -52,6 +53,8 @@ import resource
 import select
 import socket
 import sys
+from decimal import Decimal
+from fractions import Fraction
 
 CLONE = {"mount": 0x00020000, "uts": 0x04000000, "ipc": 0x08000000, "pid": 0x20000000, "net": 0x40000000}
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -65,6 +68,14 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, SIGKILL = 1, 38, 9
 WARM = ("typing", "re", "collections", "math", "itertools", "functools", "heapq", "bisect", "string", "copy")
 FRAME = b"VH"  # each message between judge and runner: FRAME, 4-byte big-endian length, JSON (ASCII)
 MAX_DEPTH = 100  # nesting of a value sent either way
+MAX_ITEMS = 1 << 20  # items an iterator (a generator, map, zip, ...) is read to before it is called endless
+# defaultdict factories that cross by name (any other arrives as a defaultdict without one)
+FACTORIES = {"list": list, "int": int, "set": set, "dict": dict, "str": str, "float": float, "tuple": tuple}
+# Standard-library modules a program's imported name may stand for in a test (``math``, ``reduce``): the judge uses
+# its own copy, imported here or by name from this list, never a module the program wrote.
+STDLIB = ("math", "cmath", "collections", "itertools", "functools", "heapq", "bisect", "string", "re", "operator",
+          "statistics", "fractions", "decimal", "datetime", "random", "hashlib", "copy", "typing", "array", "json",
+          "numbers", "textwrap", "unicodedata", "calendar")
 # Program exceptions a test may catch by type (``except ValueError``) get that built-in type in the judge; any other
 # (StopIteration above all: it would end a map() or a generator silently) is a ProgramError.
 CATCHABLE = ("ArithmeticError", "AssertionError", "AttributeError", "IndexError", "KeyError", "LookupError",
@@ -321,13 +332,30 @@ class Link:
         except ValueError as exc:
             raise TypeError(f"cannot pass this to the program: {exc}") from None
         reply = self.exchange(payload)
-        if reply[0] == "r" and len(reply) == 2:
+        if reply[0] == "r" and len(reply) == 3 and _type(reply[2]) is list:
+            for where, value in reply[2]:  # what the program did to its copies, done to the test's own objects
+                original = args[where] if _type(where) is int and 0 <= where < len(args) else kwargs.get(where)
+                if original is not None and _type(original) is _type(value) and _type(original) in MUTABLE:
+                    update_in_place(original, value)
             return reply[1]
         raise program_error(reply)
 
     def _fail(self, why: str):
         self.broken = why or "ended"
         raise RunnerGone(why)
+
+
+MUTABLE = (list, dict, set, bytearray, collections.deque, collections.Counter, collections.OrderedDict,
+           collections.defaultdict)
+
+
+def update_in_place(original, value) -> None:
+    """``original`` made equal to ``value`` without a new object, as an in-place change in the program would."""
+    if _type(original) in (list, bytearray):
+        original[:] = value
+    else:  # the dicts, set, deque
+        original.clear()
+        original.update(value) if hasattr(original, "update") else original.extend(value)
 
 
 def program_error(reply: list) -> Exception:
@@ -396,7 +424,11 @@ class Judge:
 
     def define(self, scope: dict, name: str, got) -> None:
         kind = got[0] if _type(got) is list and got else ""
-        if kind == "v" and len(got) == 2:
+        standard = (resolve_standard(got[1], got[2]) if kind == "g" and len(got) == 3
+                    and _type(got[1]) is _str and _type(got[2]) is _str else None)
+        if standard is not None:
+            scope[name] = standard
+        elif kind == "v" and len(got) == 2:
             scope[name] = got[1]
         elif kind == "h" and len(got) == 2 and _type(got[1]) is int:
             scope[name] = self.handles[name] = Handle(got[1], name, self.link)
@@ -679,6 +711,9 @@ class Answer:
             value = eval(_compile(expression, "<test>", "eval"), namespace)  # the program's own name
         except _BaseException as exc:
             return error(exc)
+        stdlib = standard_name(value)
+        if stdlib is not None:  # a module or function of the standard library the program imported
+            return ["g", *stdlib]
         try:
             to_wire(value, None)  # plain data: sent as such
             return ["v", value]
@@ -693,12 +728,41 @@ class Answer:
             result = function(*args, **kwargs)
         except _BaseException as exc:
             return encode(error(exc), None)
-        try:
-            return encode(["r", result], None)
+        try:  # the arguments a function may change in place go back too, so the test sees them changed
+            changed = [[i, a] for i, a in _enumerate(args) if _type(a) in MUTABLE]
+            changed += [[k, a] for k, a in kwargs.items() if _type(a) in MUTABLE]
+            return encode(["r", result, changed], None)
         except ValueError:
             kind = _type(result).__name__ if _type(_type(result).__name__) is _str else "?"
             return encode(["e", "TypeError", f"TypeError: the function returned a {kind}; tests accept built-in values "
                                               "only"], None)
+
+
+def standard_name(value):
+    """(module, attribute or "") when ``value`` is a STDLIB module or one of its module-level functions or classes
+    (``import math``, ``from functools import reduce``), else None. The judge then uses its own copy: whatever the
+    program claims, the test gets the genuine object of that name, as if the program had bound it itself."""
+    kind = _type(value)
+    if kind is _type(sys):
+        name = getattr(value, "__name__", None)
+        return (name, "") if name in STDLIB else None
+    if kind in (_type(len), _type(lambda: 0), type):
+        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        module = {"_functools": "functools", "_heapq": "heapq", "_bisect": "bisect", "_collections": "collections",
+                  "_operator": "operator", "_statistics": "statistics"}.get(module, module)
+        if module in STDLIB and _type(name) is _str and name.isidentifier():
+            return module, name
+    return None
+
+
+def resolve_standard(module: str, name: str):
+    """The judge's own copy of a standard_name, or None (a name the standard module does not have)."""
+    if module not in STDLIB:
+        return None
+    if module not in sys.modules:
+        __import__(module)
+    found = sys.modules[module]
+    return getattr(found, name, None) if name else found
 
 
 def error(exc: BaseException) -> list:
@@ -747,9 +811,12 @@ def _anonymous_file(content: bytes) -> int:
 
 def to_wire(value, handle_type, depth: int = 0):
     """A JSON-able form of a plain value: None, bool, int, float, complex, str, bytes, and lists, tuples, sets,
-    frozensets and dicts of them, nested at most MAX_DEPTH deep. An instance of a subclass of one of these (a
-    Counter, an OrderedDict, a namedtuple, an IntEnum) is sent as its base type's value, read through the base
-    type's own methods. ``handle_type`` (the judge's Handle) may stand for a program object. Anything else:
+    frozensets and dicts of them, nested at most MAX_DEPTH deep; and, as the same kind of object on the other side,
+    bytearray, range, Fraction, Decimal, deque, Counter, OrderedDict, defaultdict (its factory when it is a built-in
+    type), a namedtuple (its name and fields), the dict views, and any iterator (a generator, map, zip, reversed,
+    ...: read to the end, at most MAX_ITEMS items, and an iterator over them again on the other side). An instance of
+    another subclass of a plain type (an IntEnum, a str subclass) is sent as its base type's value, read through the
+    base type's own methods. ``handle_type`` (the judge's Handle) may stand for a program object. Anything else:
     ValueError."""
     kind = _type(value)
     if value is None or kind is bool or kind is str or kind is float:
@@ -760,6 +827,9 @@ def to_wire(value, handle_type, depth: int = 0):
         return {"h": value.ident}
     if depth >= MAX_DEPTH:
         raise ValueError("nested too deeply")
+    special = _special_wire(value, kind, handle_type, depth)
+    if special is not None:
+        return special
     if kind is list:
         return [to_wire(item, handle_type, depth + 1) for item in value]
     if kind is tuple:
@@ -781,6 +851,48 @@ def to_wire(value, handle_type, depth: int = 0):
         if issubclass(kind, base):
             return to_wire(plain(value), handle_type, depth + 1)
     raise ValueError(f"a {kind.__name__ if _type(kind.__name__) is _str else '?'} is not plain data")
+
+
+def _special_wire(value, kind, handle_type, depth: int):
+    """to_wire's tags for the standard kinds that keep their type across the crossing (None: not one of them)."""
+    def wire(items):
+        return [to_wire(item, handle_type, depth + 1) for item in items]
+
+    if kind is bytearray:
+        return {"ba": bytes(value).hex()}
+    if kind is range:
+        return {"rg": [value.start, value.stop, value.step]}
+    if kind is Fraction:
+        return {"fr": wire([value.numerator, value.denominator])}
+    if kind is Decimal:
+        return {"dc": str(value)}
+    if kind is collections.deque:
+        return {"dq": [wire(value), value.maxlen]}
+    if kind is collections.Counter or kind is collections.OrderedDict:
+        return {"ct" if kind is collections.Counter else "od": [wire(pair) for pair in _dict.items(value)]}
+    if kind is collections.defaultdict:
+        factory = value.default_factory
+        name = next((n for n, f in FACTORIES.items() if factory is f), None)
+        return {"dd": [name, [wire(pair) for pair in _dict.items(value)]]}
+    if issubclass(kind, tuple) and _type(getattr(kind, "_fields", None)) is tuple:  # a namedtuple
+        fields = [f for f in kind._fields if _type(f) is _str]
+        return {"nt": [kind.__name__ if _type(kind.__name__) is _str else "T", fields, wire(tuple.__iter__(value))]}
+    if kind is DICT_ITEMS:
+        return {"di": [wire(pair) for pair in value]}
+    if kind is DICT_KEYS or kind is DICT_VALUES:
+        return {"dk" if kind is DICT_KEYS else "dv": wire(value)}
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__") and not issubclass(kind, (str, bytes, list, tuple,
+                                                                                          dict, set, frozenset)):
+        items = []
+        for item in value:  # the program's own iterator, run here in its process (the runner) or the test's
+            if len(items) >= MAX_ITEMS:
+                raise ValueError(f"an iterator of more than {MAX_ITEMS} items")
+            items.append(item)
+        return {"it": wire(items)}
+    return None
+
+
+DICT_KEYS, DICT_VALUES, DICT_ITEMS = _type({}.keys()), _type({}.values()), _type({}.items())
 
 
 def encode(message, handle_type) -> bytes:
@@ -827,6 +939,9 @@ class Decoder:
             raise ValueError("not a tagged value")
         ((tag, data),) = obj.items()
         kind = _type(data)
+        special = self.special(tag, data, kind)
+        if special is not NOT_SPECIAL:
+            return special
         if kind is list:
             if tag == "t":
                 return tuple(data)
@@ -843,6 +958,45 @@ class Decoder:
         elif kind is int and tag == "h" and self.handles is not None:
             return self.handles[data]
         raise ValueError("not a tagged value")
+
+    @staticmethod
+    def special(tag: str, data, kind):
+        """The kinds _special_wire sends, built again (NOT_SPECIAL: another tag). Nothing here runs sent code: a
+        namedtuple's fields must be identifiers (collections.namedtuple checks), a factory is looked up by name."""
+        if tag == "ba" and kind is str:
+            return bytearray.fromhex(data)
+        if tag == "dc" and kind is str and len(data) < 10000:
+            return Decimal(data)
+        if kind is not list:
+            return NOT_SPECIAL
+        if tag == "rg" and len(data) == 3 and all(_type(x) is int for x in data):
+            return range(*data)
+        if tag == "fr" and len(data) == 2 and all(_type(x) is int for x in data):
+            return Fraction(data[0], data[1])
+        if tag == "dq" and len(data) == 2 and _type(data[0]) is list and (data[1] is None or _type(data[1]) is int):
+            return collections.deque(data[0], data[1])
+        pairs = data[-1] if tag == "dd" and len(data) == 2 else data
+        if tag in ("ct", "od", "dd", "di") and all(_type(p) is list and len(p) == 2 for p in pairs):
+            if tag == "ct":
+                return collections.Counter({k: v for k, v in pairs})
+            if tag == "od":
+                return collections.OrderedDict(pairs)
+            if tag == "di":
+                return {k: v for k, v in pairs}.items()
+            return collections.defaultdict(FACTORIES.get(data[0]) if _type(data[0]) is _str else None,
+                                           {k: v for k, v in pairs})
+        if tag == "dk":
+            return dict.fromkeys(data).keys()
+        if tag == "dv":
+            return _dict(_enumerate(data)).values()
+        if tag == "it":
+            return iter(data)
+        if tag == "nt" and len(data) == 3 and _type(data[0]) is _str and _type(data[1]) is list:
+            return collections.namedtuple(data[0], data[1])(*data[2])
+        return NOT_SPECIAL
+
+
+NOT_SPECIAL = object()
 
 
 def write_frame(fd: int, payload: bytes) -> None:
