@@ -25,22 +25,22 @@ is isolated (see launcher.py for the order of events):
 
 Verdicts the program cannot forge. The tests are trusted code (from the dataset) and never run in the program's
 interpreter: each run is a judge process (forked from the launcher, never runs untrusted code) and a runner forked
-from it before it reads the job, so the tests and their expected values never enter the program's memory. The
-judge runs each test with its own real builtins; every name the test uses but does not define (``candidate``,
-bound by ``_vh_program("name")``, or any free name such as ``f`` in ``assert f(1) == 2``) it asks the runner for:
-plain data comes back as a value, a standard-library module or function the program imported (``math``,
-``reduce``) as the judge's own copy of it, anything else (a function) as a handle the test can call. A call sends
-its arguments and gets its result back as plain data (JSON with tags: None, bool, int, float, complex, str, bytes,
-list, tuple, set, frozenset, dict, and as the same kind of object bytearray, range, Fraction, Decimal, deque,
-Counter, OrderedDict, defaultdict, namedtuple, the dict views, and any iterator, read to its end and an iterator
-again; another subclass, an IntEnum say, comes back as its base type's value; anything else, an object with its own
-``__eq__`` included, fails that test). Arguments the program changes in place (a list it sorts, a dict it fills)
-come back with the result and are changed in the test's own objects, as they would be in one interpreter. So the comparison, the expected value
-and the record that reports it are all in the judge: whatever the program does in its own interpreter (frames, gc,
-ctypes, patched builtins or modules, writing on its descriptors, exiting early), it can only choose the values it
-returns, and it never learns what they are compared with. Its process closes the result channel before it runs.
-A test passes only on the judge's record, a run completes only on the sentinel written after the last test (exit
-status 0 counts for nothing), and nothing is read after the deadline.
+from it before it reads the job, so the tests and their expected values never enter the program's memory. The judge
+runs each test with its own real builtins; every name the test uses but does not define (``candidate``, bound by
+``_vh_program("name")``, or any free name such as ``f`` in ``assert f(1) == 2``) it asks the runner for: plain data
+comes back as a value, a standard-library module or function the program imported (``math``, ``reduce``) as the
+judge's own copy of it, anything else (a function) as a handle the test can call. A call sends its arguments and
+gets its result back as plain data (JSON with tags: None, bool, int, float, complex, str, bytes, list, tuple, set,
+frozenset, dict, and as the same kind of object bytearray, range, Fraction, Decimal, deque, Counter, OrderedDict,
+defaultdict, namedtuple, the dict views, and any iterator, read to its end and an iterator again; another subclass,
+an IntEnum say, comes back as its base type's value; anything else, an object with its own ``__eq__`` included,
+fails that test). Arguments the program changes in place (a list it sorts, a dict it fills) come back with the
+result and are changed in the test's own objects, as they would be in one interpreter. So the comparison, the
+expected value and the record that reports it are all in the judge: whatever the program does in its own interpreter
+(frames, gc, ctypes, patched builtins or modules, writing on its descriptors, exiting early), it can only choose the
+values it returns, and it never learns what they are compared with. Its process closes the result channel before it
+runs. A test passes only on the judge's record, a run completes only on the sentinel written after the last test
+(exit status 0 counts for nothing), and nothing is read after the deadline.
 
 What that changes for tests: a test cannot reach into the program's process (``open(...)``, ``os.getuid()`` in a
 test run in the judge, not in the sandbox: put such code in the program); an argument that is not plain data (a
