@@ -83,8 +83,9 @@ class MathTask:
     # bump on any change of data, prompt, extraction or scoring (v2: the "length" component; v3: "correct" counts
     # committed answers only, "lenient_correct" the old last-number reading; v4: the instruction shows the boxed
     # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed"; v5: boxes of
-    # different values are a hedge, unparsed, and earn neither "correct" nor "boxed" nor "lenient_correct")
-    version = "math-v5"
+    # different values are a hedge, unparsed, and earn neither "correct" nor "boxed" nor "lenient_correct"; v6: a box
+    # copying the instruction's word placeholder is no answer: what was committed before it is read)
+    version = "math-v6"
     capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 
     def __init__(
@@ -130,6 +131,7 @@ class MathTask:
         self.instruction = instruction
         # what the instruction's own boxes hold ("result" in \boxed{result}): a copy of it is not an answer
         self._placeholders = {_normalise_box(b) for b in boxed_contents(instruction) if b.strip()}
+        self._word_placeholders = sorted(p for p in self._placeholders if re.fullmatch(r"[a-z_][a-z_0-9]*", p))
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
         # the reference completion works the arithmetic out before the box (`4 + 3 = 7, so the result is
@@ -183,7 +185,9 @@ class MathTask:
         return [{"role": "user", "content": f"{problem.prompt}\n\n{self.instruction}"}]
 
     def score(self, problem: Problem, completion: str) -> Score:
-        reading = read_answer(completion)  # the committed answer; never raises, whatever the string
+        # the committed answer, never raises; a box that copies the instruction's word placeholder (\boxed{result})
+        # is no answer at all, so what the completion committed to before it is read instead
+        reading = read_answer(self._without_placeholder_boxes(completion))
         answer = reading.value
         # the format is a boxed final value: not the instruction's placeholder copied, not the sum written out again
         from_box = (reading.boxed and _normalise_box(answer) not in self._placeholders
@@ -201,6 +205,14 @@ class MathTask:
             extracted=answer,
             unparsed=answer is None,
         )
+
+    def _without_placeholder_boxes(self, completion: str) -> str:
+        """``completion`` with every box removed whose contents copy a word placeholder of the instruction
+        ("result"); a placeholder that is a value (an instruction's example \boxed{5}) is left: it may be right."""
+        for placeholder in self._word_placeholders:
+            completion = re.sub(r"\\(?:boxed|fbox)\s*\{\s*\$?\s*" + re.escape(placeholder) + r"\s*\$?\s*\}", "",
+                                completion, flags=re.IGNORECASE)
+        return completion
 
     def _length(self, completion: str) -> float:
         """1 up to length_target characters, falling linearly to 0 at length_cap (formula in the module doc)."""

@@ -153,7 +153,7 @@ def test_reward_vector_order_and_components() -> None:
                                                           "lenient_correct": 0.0}
     # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
-    assert task.version == "math-v5"
+    assert task.version == "math-v6"
 
 
 @pytest.mark.parametrize(
@@ -184,6 +184,11 @@ def test_a_box_that_copies_the_instructions_placeholder_earns_no_format_reward()
     # Nor is the problem's sum boxed again, however the completion goes on; a boxed equation's value is a value.
     assert task.score(problem, "To calculate \\boxed{23 + 5}, we add.").rewards["boxed"] == 0.0
     assert task.score(problem, "\\boxed{23 + 5 = 28}").rewards["boxed"] == 1.0
+    # The placeholder box is no answer: a value committed before it is read (the default model wrote such copies
+    # after a right value in 6 of 48 answers, which scored correct 0), and with nothing before it nothing is.
+    after = task.score(problem, "23 + 5 = 28. So the answer is \\boxed{result}.")
+    assert (after.extracted, after.rewards["correct"], after.rewards["boxed"]) == ("28", 1.0, 0.0)
+    assert task.score(problem, "\\boxed{result}").extracted is None
     shown = MathTask(instruction="Answer as in 2 + 3 = \\boxed{5}.")
     assert shown.score(problem, "\\boxed{5}").rewards["boxed"] == 0.0
     assert shown.score(problem, "\\boxed{28}").rewards["boxed"] == 1.0
