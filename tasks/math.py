@@ -84,7 +84,8 @@ class MathTask:
     # committed answers only, "lenient_correct" the old last-number reading; v4: the instruction shows the boxed
     # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed"; v5: boxes of
     # different values are a hedge, unparsed, and earn neither "correct" nor "boxed" nor "lenient_correct"; v6: a box
-    # copying the instruction's word placeholder is no answer: what was committed before it is read)
+    # copying the instruction's word placeholder is no answer: what was committed before it is read; markdown
+    # emphasis and quotes around a committed value are read through)
     version = "math-v6"
     capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 

@@ -159,6 +159,8 @@ def clean_answer(candidate: str) -> str:
         if s.startswith(left) and s.endswith(right):
             s = s[len(left) : -len(right)]
     s = s.strip().strip("*$ \t").rstrip(".").strip().strip("*$ \t")
+    if len(s) > 1 and s[0] + s[-1] in ('""', "''", "\u201c\u201d", "\u2018\u2019", "``"):  # a quoted value: "25"
+        s = s[1:-1].strip()
     unit = _NUMBER_WITH_UNIT.fullmatch(s)
     if unit:  # "7 apples", "12 cm", "35%" -> the number
         s = unit.group(1)
@@ -353,6 +355,7 @@ def read_answer(text: str) -> Reading:
         if len({_normalise(box) for box in boxes}) > 1:
             return HEDGED  # several different boxed values commit to none of them
         return Reading(boxes[-1][:MAX_ANSWER_CHARS], "boxed")
+    text = text.replace("**", "").replace("__", "")  # markdown emphasis: "**Final answer: 7**" is "Final answer: 7"
     candidates = [(at, value, "phrase") for at, value in _phrases(text)]
     for rule, form in ((_statement, "statement"), (_final_line, "line")):
         found = rule(text)

@@ -57,6 +57,11 @@ def _problem(answer: str, prompt: str = "Calculate 23 + 5.") -> Problem:
         ("28 is the final answer.", "28", False),
         ("Let me compute.\n\n28", "28", False),  # a final line that is a value alone
         ("The answer is 27. Wait, 23 + 5 = 28, so the answer is 28.", "28", False),  # the last commitment wins
+        ("**Final answer: 7**", "7", False),  # markdown emphasis around the phrase
+        ("Final Answer: **42**", "42", False),  # or around the value
+        ('The answer is "25".', "25", False),  # a quoted value
+        ("The total is 1,234.", "1234", False),  # thousands separators
+        ("So the answer is 12. Let me know if you have questions!", "12", False),  # a closing remark after it
     ],
 )
 def test_extract_answer_on_chat_model_habits(completion: str, answer: str, from_box: bool) -> None:
