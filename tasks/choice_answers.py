@@ -220,6 +220,9 @@ def _committed(text: str, options: Sequence[str]) -> list[tuple[int, Choice]]:
     return sorted(found, key=lambda item: item[0])
 
 
+_MARKER_IN_LINE = re.compile(r"(?:^|\s)\(?([A-Ja-j])[).:]\s")  # option markers along one line: an enumeration
+
+
 def _on_a_line(text: str, options: Sequence[str]) -> Choice:
     valid = option_letters(len(options))
     alone = [(m.group(1) or m.group(2)).upper() for m in _ALONE_LINE.finditer(text)]
@@ -234,6 +237,8 @@ def _on_a_line(text: str, options: Sequence[str]) -> Choice:
     if first is None or not openings:
         return NO_CHOICE
     letter, separator, rest = first.group(1), first.group(2), first.group(3) or ""
+    if len({m.group(1).upper() for m in _MARKER_IN_LINE.finditer(first_line)}) >= 3:  # "A) x B) y C) z": the list
+        return NO_CHOICE
     if letter.islower():  # "b) text"; "c. text" only with the option's own text after it
         index = LETTERS.index(letter.upper())
         own = index < len(options) and _option_at(rest, 0, [""] * index + [options[index]]) is not None

@@ -109,6 +109,7 @@ def test_extraction_on_chat_model_habits(completion: str, letter: str, form: str
         "Option A is wrong. The answer is not A.",
         "The correct answer would be:\nA. mitosis\nB. photosynthesis\nC. respiration",  # the phrase, then the list
         "A)\nB)\nC)\nD)",  # an echoed list of empty letters
+        "A) mitosis B) photosynthesis C) respiration",  # the options enumerated on one line: not a choice of A
         "The answer is (X).",  # the instruction's placeholder
         "The answer is (i) and (iii).",  # roman numerals, not the letter I
         "Option 11 is correct.",  # an option number beyond the ten options
@@ -189,7 +190,7 @@ def test_reward_vector() -> None:
     assert task.score(_problem(), "The answer is (B). Hmm, the answer is C.").rewards["format"] == 0.0
     assert task.reward_weights == {"correct": 1.0, "format": 0.25}
     assert task.capabilities.max_new_tokens == 256
-    assert task.version == "mmlu-pro-v2"
+    assert task.version == "mmlu-pro-v3"
     # No option chosen: unparsed, not wrong, and no reward at all.
     none = task.score(_problem(), "None of the options is correct.")
     assert none.unparsed and none.extracted is None and none.rewards == {"correct": 0.0, "format": 0.0, "length": 0.0}
