@@ -34,6 +34,7 @@ from harness.runner.distributed import current as current_parallel
 from harness.threads import phase_threads
 from harness.trainers.advantages import WEIGHTINGS
 from harness.trainers.collapse_watch import CollapseWatch
+from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
 from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
 from harness.trainers.policy_gradient import (
@@ -126,6 +127,8 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
                      "answers_per_rollout", "draws", "num_iterations"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
+        check_lr("grpo", self.lr)
+        check_lr("grpo", self.warmup_lr, "warmup_lr")
         if not (self.lr > 0 and self.temperature > 0 and 0 < self.top_p <= 1 and self.max_grad_norm > 0
                 and min(self.weight_decay, self.eps_low, self.eps_high, self.beta) >= 0):
             raise ValueError(f"grpo: need lr, temperature and max_grad_norm > 0, 0 < top_p <= 1 and weight_decay, "
@@ -466,8 +469,10 @@ class GRPOTrainer:
             totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
         with phase_threads("update"), self.timer("optimizer"):
             grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
+            check_update(self.name, totals["loss"], grad_norm)  # a NaN never reaches the weights
             fault_point("optimizer_step")
             optimizer.step()
+            check_weights(self.name, model.parameters())
         model.eval()
         return {**totals, "grad_norm": float(grad_norm), "lr": optimizer.param_groups[0]["lr"]}
 

@@ -36,6 +36,7 @@ from harness.engine.transformers_engine import TransformersEngine
 from harness.failures import PluginFailed
 from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.plugins.options import make_config
+from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 from harness.trainers.post_training import autocast_to
 from harness.types import (
@@ -84,8 +85,7 @@ class SFTConfig:
                      "answers_per_rollout"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"sft: {name} must be >= 1, got {getattr(self, name)!r}")
-        if not self.lr > 0:
-            raise ValueError(f"sft: lr must be > 0, got {self.lr!r}")
+        check_lr("sft", self.lr)
         if self.select not in ("successes", "sampled"):
             raise ValueError(f"sft: select must be successes or sampled, got {self.select!r}")
         if self.targets == "teacher" and not self.teacher:
@@ -163,7 +163,9 @@ class SFTTrainer:
             loss.backward()
             total += loss.item()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        check_update("sft", total, grad_norm)  # a NaN never reaches the weights
         optimizer.step()
+        check_weights("sft", model.parameters())
         model.eval()
         return {"loss": total, "tokens": tokens, "grad_norm": float(grad_norm), "lr": cfg.lr}
 
