@@ -606,3 +606,18 @@ def test_when_nothing_scored_no_candidate_is_called_the_best(tmp_path):
     text = example_samples(tmp_path / "samples.jsonl", "after")
     assert "no candidate scored above 0 (of 2); one of them:" in text
     assert "e.g.  p:" in text and "best" not in text and "worst" not in text
+
+
+def test_a_task_name_like_a_path_writes_nothing_outside_out(tmp_path):
+    """A shared runs folder holds a run whose task is named "../../../X" (or an absolute path): the report's plot
+    files derived from it stay inside --out, under a sanitised name."""
+    runs = tmp_path / "shared" / "runs"
+    for name, task in (("traversal", "../../../escaped"), ("absolute", str(tmp_path / "absolute-escape"))):
+        _trained_run(runs, name, "grpo", 0, {"before": {"a": NONE}, "after": {"a": ALL}},
+                     manifest={"task": {"name": task, "eval_problems": 1}, "config": {"task": task}})
+    before = {p for p in tmp_path.rglob("*")}
+    out = tmp_path / "shared" / "report"
+    build_report([runs], out, echo=lambda _: None)
+    written = {p for p in tmp_path.rglob("*")} - before
+    assert written and all(p == out or out in p.parents for p in written), sorted(map(str, written))
+    assert not list(tmp_path.rglob("escaped*")) and not (tmp_path / "absolute-escape-pass-at-k.png").exists()

@@ -3,7 +3,9 @@ file name, or None when the runs hold nothing to draw."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -101,7 +103,20 @@ def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]
     return out
 
 
+def safe_file_name(name: str, limit: int = 120) -> str:
+    """``name`` as one file name inside the plots folder, whatever run data it was built from: no separators, no
+    "..", no leading dot, only letters, digits and "._-+@=", at most ``limit`` characters (a task named
+    "../../../X" or "/etc/x" in a shared runs folder must not put a plot outside --out)."""
+    stem, dot, suffix = name.rpartition(".")
+    clean = re.sub(r"[^A-Za-z0-9._+@=-]+", "_", stem if dot else name).replace("..", "_").lstrip(".-") or "plot"
+    suffix = re.sub(r"[^A-Za-z0-9]", "", suffix)[:8] if dot else ""
+    if clean != (stem if dot else name) or len(clean) > limit - 20:  # changed: two names must not meet in one file
+        clean = clean[: limit - 30] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return clean + (f".{suffix}" if suffix else "")
+
+
 def _save(fig, folder: Path, name: str) -> str:
+    name = safe_file_name(name)
     folder.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     png = io.BytesIO()
