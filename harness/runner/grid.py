@@ -54,7 +54,7 @@ def expand(base: RunConfig, axes: dict[str, list[Any]]) -> list[RunConfig]:
     for axis in LIST_FIELDS:
         values = axes.get(axis) or [getattr(base, axis)]
         if axis == "seed":
-            values = [_int(v, "seed") for v in values]
+            values = [_seed(v) for v in values]
         cells = [replace(cell, **{axis: value}) for cell in cells for value in values]
     return [replace(cell, name=cell_name(cell)) for cell in cells]
 
@@ -377,6 +377,18 @@ def _trainer_options_used(cells: list[RunConfig]) -> list[RunConfig]:
         raise ValueError(f"--set trainer.{given[0]}: this run trains nothing (--trainer none), so no trainer reads "
                          "it; drop the trainer options")
     return cells
+
+
+MAX_SEED = (1 << 32) - 1  # numpy's and most samplers' range; SQLite's integers end at 2^63 - 1
+
+
+def _seed(value: Any) -> int:
+    """A seed in [0, 2^32 - 1]: a larger one was accepted, then made `harness index`, `report` and `--resume` of its
+    folder crash (OverflowError) where the index stores it."""
+    seed = _int(value, "seed")
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed should be in [0, {MAX_SEED}], got {seed}")
+    return seed
 
 
 def _int(value: Any, what: str) -> int:
