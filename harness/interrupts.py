@@ -4,8 +4,10 @@ stderr), where Python's default would end the process on the spot with no messag
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 
 
 def terminate_as_interrupt() -> None:
@@ -17,3 +19,28 @@ def terminate_as_interrupt() -> None:
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """^C and SIGTERM wait until the block is done, then interrupt as usual; a second signal interrupts at once.
+    For writes a signal must not cut: torch.save interrupted mid-file raised a RuntimeError from its C++ writer
+    ("unexpected pos"), and the run ended "failed" as a plugin failure instead of "interrupted", exit 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        if pending:  # the second: the user means it
+            _raise_interrupt(signum, frame)
+        pending.append(signum)
+
+    saved = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    if pending:
+        _raise_interrupt(pending[0], None)

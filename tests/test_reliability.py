@@ -294,6 +294,27 @@ def test_sigterm_ends_a_run_like_an_interrupt(tmp_path):
     assert json.loads((folder / "manifest.json").read_text())["status"] == "interrupted"
 
 
+def test_sigterm_during_a_checkpoint_write_is_an_interrupt_after_the_write(tmp_path, baseline):
+    """Before: a SIGTERM that landed inside torch.save ended the run "failed" as a plugin failure (RuntimeError
+    "unexpected pos" from the C++ writer), exit 2. Now a signal during the write waits for it: the checkpoint is
+    published whole, then the run ends "interrupted", exit 130, and resumes to the uninterrupted run's results."""
+    pause = tmp_path / "paused"
+    process = _start([*RUN, "--out", str(tmp_path / "runs")], HARNESS_PAUSE=f"checkpoint:2:{pause}")
+    try:
+        _held(process, pause)  # inside the second checkpoint's write: files written, not yet published
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+    finally:
+        pause.unlink(missing_ok=True)
+    code, err = _finish(process)
+    assert code == 130 and "interrupted" in _lines(err)[-1], err[-2000:]
+    folder = only_run(tmp_path / "runs")
+    assert json.loads((folder / "manifest.json").read_text())["status"] == "interrupted"
+    assert json.loads((folder / "checkpoint" / "state.json").read_text())["step"] == 1  # the write finished
+    assert _harness(["run", "--resume", str(folder)]).returncode == 0
+    assert _outcome(folder) == baseline[1]
+
+
 def test_resume_keeps_the_recorded_threads(killed, tmp_path):
     """Before: `--resume RUN --threads 2` of a run made with 1 thread was accepted, changed the results and
     overwrote the recorded count."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults import fault_point
+from harness.interrupts import deferred_interrupts
 from harness.store.reading import read_json
 from harness.store.run_folder import write_json_atomic
 
@@ -81,6 +82,11 @@ class Checkpointer:
     def save(self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store,
              reference=None) -> None:
         """``optimizer_state``: the optimizer's ``state_dict()``, gathered whole in a sharded run."""
+        with deferred_interrupts():  # a signal mid-write ends the run "interrupted" after it, not as a failure
+            self._save(step, model, optimizer_state, trainer_state, store, reference)
+
+    def _save(self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store,
+              reference=None) -> None:
         import torch  # here, not at the top: `harness run` refuses bad names before torch loads
 
         tmp = self.run_dir / f".{NAME}.tmp"
