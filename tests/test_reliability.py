@@ -160,8 +160,19 @@ def _damage_checkpoint_weights_cut(folder: Path) -> str:
     return "the checkpoint's model.pt has 1000 bytes"
 
 
+def _damage_checkpoint_weights_flipped(folder: Path) -> str:
+    """4,096 bytes inverted inside model.pt, its size unchanged: resumed silently before, into NaN gradients."""
+    path = folder / "checkpoint" / "model.pt"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = bytes(b ^ 0xFF for b in data[middle:middle + 4096])
+    path.write_bytes(bytes(data))
+    return "the checkpoint's model.pt is not the file it wrote"
+
+
 @pytest.mark.parametrize("damage", [_damage_samples_cut_short, _damage_steps_deleted, _damage_samples_line_broken,
-                                    _damage_checkpoint_weights_cut], ids=lambda f: f.__name__[len("_damage_"):])
+                                    _damage_checkpoint_weights_cut, _damage_checkpoint_weights_flipped],
+                         ids=lambda f: f.__name__[len("_damage_"):])
 def test_resume_refuses_a_folder_that_no_longer_matches_its_checkpoint(killed, tmp_path, damage):
     """Before: samples.jsonl cut shorter than the checkpoint recorded was cut back further and the run marked
     complete with 54 of 96 training samples; steps.jsonl deleted gave a complete run with 3 of 6 step lines. Now:

@@ -11,7 +11,8 @@ Written to ``.checkpoint.tmp/`` and published by renames, so there is always one
 the swap leaves the previous one, a crash between the two renames leaves it as ``.checkpoint.old/``, which ``load``
 falls back to. Only the latest checkpoint is kept, and none once the run is complete. A save that fails (a full
 disk) removes its ``.checkpoint.tmp/`` and raises an OSError naming the file; the previous checkpoint stays.
-state.json records each file's size, so a resume can refuse a checkpoint whose files were cut or lost.
+state.json records each file's size and SHA-256, so a resume refuses, before the model loads, a checkpoint whose files
+were cut, lost or changed (bytes flipped in model.pt once resumed silently into NaN gradients).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from harness.faults import fault_point
 from harness.interrupts import deferred_interrupts
+from harness.provenance import file_sha256
 from harness.store.reading import read_json
 from harness.store.run_folder import write_json_atomic
 
@@ -78,6 +80,10 @@ class Checkpointer:
             if size is not None and path.stat().st_size != size:
                 raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} has "
                                  f"{path.stat().st_size} bytes, not the {size} it recorded ({path})")
+            digest = state.get("sha256", {}).get(name)
+            if digest is not None and file_sha256(path) != digest:  # same size, other bytes: flipped or replaced
+                raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} is not the file it wrote "
+                                 f"(its SHA-256 differs from the one recorded; {path})")
 
     def save(self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store,
              reference=None) -> None:
@@ -100,7 +106,8 @@ class Checkpointer:
                     _save(part, tmp / name)
             write_json_atomic(tmp / "state.json", {
                 "step": step, "torch_rng": torch.get_rng_state().tolist(), "trainer": trainer_state,
-                "store": store.snapshot(), "files": {p.name: p.stat().st_size for p in tmp.glob("*.pt")}})
+                "store": store.snapshot(), "files": {p.name: p.stat().st_size for p in tmp.glob("*.pt")},
+                "sha256": {p.name: file_sha256(p) for p in tmp.glob("*.pt")}})
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)  # a full disk must not keep a partial copy of the weights
             raise
