@@ -88,6 +88,11 @@ def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
     return sorted({int(item) for item in items})
 
 
+# Bounds no real evaluation needs (pass@k papers stop near k = 1024; contexts near 128k tokens), checked before the
+# model loads: samples are kept until scored, so an n of 1e20 grew until the kernel killed the process.
+MAX_N = 100_000
+MAX_NEW_TOKENS = 131_072
+
 class BestOfK:
     """The Searcher protocol: n candidates per problem; pass@k counts the task's primary success, best@k uses the
     scalarised reward (task.reward_weights); both over whole rollouts when a rollout writes M > 1 answers."""
@@ -105,6 +110,9 @@ class BestOfK:
         if self.n < 1 or int(batch_prompts) < 1 or self.m < 1:
             raise ValueError(f"best-of-k needs n, batch_prompts and answers_per_rollout >= 1, got n={n}, "
                              f"batch_prompts={batch_prompts}, answers_per_rollout={answers_per_rollout}")
+        if self.n > MAX_N or not 1 <= int(max_new_tokens) <= MAX_NEW_TOKENS:  # 1e20 grew to 18 GB before the OOM kill
+            raise ValueError(f"best-of-k: n must be at most {MAX_N} and max_new_tokens in 1..{MAX_NEW_TOKENS}, got "
+                             f"n={n}, max_new_tokens={max_new_tokens}")
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
             raise ValueError(f"best-of-k: every k must be in 1..n={self.n}, got k={self.ks}")
         if self.m > 1 and not str(delimiter).strip():

@@ -35,6 +35,7 @@ def _files(tmp: Path, model: str | None = None) -> dict[str, str]:
     (tmp / "types.toml").write_text("steps = 'many'\n")
     (tmp / "unknown.toml").write_text("optimiser = 'adam'\n")
     (tmp / "a-file").write_text("not a folder\n")
+    (tmp / "nested.yaml").write_text("task: [math, [nested]]\n")
     # 526 bytes of YAML that expand to 9^9 strings ("billion laughs")
     levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     levels += [f"{b}: &{b} [{','.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)]
@@ -76,6 +77,10 @@ CASES = [
     ("report of a missing folder", ["report", "{tmp}/nope", "--out", "{tmp}/report"], "does not exist"),
     # refused up front, before the model loads (these once failed after it had loaded, or never)
     ("--out is a file", ["run", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
+    ("--out name too long", ["run", "--out", "{tmp}/" + "a" * 300], "a folder name of 300 bytes is longer than"),
+    ("a nested list in YAML", ["run", "--config", "{tmp}/nested.yaml"], "a list of names holds ['nested']"),
+    ("too many threads", ["run", "--threads", "100000"], "--threads 100000: at most 1024"),
+    ("too many steps", ["run", "--steps", "100000000000000000000000"], "at most 10000000"),
     ("report --out is a file", ["report", "{tmp}", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
     ("truncated safetensors model", ["run", "--model", "{truncated}"], "model.safetensors is truncated"),
     ("learning rate nan", ["run", "--trainer", "grpo", "--set", "trainer.lr=nan"], "lr='nan' is not a finite number"),
@@ -121,6 +126,18 @@ def test_bad_input_is_one_line(what, argv, expected, tmp_path, capsys, tiny_poli
     assert len(err) == 1 and expected.lower() in err[0].lower(), err
     assert not list(tmp_path.glob("runs/*")), "a refused run left a folder behind"
     SEEN.append((what, err[0]))
+
+
+@pytest.mark.parametrize(("option", "expected"), [("searcher.n=100000000000000000000", "n must be at most 100000"),
+                                                  ("searcher.max_new_tokens=1000000000000",
+                                                   "max_new_tokens in 1..131072")])
+def test_searcher_sizes_no_run_needs_are_refused_before_the_model_loads(option, expected, tmp_path, capsys,
+                                                                        no_model_load):
+    """n = 1e20 grew to 18 GB before the kernel killed the process; max_new_tokens = 1e12 failed after the load."""
+    assert main(["run", "--model", "tiny-random", "--trainer", "none", "--set", option, "--out",
+                 str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
 
 
 def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, capsys, tiny_policy_spec):

@@ -8,6 +8,11 @@ from typing import Any
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+# Bounds no real run needs to pass, checked before anything starts (a typo of 1e23 steps ran until killed).
+MAX_THREADS = 1024
+MAX_STEPS = 10_000_000
+
+
 @dataclass
 class RunConfig:
     task: str = "math"
@@ -61,6 +66,10 @@ class RunConfig:
         for name in ("batch_size", "steps", "limit", "train_limit", "threads"):
             if getattr(self, name) is not None:
                 setattr(self, name, positive_int(getattr(self, name), f"--{name.replace('_', '-')}"))
+        if self.threads is not None and self.threads > MAX_THREADS:  # 100000 segfaulted in torch's thread pool
+            raise ValueError(f"--threads {self.threads}: at most {MAX_THREADS}")
+        if self.steps is not None and self.steps > MAX_STEPS:  # 1e23 ran until killed
+            raise ValueError(f"--steps {self.steps}: at most {MAX_STEPS}")
         self.checkpoint_every = checkpoint_interval(self.checkpoint_every)
         if self.rollout_dtype not in ("", "auto", *DTYPES):
             raise ValueError(f"unknown rollout dtype {self.rollout_dtype!r}; choose one of auto, {', '.join(DTYPES)}")

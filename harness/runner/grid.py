@@ -43,6 +43,8 @@ def split_names(value: Any) -> list[Any]:
         item = item.strip() if isinstance(item, str) else item
         if item in ("", None):
             raise ValueError(f"empty name in the list {value!r}")
+        if isinstance(item, (list, tuple, dict, set)):  # YAML's `task: [math, [nested]]`
+            raise ValueError(f"a list of names holds {item!r}: a name (or a number, for seeds) was expected")
         if item not in out:
             out.append(item)
     return out

@@ -95,6 +95,10 @@ def check_writable_folder(path: Path | str, what: str) -> Path:
     ``what`` (e.g. "--out"), said before anything expensive starts. Nothing is created: a run refused later (its
     model not found) leaves no empty folder."""
     path = Path(path)
+    too_long = next((part for part in path.parts if len(os.fsencode(part)) > 255), None)
+    if too_long is not None:  # the file system's limit (NAME_MAX): every write under it would fail
+        raise ValueError(f"{what}: a folder name of {len(os.fsencode(too_long))} bytes is longer than the 255 a "
+                         f"file system allows ({too_long[:40]}...)")
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
