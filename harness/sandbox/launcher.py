@@ -32,9 +32,9 @@ sandbox itself failed).
 
 The runner: unshare the namespaces (as root; the pid namespace by the judge, for its child); pivot into a root that
 holds only what the program needs, read-only, with a private size-capped /tmp that becomes the working directory
-(isolate_files); set the rlimits; drop to the sandbox
-uid; arm the parent-death signal; close the channel; run the program; serve the judge. Killing the run's first
-process kills the runner by the parent-death signal, and with it everything in its pid namespace.
+(isolate_files); set the rlimits; drop to the run's own uid (no groups); arm the parent-death signal; close the
+channel; run the program; serve the judge. Killing the run's first process kills the runner by the parent-death
+signal, and with it everything in its pid namespace.
 """
 
 import _signal  # not `signal`: that one imports enum
@@ -312,7 +312,7 @@ class Link:
         try:
             message = self.decode(payload)
         except MemoryError:  # the judge's own limit (limit_judge): this value fails its test, the run goes on
-            payload = message = None
+            payload = None  # let the frame go before anything else is read
             return ["e", "", f"MemoryError: the value takes more than the judge's {JUDGE_MEMORY_MB} MiB to read"]
         except Exception:  # any failure to read it as plain data
             return ["e", "", "TypeError: the reply is not plain data"]
@@ -353,9 +353,12 @@ def update_in_place(original, value) -> None:
     """``original`` made equal to ``value`` without a new object, as an in-place change in the program would."""
     if _type(original) in (list, bytearray):
         original[:] = value
-    else:  # the dicts, set, deque
-        original.clear()
-        original.update(value) if hasattr(original, "update") else original.extend(value)
+        return
+    original.clear()  # the dicts, set, deque
+    if _type(original) is collections.deque:
+        original.extend(value)
+    else:
+        original.update(value)
 
 
 def program_error(reply: list) -> Exception:
