@@ -621,3 +621,15 @@ def test_a_task_name_like_a_path_writes_nothing_outside_out(tmp_path):
     written = {p for p in tmp_path.rglob("*")} - before
     assert written and all(p == out or out in p.parents for p in written), sorted(map(str, written))
     assert not list(tmp_path.rglob("escaped*")) and not (tmp_path / "absolute-escape-pass-at-k.png").exists()
+
+
+def test_report_md_escapes_markup_from_run_data(tmp_path):
+    """report.md carried a run's raw `<script>` text (here in a warning and an arm name); now it is escaped, as
+    the HTML page escapes it, and a table cell cannot be split by a `|`."""
+    runs = tmp_path / "runs"
+    _trained_run(runs, "hostile", "grpo", 0, {"before": {"a": NONE}, "after": {"a": ALL}},
+                 manifest={"warnings": ["<script>alert(1)</script> | broken"], "config": {"arm": "x<b>|y"}})
+    build_report([runs], tmp_path / "report", echo=lambda _: None)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; \\| broken" in md
+    assert "<b>" not in md

@@ -5,6 +5,7 @@ HTML page (index.html, plots under plots/), a Markdown page for a README (report
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 from pathlib import Path
@@ -270,11 +271,11 @@ def markdown(context: dict[str, Any]) -> str:
         method = f"{row.arm} ({row.trainer})" if row.arm else row.trainer
         cells = [row.task, method, row.searcher, row.model, str(row.seed), row.phase,
                  *(fmt_ci(row.headline.get(c)) for c in columns)]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_md_row(cells))
     if context["notes"]:
-        lines += ["", *(f"- {r.label} s{r.seed}: {note}" for r, note in context["notes"])]
+        lines += ["", *(f"- {_md(r.label)} s{r.seed}: {_md(note)}" for r, note in context["notes"])]
     if context["warnings"]:
-        lines += ["", "## Warnings", "", *(f"- `{run}`: {line}" for run, line in context["warnings"])]
+        lines += ["", "## Warnings", "", *(f"- {_code(run)}: {_md(line)}" for run, line in context["warnings"])]
     lines += _markdown_comparisons(context)
     for task, kind, name in context["at_k"]:
         lines += ["", f"![{task} {kind}@k](plots/{name})"]
@@ -286,9 +287,9 @@ def markdown(context: dict[str, Any]) -> str:
                   "|" + "---|" * (2 + len(other))]
         for row in context["rows"]:
             cells = [row.run, row.phase, *(fmt_number(row.other.get(n), n in context["whole"]) for n in other)]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(_md_row(cells))
     if context["skipped"]:
-        lines += ["", "## Skipped", "", *(f"- `{folder}`: {why}" for folder, why in context["skipped"])]
+        lines += ["", "## Skipped", "", *(f"- {_code(folder)}: {_md(why)}" for folder, why in context["skipped"])]
     return "\n".join(lines) + "\n"
 
 
@@ -306,7 +307,7 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
         for d in diffs:
             cells = [d.task, d.model, d.searcher, str(d.seed), f"{d.a} - {d.b}", str(d.problems),
                      *(fmt_diff_ci(d.metrics.get(c)) for c in columns), d.note]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(_md_row(cells))
     groups = context["seeds"] + context["seed_differences"]
     if groups:
         names = compare.headline_names(groups)
@@ -323,16 +324,31 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
                      *(f"{show(g.metrics[c])} {_problems_only(show, g.problem_level.get(c))}"
                        f"(seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})" if c in g.metrics
                        else "-" for c in names)]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(_md_row(cells))
     if context["solved_only"]:
         lines += ["", "## Solved only by", ""]
         for t in context["solved_only"]:
             lines += [f"{t.task}, {t.model}: {t.compared} problems evaluated by every method ({t.left_out} left out), "
                       f"{t.by_all} solved by all, {t.by_none} by none.", "",
                       "| method | solved only by it | problems |", "|---|---|---|"]
-            lines += [f"| {m} | {len(ids)} | {_ids(ids, context['show_ids'])} |" for m, ids in t.only.items()]
+            lines += [_md_row([m, len(ids), _ids(ids, context["show_ids"])]) for m, ids in t.only.items()]
             lines.append("")
     return lines
+
+
+def _md(text: Any) -> str:
+    """Run data as Markdown text: markup escaped as the HTML page escapes it (a sample's `<script>` stays text), on
+    one line, and a table cell's separator escaped."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+
+
+def _code(text: Any) -> str:
+    """A folder or run name as a Markdown code span (where markup is shown, not run), on one line."""
+    return "`" + " ".join(str(text).split()).replace("`", "'") + "`"
+
+
+def _md_row(cells: list[Any]) -> str:
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 
 def _ids(ids: list[str], show: int) -> str:
