@@ -150,7 +150,7 @@ def test_the_report_shows_each_run_s_warnings(tmp_path):
     assert "<li><code>warned</code>: a &lt;b&gt; &amp; c</li>" in below  # escaped like everything else
     assert "2 warning(s) from the runs" in page and f"<li>warning: {stopped}</li>" in page  # and in its section
     md = (tmp_path / "report" / "report.md").read_text()
-    assert f"## Warnings\n\n- `warned`: {stopped}\n- `warned`: a <b> & c\n" in md
+    assert f"## Warnings\n\n- `warned`: {stopped}\n- `warned`: a &lt;b&gt; &amp; c\n" in md  # escaped, as the page
     exported = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
     assert exported["warnings"] == [{"run": "warned", "warning": stopped}, {"run": "warned", "warning": "a <b> & c"}]
 
