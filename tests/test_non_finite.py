@@ -4,7 +4,6 @@ update, weights unchanged; an absurd learning rate is refused before the model l
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -58,11 +57,10 @@ def test_an_absurd_learning_rate_is_refused_before_the_model_loads(option, tmp_p
     assert not any(tmp_path.iterdir())  # nothing started
 
 
-def test_the_learning_rate_bound_leaves_real_rates_alone(tmp_path) -> None:
+def test_the_learning_rate_bound_leaves_real_rates_alone() -> None:
     from harness.trainers.grpo import GRPOConfig
     from harness.trainers.sft import SFTConfig
 
     for lr in (1e-6, 5e-5, 3e-2, 1.0):
         GRPOConfig(lr=lr)
-        SFTConfig(lr=lr)
-    assert json.dumps(MAX_LR) == "1.0"
+        SFTConfig(lr=lr)  # each rate up to MAX_LR builds

@@ -78,7 +78,7 @@ class FormatWarmupOptions:
     # which of its samples make the targets: "successes" first (rejection sampling), or "sampled" order (format only)
     warmup_selection: str = "successes"
 
-    def check_warmup(self, name: str, answers_per_rollout: int) -> None:
+    def check_warmup(self, name: str) -> None:
         if not 0.0 <= self.warmup_target_rate <= 1.0:
             raise ValueError(f"{name}: warmup_target_rate must be in [0, 1], got {self.warmup_target_rate!r}")
         for option in ("warmup_check_every", "warmup_problems", "warmup_check_problems", "warmup_batch_size"):

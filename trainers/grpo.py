@@ -139,7 +139,7 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
         if self.trade_off_weights not in WEIGHTINGS:
             raise ValueError(f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got "
                              f"{self.trade_off_weights!r}")
-        self.check_warmup("grpo", self.answers_per_rollout)
+        self.check_warmup("grpo")
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
 
