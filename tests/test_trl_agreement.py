@@ -34,6 +34,8 @@ PAIRS = {
     "dr_grpo": ({"loss_norm": "constant", "advantage": "dr_grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
     "grpo+kl": ({"loss_norm": "sequence", "advantage": "grpo", "beta": 0.04},
                 {"loss_type": "grpo", "scale_rewards": "group", "beta": 0.04, "use_bias_correction_kl": False}),
+    "gspo": ({"loss_norm": "sequence", "advantage": "grpo", "importance_sampling_level": "sequence"},
+             {"loss_type": "grpo", "scale_rewards": "group", "importance_sampling_level": "sequence"}),
 }
 
 

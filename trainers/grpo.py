@@ -36,7 +36,14 @@ from harness.trainers.advantages import WEIGHTINGS
 from harness.trainers.collapse_watch import CollapseWatch
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
-from harness.trainers.losses import LOSS_NORMS, clipped_surrogate, k3_kl, normalise
+from harness.trainers.losses import (
+    IMPORTANCE_LEVELS,
+    LOSS_NORMS,
+    clipped_surrogate,
+    k3_kl,
+    log_importance_ratio,
+    normalise,
+)
 from harness.trainers.policy_gradient import (
     ScoredRollouts,
     cycle_problems,
@@ -94,6 +101,9 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     eps_high: float = 0.2  # ratio clip above 1 (DAPO's clip-higher uses 0.28)
     beta: float = 0.0  # k3 KL coefficient to the frozen initial policy; 0 skips the reference model entirely
     loss_norm: str = "sequence"  # "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO)
+    # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
+    # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
+    importance_sampling_level: str = "token"
     advantage: str = "grpo"  # a registered advantage estimator
     answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
     delimiter: str = DELIMITER
@@ -119,6 +129,9 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
         if self.loss_norm not in LOSS_NORMS:
             raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {', '.join(LOSS_NORMS)}")
         self.check_post_training("grpo")
+        if self.importance_sampling_level not in IMPORTANCE_LEVELS:
+            raise ValueError(f"grpo: importance_sampling_level must be one of {', '.join(IMPORTANCE_LEVELS)}, got "
+                             f"{self.importance_sampling_level!r}")
         if self.old_logprobs not in OLD_LOGPROBS:
             raise ValueError(f"grpo: old_logprobs must be one of {', '.join(OLD_LOGPROBS)}, got {self.old_logprobs!r}")
         if not self.tis_cap > 0:
@@ -487,7 +500,8 @@ class GRPOTrainer:
         width = int(batch["prompt_width"])
         with autocast(cfg, device):  # log-probs come out in float32 whatever the forward's precision
             logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
-        per_token, clipped = clipped_surrogate(logp, batch["old_logp"], adv, cfg.eps_low, cfg.eps_high)
+        level = cfg.importance_sampling_level
+        per_token, clipped = clipped_surrogate(logp, batch["old_logp"], adv, cfg.eps_low, cfg.eps_high, mask, level)
         if tis_weights is not None:  # the policy-gradient term only, as TRL and verl do; the KL term is exact
             per_token = per_token * pad_weights(tis_weights, per_token.shape[1]).to(device)
         kl = torch.zeros_like(per_token)
@@ -506,7 +520,9 @@ class GRPOTrainer:
         current_parallel().backward(loss)
         return {"loss": loss.item(), "kl": float(reduce(kl.detach())),
                 "clip_fraction": float((clipped.float() * mask).sum()) / max(batch_tokens, 1),
-                "ratio_mean": float((torch.exp(logp.detach() - batch["old_logp"]) * mask).sum()) / max(batch_tokens, 1)}
+                # the ratio the clip acted on (under GSPO each token carries its completion's), averaged over tokens
+                "ratio_mean": float((torch.exp(log_importance_ratio(logp.detach(), batch["old_logp"], mask, level))
+                                     * mask).sum()) / max(batch_tokens, 1)}
 
     def describe(self) -> dict:
         return asdict(self.config)

@@ -7,12 +7,34 @@ import torch
 LOSS_NORMS = ("sequence", "token", "constant")
 
 
+IMPORTANCE_LEVELS = ("token", "sequence")
+
+
+def log_importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor | None = None,
+                         level: str = "token") -> torch.Tensor:
+    """log pi/pi_old per token [B, T]. "token" (PPO, GRPO): each token's own. "sequence" (GSPO): one per completion,
+    the mean over its real tokens (``mask``) of log pi - log pi_old, given to each of its tokens, so the clip keeps
+    or drops a completion whole and one outlying token cannot dominate the ratio of a long answer."""
+    log_ratio = logp - old_logp
+    if level == "token":
+        return log_ratio
+    if level != "sequence":
+        raise ValueError(f"unknown importance_sampling_level {level!r}; choose one of {', '.join(IMPORTANCE_LEVELS)}")
+    if mask is None:
+        raise ValueError("a sequence-level ratio needs the completion mask (which tokens are real)")
+    m = mask.to(log_ratio.dtype)
+    mean = (log_ratio * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
+    return mean.expand_as(log_ratio)
+
+
 def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                      eps_low: float, eps_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+                      eps_low: float, eps_high: float, mask: torch.Tensor | None = None,
+                      level: str = "token") -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A) and whether the clip was active, rho the ratio
-    pi/pi_old. ``advantages`` is [B] (one per rollout, broadcast to its tokens) or [B, T]."""
+    pi/pi_old of ``level`` (``log_importance_ratio``). ``advantages`` is [B] (one per rollout, broadcast to its
+    tokens) or [B, T]."""
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
-    ratio = torch.exp(logp - old_logp)
+    ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, level))
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
     return -torch.minimum(unclipped, clipped), (clipped < unclipped)
