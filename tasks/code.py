@@ -58,6 +58,7 @@ from typing import Any
 
 from harness.executors import make_executor
 from harness.sandbox import SandboxResult, run_tests
+from harness.tasks.chat_data import COMPLETION, ask, other_columns, read_completion, read_prompt
 from harness.tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
@@ -158,7 +159,7 @@ class CodeTask:
             text = f"{problem.prompt}\n\nComplete this starter code:\n\n```python\n{meta['starter_code']}\n```"
         else:
             text = problem.prompt
-        return [{"role": "user", "content": f"{text}\n\n{INSTRUCTION}"}]
+        return ask(problem, f"{text}\n\n{INSTRUCTION}")  # a conversation from the data: as written
 
     def score(self, problem: Problem, completion: str) -> Score:
         return self.check(problem, completion).score
@@ -300,7 +301,7 @@ class CodeTask:
             where = f"hub {self.hub_id} split {name}"
             self.columns.check(getattr(table, "column_names", None), where)
             rows, _, _ = self.columns.rows(table, where)
-            by_split[name] = [row_problem(row, f"{where} row {i}", prefix) for i, row in enumerate(rows)]
+            by_split[name] = [row_problem(row, f"{where} row {i}", prefix, self.columns) for i, row in enumerate(rows)]
         if "train" in by_split and "test" in by_split:
             return {"train": by_split["train"], "eval": by_split["test"]}
         return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
@@ -483,22 +484,29 @@ def lcb_problem(row: Any, at: str) -> Problem:
     return Problem(id=f"lcb/{row['question_id']}", prompt=row["question_content"], meta=meta)
 
 
-def row_problem(row: Any, at: str, id_prefix: str) -> Problem:
-    """The jsonl schema: {"id"?, "prompt", "entry_point", "tests": [assert, ...], "setup"?, "canonical_solution"?}."""
-    row = _require(row, ("prompt", "entry_point"), at)
+def row_problem(row: Any, at: str, id_prefix: str, columns: Columns | None = None) -> Problem:
+    """The jsonl schema: {"id"?, "prompt", "entry_point", "tests": [assert, ...], "setup"?, "canonical_solution"?,
+    "completion"?}; the prompt may be a conversation, asked as written (tasks/chat_data.py). ``columns``: the mapping
+    the row went through, to give batch reward functions its other columns under their own names."""
+    row = _require(row, (), at)
+    prompt, conversation = read_prompt(row.get("prompt"), at, "prompt")
+    row = _require(row, ("entry_point",), at)
+    prompt = prompt if conversation else row["prompt"]  # a code prompt keeps its exact text (its final newline)
     tests = row.get("tests")
     if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
         raise ValueError(f"{at}: 'tests' must be a non-empty list of strings")
     if not isinstance(row.get("setup") or "", str):
         raise ValueError(f"{at}: 'setup' must be a string")
-    prompt, entry = row["prompt"], row["entry_point"]
-    is_code = _parses(prompt) and _defines(prompt, entry)
+    entry = row["entry_point"]
+    is_code = conversation is None and _parses(prompt) and _defines(prompt, entry)
     setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup") or ""]))
     pid = str(row["id"]) if row.get("id") not in (None, "") else f"{id_prefix}-{digest(prompt)[:12]}"
+    own = other_columns(columns.source_row(row), columns.columns["prompt"]) if columns is not None else {}
     return Problem(id=pid, prompt=prompt, answer=row.get("canonical_solution"),
                    meta={"kind": "function", "entry_point": entry, "target": entry,
                          "code_prompt": prompt if is_code else None, "setup": setup,
-                         "tests": [rename_calls(t, entry) for t in tests]})
+                         "tests": [rename_calls(t, entry) for t in tests]},
+                   messages=conversation, completion=read_completion(row.get(COMPLETION), at), columns=own)
 
 
 def _jsonl_problems(path: Path, columns: Columns) -> list[Problem]:
@@ -515,7 +523,7 @@ def _jsonl_problems(path: Path, columns: Columns) -> list[Problem]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{at}: invalid JSON: {exc.msg}") from None
-        problems.append(row_problem(columns.row(row, at), at, path.stem))
+        problems.append(row_problem(columns.row(row, at), at, path.stem, columns))
     if not problems:
         raise ValueError(f"{path}: no rows")
     return problems

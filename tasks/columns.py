@@ -93,6 +93,17 @@ class Columns:
                              f"({len(rows)} rows; the first: {_short(first)})")
         return kept, indices, len(rows) - len(kept)
 
+    def source_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """A row that ``row()`` mapped, under the dataset's own column names again (the answer's column with its
+        whole text): what a batch reward function receives, named as in the user's data."""
+        if not self.mapped:
+            return dict(row)
+        out = {k: v for k, v in row.items() if k not in self.columns and k != RAW_ANSWER}
+        for field, column in self.columns.items():
+            if field in row:
+                out[column] = row[RAW_ANSWER] if field == "answer" and RAW_ANSWER in row else row[field]
+        return out
+
     def row(self, row: Any, at: str, optional: Iterable[str] = ()) -> Any:
         """One row with every field under its own name; None when the pattern finds no answer in it."""
         if not self.mapped or not isinstance(row, Mapping):

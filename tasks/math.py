@@ -50,6 +50,7 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
+from harness.tasks.chat_data import COMPLETION, ask, other_columns, read_completion, read_prompt
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.math_answers import (
@@ -183,7 +184,7 @@ class MathTask:
         return with_hints(take(self._load()[split], limit, seed), self.misleading_hint)
 
     def messages(self, problem: Problem) -> Messages:
-        return [{"role": "user", "content": f"{problem.prompt}\n\n{self.instruction}"}]
+        return ask(problem, f"{problem.prompt}\n\n{self.instruction}")  # a conversation from the data: as written
 
     def score(self, problem: Problem, completion: str) -> Score:
         # the committed answer, never raises; a box that copies the instruction's word placeholder (\boxed{result})
@@ -318,7 +319,8 @@ class MathTask:
         rows, kept, dropped = self.columns.rows(rows, str(path), label=lambda i: f"row {i} (line {line_numbers[i]})")
         self._note_dropped(dropped)
         return {"all": _to_problems(rows, str(path), path.stem,
-                                    label=lambda i: f"row {kept[i]} (line {line_numbers[kept[i]]})")}
+                                    label=lambda i: f"row {kept[i]} (line {line_numbers[kept[i]]})",
+                                    columns=self.columns)}
 
     def _note_dropped(self, dropped: int) -> None:
         if self.columns.pattern is not None:
@@ -353,7 +355,7 @@ class MathTask:
                         skipped += 1
                         continue
                     rows.append(row)
-                by_split.setdefault(split_name, []).extend(_to_problems(rows, where, prefix))
+                by_split.setdefault(split_name, []).extend(_to_problems(rows, where, prefix, columns=self.columns))
         self._notes["skipped_no_boxed_answer"] = skipped
         if "train" in by_split and "test" in by_split:
             return {"train": by_split["train"], "eval": by_split["test"]}
@@ -366,17 +368,17 @@ class MathTask:
 
 
 def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
-                 label: Callable[[int], str] = lambda i: f"row {i}") -> list[Problem]:
-    """Validate rows {"id"?, "problem", "answer", ...rest -> meta}; a bad row is a one-line ValueError naming it."""
+                 label: Callable[[int], str] = lambda i: f"row {i}", columns: Columns | None = None) -> list[Problem]:
+    """Validate rows {"id"?, "problem" (a string or a conversation), "answer", "completion"?, ...rest -> meta}; a bad
+    row is a one-line ValueError naming it. ``columns``: the rows are the user's own data (tasks/chat_data.py)."""
     problems: list[Problem] = []
     texts_by_id: dict[str, str] = {}
     for i, row in enumerate(rows):
         at = f"{where} {label(i)}"
         if not isinstance(row, Mapping):
             raise ValueError(f"{at}: expected an object with 'problem' and 'answer', got {type(row).__name__}")
-        problem, answer = row.get("problem"), row.get("answer")
-        if not isinstance(problem, str) or not problem.strip():
-            raise ValueError(f"{at}: 'problem' must be a non-empty string, got {_short(problem)}")
+        problem, conversation = read_prompt(row.get("problem"), at, "problem")
+        answer = row.get("answer")
         if isinstance(answer, (int, float)) and not isinstance(answer, bool):
             answer = str(answer)
         if not isinstance(answer, str) or not answer.strip():
@@ -388,8 +390,10 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
                 raise ValueError(f"{at}: duplicate id {pid!r} for a different problem")
             continue  # the same problem twice
         texts_by_id[pid] = normalise(problem)
-        meta = {k: v for k, v in row.items() if k not in ("id", "problem", "answer") and v is not None}
-        problems.append(Problem(id=pid, prompt=problem.strip(), answer=answer.strip(), meta=meta))
+        meta = {k: v for k, v in row.items() if k not in ("id", "problem", "answer", COMPLETION) and v is not None}
+        own = {} if columns is None else other_columns(columns.source_row(row), columns.columns["problem"])
+        problems.append(Problem(id=pid, prompt=problem, answer=answer.strip(), meta=meta, messages=conversation,
+                                completion=read_completion(row.get(COMPLETION), at), columns=own))
     return problems
 
 

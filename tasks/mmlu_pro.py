@@ -46,6 +46,7 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
+from harness.tasks.chat_data import COMPLETION, ask, other_columns, read_completion, read_prompt
 from harness.tasks.choice_answers import LETTERS, extract_choice, format_options
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
@@ -123,7 +124,7 @@ class MMLUProTask:
         return with_hints(items if limit is None else items[:limit], self.misleading_hint)
 
     def messages(self, problem: Problem) -> Messages:
-        return [{"role": "user", "content": f"{problem.prompt}\n\n{INSTRUCTION}"}]
+        return ask(problem, f"{problem.prompt}\n\n{INSTRUCTION}")  # a conversation from the data: as written
 
     def score(self, problem: Problem, completion: str) -> Score:
         options = problem.meta.get("options") or [""] * len(LETTERS)  # a foreign Problem: letters only
@@ -221,9 +222,11 @@ class MMLUProTask:
         mapped, kept, dropped = self.columns.rows(rows, where, label, optional)
         if self.columns.pattern is not None:
             self._notes["skipped_no_answer_match"] = self._notes.get("skipped_no_answer_match", 0) + dropped
+        own = [other_columns(self.columns.source_row(row), self.columns.columns["question"])
+               if isinstance(row, Mapping) else {} for row in mapped]
         if self.columns.mapped:
             mapped = [_index_answer(row) for row in mapped]
-        return _to_problems(mapped, where, prefix, label=lambda i: label(kept[i]))
+        return _to_problems(mapped, where, prefix, label=lambda i: label(kept[i]), own=own)
 
     def _jsonl_problems(self, path: Path) -> list[Problem]:
         rows, numbers = _read_jsonl(path)
@@ -235,17 +238,19 @@ class MMLUProTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = None) -> list[Problem]:
-    """MMLU-Pro-schema rows -> problems; a malformed row is a one-line ValueError naming it."""
+def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = None,
+                 own: list[dict[str, Any]] | None = None) -> list[Problem]:
+    """MMLU-Pro-schema rows -> problems; a malformed row is a one-line ValueError naming it. The question may be a
+    conversation, which is then asked as written (it shows its options itself); ``own``: each row's other columns,
+    for batch reward functions (tasks/chat_data.py)."""
     problems = []
     for i, row in enumerate(rows):
         at = f"{where} {label(i) if label else f'row {i}'}"
         if not isinstance(row, Mapping):
             raise ValueError(f"{at}: expected an object with 'question', 'options' and 'answer', got "
                              f"{type(row).__name__}")
-        question, options = row.get("question"), row.get("options")
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError(f"{at}: 'question' must be a non-empty string, got {_short(question)}")
+        question, conversation = read_prompt(row.get("question"), at, "question")
+        options = row.get("options")
         if (not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS)
                 or not all(isinstance(o, str) and o.strip() for o in options)):
             raise ValueError(f"{at}: 'options' must be a list of 2 to {len(LETTERS)} non-empty strings, got "
@@ -253,11 +258,12 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = N
         letter = _answer_letter(row, len(options), at)
         qid = row.get("question_id", row.get("id"))
         pid = f"{id_prefix}-{qid}" if qid not in (None, "") else f"{id_prefix}-{digest(question)[:12]}"
-        meta = {"question": question.strip(), "options": [o.strip() for o in options],
-                "answer_index": LETTERS.index(letter)}
+        meta = {"question": question, "options": [o.strip() for o in options], "answer_index": LETTERS.index(letter)}
         meta |= {k: row[k] for k in ("category", "src", "cot_content") if row.get(k) not in (None, "")}
-        prompt = f"{question.strip()}\n\n{format_options(meta['options'])}"
-        problems.append(Problem(id=pid, prompt=prompt, answer=letter, meta=meta))
+        prompt = question if conversation else f"{question}\n\n{format_options(meta['options'])}"
+        problems.append(Problem(id=pid, prompt=prompt, answer=letter, meta=meta, messages=conversation,
+                                completion=read_completion(row.get(COMPLETION), at),
+                                columns=own[i] if own else {}))
     return problems
 
 

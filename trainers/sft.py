@@ -5,7 +5,8 @@ Targets come from one of these places (``targets``):
   reference completion), else "self": a task scored by reward models alone (persona) has none to imitate.
 - "references": the task's reference answer. A task that declares ``reference_completions`` offers
   ``reference_completion(problem)`` to
-  render it in its requested format (e.g. "... \\boxed{42}"); otherwise "The answer is 42." is used.
+  render it in its requested format (e.g. "... \\boxed{42}"); otherwise "The answer is 42." is used. A problem whose
+  data gave a completion (``Problem.completion``: TRL's prompt-completion format) trains on that instead.
 - "self": rejection sampling: the policy's own samples that the task scores successful (the best by scalarised
   reward when none succeed, counted in ``sft/fallback_problems``).
 - "teacher": the same with a teacher model's samples; the teacher's cost is logged (``sft/teacher_*`` metrics).
@@ -317,7 +318,9 @@ def _target_ids(tok, text: str, limit: int) -> list[int]:
 
 
 def _reference_example(task: Task, problem: Problem) -> Example | None:
-    if capabilities_of(task, TaskCapabilities).reference_completions:
+    if problem.completion is not None:  # the data's own completion (TRL's prompt-completion format) is the target
+        text = problem.completion
+    elif capabilities_of(task, TaskCapabilities).reference_completions:
         text = task.reference_completion(problem)
     else:
         text = None if problem.answer is None else f"The answer is {problem.answer}."
