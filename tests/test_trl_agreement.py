@@ -34,6 +34,8 @@ PAIRS = {
     "dr_grpo": ({"loss_norm": "constant", "advantage": "dr_grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
     "grpo+kl": ({"loss_norm": "sequence", "advantage": "grpo", "beta": 0.04},
                 {"loss_type": "grpo", "scale_rewards": "group", "beta": 0.04, "use_bias_correction_kl": False}),
+    "mask_truncated": ({"loss_norm": "token", "advantage": "grpo", "mask_truncated": True},
+                       {"loss_type": "dapo", "scale_rewards": "group", "mask_truncated_completions": True}),
     "gspo": ({"loss_norm": "sequence", "advantage": "grpo", "importance_sampling_level": "sequence"},
              {"loss_type": "grpo", "scale_rewards": "group", "importance_sampling_level": "sequence"}),
 }
@@ -70,6 +72,8 @@ def batch():
         for j in range(G):
             n = 2 + (3 * p + 2 * j) % (MAX_NEW - 1)
             ids = torch.randint(100, 5000, (n,), generator=generator).tolist()
+            if n < MAX_NEW:  # a finished completion ends in EOS, as the engine returns it (TRL reads truncation so)
+                ids[-1] = tok.eos_token_id
             completions.append(Completion(prompt_index=p, sample_index=j, prompt_ids=prompt_ids, token_ids=ids,
                                           logprobs=[], text=tok.decode(ids, skip_special_tokens=True),
                                           finished=n < MAX_NEW))

@@ -44,6 +44,7 @@ from harness.trainers.losses import (
     log_importance_ratio,
     normalise,
 )
+from harness.trainers.overlong import OVERLONG, loss_tokens, overlong_penalty, overlong_shaping, trained_rows
 from harness.trainers.policy_gradient import (
     ScoredRollouts,
     cycle_problems,
@@ -104,6 +105,12 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
     # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
     importance_sampling_level: str = "token"
+    # DAPO's overlong handling (trainers/overlong.py): no loss at all on a rollout cut at max_new_tokens without EOS
+    mask_truncated: bool = False
+    # DAPO's soft overlong punishment: weight of reward component "overlong", 0 up to max_new_tokens - overlong_buffer
+    # tokens, then falling linearly to -1 at max_new_tokens (0: off)
+    overlong_penalty: float = 0.0
+    overlong_buffer: int = 0  # the tokens before max_new_tokens over which the penalty grows (DAPO: 4096 of 20480)
     advantage: str = "grpo"  # a registered advantage estimator
     answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
     delimiter: str = DELIMITER
@@ -153,6 +160,11 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
             raise ValueError(f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got "
                              f"{self.trade_off_weights!r}")
         self.check_warmup("grpo")
+        if not self.overlong_penalty >= 0:
+            raise ValueError(f"grpo: overlong_penalty must be >= 0, got {self.overlong_penalty!r}")
+        if self.overlong_penalty > 0 and not 1 <= self.overlong_buffer <= self.max_new_tokens:
+            raise ValueError(f"grpo: overlong_penalty needs 1 <= overlong_buffer <= max_new_tokens "
+                             f"({self.max_new_tokens}), got overlong_buffer={self.overlong_buffer!r}")
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
 
@@ -167,10 +179,11 @@ class GRPOTrainer:
         self.config = make_config(self.config_class, options, self.name)
         # what the runner reads: the answer format and behaviour to evaluate the trained policy in
         # and whether rollouts may be sampled in another precision (--rollout-dtype auto): not when the sampler's
-        # log-probs are kept as the old policy's (old_logprobs="sampler")
+        # log-probs are kept as the old policy's (old_logprobs="sampler"); LoRA's merged save and prepare_policy
         self.capabilities = replace(type(self).capabilities, answers_per_rollout=self.config.answers_per_rollout,
                                     behaviour=self.config.behaviour,
                                     recomputes_old_logprobs=self.config.old_logprobs != "sampler",
+                                    save_merged=self.config.save_merged, prepares_policy=True,
                                     steps=self.config.steps, warmup_steps=self.config.warmup_steps,
                                     warmup_target_rate=self.config.warmup_target_rate)
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
@@ -220,7 +233,8 @@ class GRPOTrainer:
         trained, optimizer = dp.prepare(model, optimizer)
         share = dp.block(cfg.prompts_per_step)  # this rank's prompts of each step
         task_components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
-        shaping = self.shaping()  # extra components (name -> weight) appended after the task's
+        # extra components (name -> weight) appended after the task's: the subclass's, then DAPO's length penalty
+        shaping = {**self.shaping(), **overlong_shaping(cfg.overlong_penalty)}
         components = task_components + list(shaping)
         weights = torch.tensor([task.reward_weights.get(c, 0.0) for c in task_components] + list(shaping.values()))
         order = cycle_problems(problems, cfg.seed)
@@ -349,7 +363,7 @@ class GRPOTrainer:
             corrected = self.rollout_correction(model, tok, engine, completions[rows])
         passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],
                               tis_weights=corrected.weights, batch_rows=len(completions),
-                              batch_tokens=sum(len(c.token_ids) for c in completions))
+                              batch_tokens=loss_tokens(completions, cfg.mask_truncated))
                   for _ in range(cfg.num_iterations)]
         # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
         stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
@@ -421,6 +435,8 @@ class GRPOTrainer:
         """The value of shaping component ``name`` for one answer of a rollout."""
         if self.behaviour is not None and name == f"behaviour/{self.config.behaviour}":
             return float(self.behaviour.score(answer, problem))
+        if name == OVERLONG:  # the rollout's length, so each of its M answers carries the same penalty
+            return overlong_penalty(len(completion.token_ids), self.config.max_new_tokens, self.config.overlong_buffer)
         raise NotImplementedError(f"{self.name}: no value for reward component {name!r}")
 
     def add_shaping(self, scored: ScoredRollouts, problems: Sequence[Problem], completions: Sequence[Completion],
@@ -467,7 +483,7 @@ class GRPOTrainer:
         optimizer.zero_grad(set_to_none=True)
         rows = len(completions)
         batch_rows = rows if batch_rows is None else batch_rows
-        batch_tokens = sum(len(c.token_ids) for c in completions) if batch_tokens is None else batch_tokens
+        batch_tokens = loss_tokens(completions, cfg.mask_truncated) if batch_tokens is None else batch_tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
         # the run's thread count for the update (harness/threads.py), and the time of its forwards and backwards
         with phase_threads("update"), self.timer("backward"):
@@ -496,7 +512,8 @@ class GRPOTrainer:
         device = next(model.parameters()).device
         adv = advantages.to(device)
         batch = {k: v.to(device) for k, v in pad_completions(part, tok.pad_token_id).items()}
-        mask = batch["completion_mask"].float()
+        # a rollout masked as truncated (mask_truncated) has no token in the loss, the KL term included
+        mask = batch["completion_mask"].float() * trained_rows(part, cfg.mask_truncated)[:, None].to(device)
         width = int(batch["prompt_width"])
         with autocast(cfg, device):  # log-probs come out in float32 whatever the forward's precision
             logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], width, cfg.temperature)
