@@ -63,6 +63,7 @@ from harness.trainers.post_training import (
     set_lr,
     trainable_parameters,
 )
+from harness.trainers.ref_sync import mix_into, sync_due
 from harness.trainers.rollout_precision import (
     OLD_LOGPROBS,
     Corrected,
@@ -101,6 +102,11 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     eps_low: float = 0.2  # ratio clip below 1
     eps_high: float = 0.2  # ratio clip above 1 (DAPO's clip-higher uses 0.28)
     beta: float = 0.0  # k3 KL coefficient to the frozen initial policy; 0 skips the reference model entirely
+    # TR-DPO's reference sync (trainers/ref_sync.py; beta > 0, full fine-tuning): every ref_model_sync_steps steps
+    # the KL reference becomes ref_model_mixup_alpha * policy + (1 - ref_model_mixup_alpha) * reference
+    sync_ref_model: bool = False
+    ref_model_sync_steps: int = 512  # TRL's default; it must not exceed `steps`, or no sync would happen
+    ref_model_mixup_alpha: float = 0.6  # 1: the reference becomes the policy
     loss_norm: str = "sequence"  # "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO)
     # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
     # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
@@ -165,8 +171,23 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
         if self.overlong_penalty > 0 and not 1 <= self.overlong_buffer <= self.max_new_tokens:
             raise ValueError(f"grpo: overlong_penalty needs 1 <= overlong_buffer <= max_new_tokens "
                              f"({self.max_new_tokens}), got overlong_buffer={self.overlong_buffer!r}")
+        self.check_ref_sync()
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
+
+    def check_ref_sync(self) -> None:
+        if not self.sync_ref_model:
+            return
+        if self.beta <= 0:
+            raise ValueError("grpo: sync_ref_model needs beta > 0 (without the KL term there is no reference)")
+        if self.lora_r:
+            raise ValueError("grpo: sync_ref_model needs full fine-tuning: a LoRA policy's reference is itself with "
+                             "the adapters off, no copy to move")
+        if not 0 < self.ref_model_mixup_alpha <= 1:
+            raise ValueError(f"grpo: ref_model_mixup_alpha must be in (0, 1], got {self.ref_model_mixup_alpha!r}")
+        if not 1 <= self.ref_model_sync_steps <= self.steps:
+            raise ValueError(f"grpo: ref_model_sync_steps must be in [1, steps={self.steps}] (more would never sync), "
+                             f"got {self.ref_model_sync_steps!r}")
 
 
 class GRPOTrainer:
@@ -292,6 +313,10 @@ class GRPOTrainer:
                 if spike:
                     collapse = f"{spike}; that update is undone"
             mismatch = dp.sum(mismatch)
+            # TR-DPO: after a kept update, on the same step on every rank (the weights are every rank's alike)
+            synced = bool(cfg.sync_ref_model and stats and not collapse and sync_due(step, cfg.ref_model_sync_steps))
+            if synced:
+                mix_into(reference, model, cfg.ref_model_mixup_alpha)
 
             scalars = [[scalarize(s.rewards, task.reward_weights) if s else 0.0 for s in row] for row in scored.scores]
             flat = watch.task_reward([x for row in scalars for x in row])
@@ -318,6 +343,7 @@ class GRPOTrainer:
                 "update_seconds": time.perf_counter() - generated,
                 # time/checkpoint: the previous step's save, which comes after its line (the line is in the save)
                 **timer.take(TIME_SECTIONS),
+                **({"ref_synced": float(synced)} if cfg.sync_ref_model else {}),
                 **self.step_metrics(),
             }
             store.log_step(step, metrics)
