@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write the policy as a loadable model (Hugging Face format) after every N-th "
                             "training step, kept in <run>/checkpoints/step-N/ for `harness run --model` "
                             "(default: 0, none)")
+    run_p.add_argument("--eval-every", metavar="N",
+                       help="also evaluate with the searcher during training: before the first step and after every "
+                            "N-th, on the first --eval-every-limit eval problems; each point is a line of stage "
+                            "'during' in steps.jsonl, sent to the loggers and shown in the report (default: 0, none)")
+    run_p.add_argument("--eval-every-limit", metavar="N",
+                       help="eval problems each --eval-every evaluation uses (default: 8)")
     run_p.add_argument("--shard", choices=("fsdp",),
                        help="under torchrun / accelerate launch --multi_gpu: split the trained weights, gradients "
                             "and optimizer state over the processes (torch's FSDP2), for models whose training state "
@@ -260,6 +266,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
              "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "save_every",
+             "eval_every", "eval_every_limit",
              "shard", "dtype", "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards",
              "plugins")
 

@@ -95,12 +95,16 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     for run_dir in dict.fromkeys(r.run_dir for r in every_row):
         mine = [r for r in every_row if r.run_dir == run_dir]
         manifest = data.manifest(conn, run_dir)
+        run_curves = data.curves(conn, run_dir)
+        during_names, during_points = data.during_training(run_curves)  # --eval-every's points
         runs.append({
             "name": mine[0].run, "rows": mine, "manifest": manifest,
             "config": json.dumps(manifest.get("resolved_options", {}), indent=1, default=str),
             "model": manifest.get("model", {}), "data_source": manifest.get("task", {}).get("data_source"),
             "packages": manifest.get("packages", {}), "seconds": manifest.get("seconds"),
-            "curve": plots.training_curves(mine[0].run, data.curves(conn, run_dir), plot_dir),
+            "curve": plots.training_curves(mine[0].run, run_curves, plot_dir),
+            "during": {"names": during_names, "points": during_points,
+                       "plot": plots.during_training_curves(mine[0].run, during_names, during_points, plot_dir)},
             "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
             "warnings": run_warnings(manifest),
             "warm_up": warm_up_line(_run_metrics(run_dir)),
@@ -288,9 +292,26 @@ def markdown(context: dict[str, Any]) -> str:
         for row in context["rows"]:
             cells = [row.run, row.phase, *(fmt_number(row.other.get(n), n in context["whole"]) for n in other)]
             lines.append(_md_row(cells))
+    lines += _markdown_runs(context["runs"])
     if context["skipped"]:
         lines += ["", "## Skipped", "", *(f"- {_code(folder)}: {_md(why)}" for folder, why in context["skipped"])]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_runs(runs: list[dict[str, Any]]) -> list[str]:
+    """Per run, what the leaderboard cannot show: its evaluations during training (--eval-every)."""
+    lines: list[str] = []
+    for run in runs:
+        during = run["during"]
+        if not during["points"]:
+            continue
+        lines += ["", f"### {_md(run['name'])}", "", f"Evaluation during training ({len(during['points'])} points; "
+                  "step: optimizer steps taken):", "",
+                  "| step | " + " | ".join(during["names"]) + " |", "|" + "---|" * (1 + len(during["names"]))]
+        lines += [_md_row([p["step"], *(fmt(p.get(n)) for n in during["names"])]) for p in during["points"]]
+        if during["plot"]:
+            lines += ["", f"![evaluation during training of {_md(run['name'])}](plots/{during['plot']})"]
+    return ["", "## Runs", *lines] if lines else []
 
 
 def _markdown_comparisons(context: dict[str, Any]) -> list[str]:

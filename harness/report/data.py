@@ -290,6 +290,20 @@ def curves(conn: sqlite3.Connection, run_dir: str) -> dict[str, list[tuple[int, 
     return out
 
 
+def during_training(curves_of_run: dict[str, list[tuple[int, float]]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """A run's evaluations during training (--eval-every, harness/runner/during_training.py) from its curves:
+    (the headline metrics they hold, one {"step": optimizer steps taken, metric: value} per point, by step)."""
+    steps = [value for _, value in curves_of_run.get("during/step", [])]
+    names = sorted({k.split("/", 1)[1] for k in curves_of_run if k.startswith("during/")
+                    and is_headline(k.split("/", 1)[1])}, key=_order)
+    points = [{"step": int(step)} for step in steps]
+    for name in names:
+        for index, value in curves_of_run[f"during/{name}"]:
+            if index < len(points):
+                points[index][name] = value
+    return names, sorted(points, key=lambda p: p["step"])
+
+
 def examples(conn: sqlite3.Connection, run_dir: str, phase: str) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute("SELECT * FROM examples WHERE run_dir = ? AND phase = ? ORDER BY which",
                                           (run_dir, phase))]

@@ -70,6 +70,22 @@ def training_curves(run: str, curves: dict[str, list[tuple[int, float]]], folder
     return _save(fig, folder, f"train-{run}.png")
 
 
+def during_training_curves(run: str, names: list[str], points: list[dict], folder: Path) -> str | None:
+    """The evaluations during training (--eval-every): each headline metric against optimizer steps taken."""
+    if not names or len(points) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for name in names:
+        shown = [(p["step"], p[name]) for p in points if name in p]
+        ax.plot([s for s, _ in shown], [v for _, v in shown], marker="o", label=name)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("optimizer steps taken")
+    ax.set_title(f"evaluation during training: {run}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, folder, f"during-{run}.png")
+
+
 def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]]:
     """For each behaviour measured before and after training (VSPO, RLAIF, reward-shaped GRPO runs): pass@1
     against the behaviour score, an arrow from before to after per run. Returns (behaviour, file) pairs."""

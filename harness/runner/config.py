@@ -35,6 +35,10 @@ class RunConfig:
     checkpoint_every: int | str = "10m"
     # a loadable model (Hugging Face format) every N optimizer steps, kept in <run>/checkpoints/step-N/; 0: none
     save_every: int = 0
+    # --eval-every N: the searcher on the first eval_every_limit eval problems before training and after every N-th
+    # training step, as "during" lines in steps.jsonl (harness/runner/during_training.py); 0: none
+    eval_every: int = 0
+    eval_every_limit: int = 8
     loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
     name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
     engine: str = "transformers"  # a registered rollout engine (`harness list`)
@@ -63,6 +67,8 @@ class RunConfig:
         # Sizes are checked here, before any plugin or model: `--train-limit 0` used to fail after the first
         # evaluation, `--checkpoint-every -1` after the model had loaded, each leaving a folder that said "running".
         self.save_every = positive_int(self.save_every, "--save-every", minimum=0)
+        self.eval_every = positive_int(self.eval_every, "--eval-every", minimum=0)
+        self.eval_every_limit = positive_int(self.eval_every_limit, "--eval-every-limit")
         for name in ("batch_size", "steps", "limit", "train_limit", "threads"):
             if getattr(self, name) is not None:
                 setattr(self, name, positive_int(getattr(self, name), f"--{name.replace('_', '-')}"))

@@ -30,8 +30,9 @@ LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every 
 # Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
 # The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding; so does
 # sharding the training state (--shard), whose update equals the unsharded one to float rounding.
+# Evaluations during training watch it (their random numbers are their own: training is the same without them).
 NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
-                   "save_model", "push_to_hub", "batch_size", "save_every", "shard")
+                   "save_model", "push_to_hub", "batch_size", "save_every", "shard", "eval_every", "eval_every_limit")
 
 
 def split_names(value: Any) -> list[Any]:
@@ -378,6 +379,8 @@ def _trainer_options_used(cells: list[RunConfig]) -> list[RunConfig]:
     if given and all(cell.trainer == "none" for cell in cells):
         raise ValueError(f"--set trainer.{given[0]}: this run trains nothing (--trainer none), so no trainer reads "
                          "it; drop the trainer options")
+    if any(cell.eval_every for cell in cells) and all(cell.trainer == "none" for cell in cells):
+        raise ValueError("--eval-every evaluates during training; this run trains nothing (--trainer none)")
     return cells
 
 

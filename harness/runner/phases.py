@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.failures import PluginFailed, blame
 from harness.policy_export import save_policy
+from harness.runner.during_training import DuringTraining
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
 from harness.types import EngineCapabilities, capabilities_of
@@ -48,10 +49,18 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
         store.update_metrics({f"{name}/{key}": value for key, value in metrics.items()})
 
     def train() -> None:
+        # --eval-every: the searcher on a few eval problems before the first step and after every N-th
+        store.after_train_step = DuringTraining(plan, plugins, policy, engine, store, echo) if cfg.eval_every \
+            else None
         # --rollout-dtype auto: the training rollouts may sample in bf16, evaluations never (runner/precision.py)
-        with train_precision(plan, engine), \
-                blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
-            plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
+        try:
+            with train_precision(plan, engine), \
+                    blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
+                if store.after_train_step:
+                    store.after_train_step(0)  # (skipped by a resume whose checkpoint has it)
+                plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
+        finally:
+            store.after_train_step = None
         if cfg.save_model:  # before the final evaluation: a run that dies there still has its trained policy
             merged = bool(getattr(getattr(plan.trainer, "config", None), "save_merged", False))
             for folder in save_policy(policy, store.dir, merged=merged):

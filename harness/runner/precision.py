@@ -51,6 +51,16 @@ class RolloutPrecision:
         with engine.sampling_in(self.train):
             yield
 
+    @contextlib.contextmanager
+    def eval_phase(self, engine: Any) -> Iterator[None]:
+        """Inside the training phase: the engine samples in ``eval`` (an evaluation during training, --eval-every,
+        reports the policy in the precision every other evaluation does)."""
+        if self.train == self.eval:
+            yield
+            return
+        with engine.sampling_in(self.eval):
+            yield
+
 
 def cpu_flags() -> set[str]:
     """The CPU's feature flags as Linux reports them (empty elsewhere)."""

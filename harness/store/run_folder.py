@@ -158,6 +158,9 @@ class RunStore:
         self.loggers: list[Any] = []
         self.checkpointer: Any = None  # the runner's Checkpointer for a training run (harness/store/checkpoint.py)
         self.step_models: Any = None  # --save-every's StepModels (harness/store/step_models.py), else None
+        # --eval-every's evaluation (harness/runner/during_training.py), called with the steps taken after each
+        # training step's line, so every trainer that logs its steps gets it; None: none
+        self.after_train_step: Any = None
         self.lock: Any = None  # the folder's WriterLock (harness/store/lock.py), held while this process writes it
         # Events a resume will send again (they came after its snapshot): loggers whose stream is not cut back with
         # the folder (TensorBoard, MLflow, W&B) already have them, so they skip this many (see ``rollback``).
@@ -217,6 +220,8 @@ class RunStore:
             self.metrics.setdefault(f"{stage}/{key}", []).append(value)
         write_json_atomic(self.dir / "metrics.json", self.metrics)
         self._forward(metrics, step, stage)
+        if stage == "train" and self.after_train_step is not None:  # before the trainer checkpoints this step
+            self.after_train_step(step + 1)
 
     def close(self) -> None:
         """Close the loggers (a failing close is warned about, not raised: the run's own files are complete)."""
