@@ -39,6 +39,18 @@ def correct(prompt, completion, reference):
 def one_argument(completion):
     return 1.0
 
+CALLS = []  # the batch sizes batch_brevity was called with
+
+def batch_brevity(prompts, completions, **columns):  # TRL's form
+    CALLS.append(len(completions))
+    return [1.0 / (1 + len(c)) for c in completions]
+
+def too_few(prompts, completions, **columns):
+    return [0.0]  # right for one answer (the check before the model loads), wrong for a batch
+
+def batch_words(completions, **columns):
+    return ["many" for _ in completions]
+
 NOT_A_FUNCTION = 3
 '''
 
@@ -143,7 +155,10 @@ def test_grpo_trains_on_a_reward_function(folder: Path, tmp_path: Path) -> None:
         ("nosuchmodule:fn", "cannot import 'nosuchmodule': ModuleNotFoundError"),
         ("myrewards:missing", "myrewards has no 'missing'"),
         ("myrewards:NOT_A_FUNCTION", "'NOT_A_FUNCTION' is a int, not a function"),
-        ("myrewards:one_argument", "must take (prompt, completion, reference)"),
+        ("myrewards:one_argument", "must take (prompt, completion, reference), or TRL's (prompts, completions"),
+        ("myrewards:batch_words", "reward 'batch_words' (plugin 'myrewards:batch_words') failed while scoring problem "
+                                  "'gym-arith-"),
+        ("myrewards:batch_words", "TypeError: returned 'many' for completion 0, not a number"),
         ("myrewards:brevity=heavy", "the weight after '=' must be a number, got 'heavy'"),
         ("myrewards:correct", "task 'math' already has a component named correct"),
         ("myrewards:says_yes", "reward 'says_yes' (plugin 'myrewards:says_yes') failed while scoring problem"),
@@ -177,6 +192,26 @@ def test_a_reward_function_raising_mid_run_fails_the_run_as_a_plugin_does(folder
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "ZeroDivisionError" in manifest["error"]
     assert "no answers today" in (run / "error.txt").read_text()
+
+
+def test_a_batch_reward_function_scores_each_batch_in_one_call(folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    assert main([*RUN, "--reward", "myrewards:batch_brevity=0.5", "--out", str(out)]) == 0
+    samples = _samples(_run_folder(out))
+    assert len(samples) == 4
+    assert all(s["rewards"]["batch_brevity"] == pytest.approx(1 / (1 + len(s["text"]))) for s in samples)
+    # one call before the model loads (the empty answer), then the 2 problems x 2 answers of the eval together
+    assert sys.modules["myrewards"].CALLS == [1, 4]
+
+
+def test_a_batch_reward_returning_the_wrong_number_of_values_fails_the_run_naming_it(folder: Path, tmp_path: Path,
+                                                                                     capsys) -> None:
+    out = tmp_path / "runs"
+    assert main([*RUN, "--reward", "myrewards:too_few", "--out", str(out)]) == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "harness: error" in line]
+    assert "reward 'too_few' (plugin 'myrewards:too_few') failed while scoring 4 answers (" in line
+    assert "ValueError: returned 1 values for 4 completions" in line
+    assert json.loads((_run_folder(out) / "manifest.json").read_text())["status"] == "failed"
 
 
 def test_reward_functions_keep_the_task_s_capabilities(folder: Path) -> None:

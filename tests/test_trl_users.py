@@ -1,0 +1,68 @@
+"""What a TRL user brings, through the CLI in fresh processes on the tiny model: a conversational dataset written by
+`datasets` with a column of its own, and a reward function in TRL's batch form that reads that column."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tiny_runs import CEILING, harness_env, only_run
+
+SYSTEM = "You add numbers. Give the result alone."
+TINY_GRPO = ["run", "--model", "tiny-random", "--task", "math", "--trainer", "grpo", "--steps", "2", "--limit", "2",
+             "--train-limit", "4", "--k", "1", "--threads", "1", "--no-save-model", "--set", "trainer.group_size=2",
+             "--set", "trainer.prompts_per_step=1", "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2",
+             "--set", "searcher.max_new_tokens=4"]
+
+REWARDS = '''
+import json
+
+def by_difficulty(prompts, completions, difficulty, **kwargs):
+    """TRL's form: prompts and completions as conversations, the dataset's extra columns by name."""
+    with open("calls.jsonl", "a") as f:
+        f.write(json.dumps({"prompts": prompts, "completions": completions, "difficulty": difficulty,
+                            "others": sorted(kwargs)}) + "\\n")
+    return [1.0 / (1 + len(c[0]["content"])) if d == "easy" else 0.0 for c, d in zip(completions, difficulty)]
+'''
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=harness_env(), capture_output=True,
+                          text=True, timeout=CEILING)
+
+
+def test_grpo_trains_on_a_chat_dataset_with_a_batch_reward_reading_its_column(tmp_path: Path) -> None:
+    import datasets
+
+    rows = [{"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {i} + {i + 3}?"}],
+             "solution": str(2 * i + 3), "difficulty": "easy" if i % 2 else "hard"} for i in range(16)]
+    datasets.Dataset.from_list(rows).to_json(str(tmp_path / "sums.jsonl"))
+    (tmp_path / "myrewards.py").write_text(REWARDS)
+    done = _cli([*TINY_GRPO, "--set", "task.source=hub", "--set", "task.hub_id=./sums.jsonl",
+                 "--set", "task.question=prompt", "--set", "task.answer=solution", "--set", "task.eval_fraction=0.5",
+                 "--reward", "myrewards:by_difficulty", "--out", "runs"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = only_run(tmp_path / "runs")
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    by_question = {r["prompt"][1]["content"]: r for r in rows}
+    for call in calls:  # every batch got the dataset's own column, row for row, and its conversations
+        assert len(call["difficulty"]) == len(call["prompts"]) == len(call["completions"])
+        for prompt, difficulty in zip(call["prompts"], call["difficulty"], strict=True):
+            assert prompt == by_question[prompt[1]["content"]]["prompt"]  # the system turn reached the function
+            assert difficulty == by_question[prompt[1]["content"]]["difficulty"]
+        assert all(c[0]["role"] == "assistant" for c in call["completions"])
+        assert call["others"] == ["solution"]  # every other column but the prompt, by its own name
+    assert max(len(c["completions"]) for c in calls) > 1  # batches, not one answer at a time
+
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    assert len(steps) == 2 and all("reward/by_difficulty" in s for s in steps)
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    train = [s for s in samples if s["phase"] == "train"]
+    assert len(train) == 4
+    for s in train:  # what the function returned is the component GRPO trained on
+        easy = by_question[s["prompt"]]["difficulty"] == "easy"
+        assert s["rewards"]["by_difficulty"] == (1 / (1 + len(s["text"])) if easy else 0.0)
