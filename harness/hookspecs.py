@@ -43,7 +43,8 @@ def harness_register_trainers(registry: Registry) -> None:
     """Add trainers (``--trainer NAME``). The factory is called with the trainer's options: the preset's, the
     task's ``max_new_tokens`` in place of the preset's, ``seed`` (``--seed``) and ``steps`` (``--steps``), then
     ``--set trainer.KEY=VALUE``. It returns a ``Trainer``, which may declare ``capabilities =
-    TrainerCapabilities(...)`` (answers per rollout, a target behaviour, steering, data-parallel)."""
+    TrainerCapabilities(...)`` (answers per rollout, a target behaviour, steering, data-parallel, a merged save,
+    ``prepare_policy`` before a resumed run's trained weights are restored)."""
 
 
 @hookspec

@@ -4,9 +4,10 @@ Each plugin kind has a required protocol (``Task``, ``Engine``, ``Searcher``, ``
 dataclass of *capabilities*: what a plugin may do beyond the protocol (score a batch at once, write M answers per
 rollout, steer, run data-parallel, ...). A plugin declares them as an attribute ``capabilities = XCapabilities(...)``
 (a class attribute, or set in ``__init__`` when they depend on options); the runner, trainers and searchers read them
-through ``capabilities_of`` and never probe a plugin with ``hasattr``. A plugin that declares nothing has the
-defaults: the plain protocol. A capability that comes with a method (``batch_scoring`` -> ``score_many``) names the
-method's protocol beside it, and ``harness.plugins.contract`` checks that the method exists before a model loads.
+through ``capabilities_of`` and never probe a plugin with ``hasattr`` (tests/test_layout.py finds no probe in the
+runner). A plugin that declares nothing has the defaults: the plain protocol. A capability that comes with a method
+(``batch_scoring`` -> ``score_many``, ``prepares_policy`` -> ``prepare_policy``) names the method beside it, and
+``harness.plugins.contract`` checks that the method exists before a model loads.
 """
 
 from __future__ import annotations
@@ -250,6 +251,9 @@ class TrainerCapabilities:
     behaviour: str = ""  # a registered behaviour the trainer targets: evaluated before and after training
     steering: bool = False  # samples under steering vectors: needs an engine with EngineCapabilities.steering
     data_parallel: bool = False  # its loop splits over the processes of torchrun / accelerate launch
+    save_merged: bool = False  # the saved policy also gets <run>/model-merged/: a LoRA policy's adapters merged in
+    prepares_policy: bool = False  # has ``prepare_policy(policy)`` (LoRA adapters): called before a resumed run
+    # restores the trained weights of its checkpoint, which need the adapters in place
     recomputes_old_logprobs: bool = False  # recomputes the old policy's log-probs in its own precision when the
     # engine samples in another (trainers/rollout_precision.py): ``--rollout-dtype auto`` may then sample its
     # rollouts in bf16

@@ -11,7 +11,7 @@ from harness import testing
 from harness.plugins import contract
 from harness.plugins.registry import PluginError
 from harness.testing import FakeEngine, FakeStore, FakeTask, hashed_answers, run_searcher
-from harness.types import EngineCapabilities, Score, SearcherCapabilities, TaskCapabilities
+from harness.types import EngineCapabilities, Score, SearcherCapabilities, TaskCapabilities, TrainerCapabilities
 
 
 class _Task(FakeTask):
@@ -132,6 +132,27 @@ def test_trainer_problems_and_a_builtin_trainer(plugins):
     assert contract.check_trainer(object(), "x") == ["missing train()"]
     assert contract.check_trainer(NoStore(), "x")[0].startswith("train(..., ..., ..., ..., store=...) does not fit")
     assert contract.check_trainer(plugins["trainer"].get("grpo").create(), "grpo") == []
+
+
+def test_a_trainer_that_declares_prepares_policy_must_have_it():
+    """The runner calls ``prepare_policy(policy)`` on a resume only when declared, so the declaration promises it."""
+
+    class Declared:
+        capabilities = TrainerCapabilities(prepares_policy=True)
+
+        def train(self, policy, engine, task, problems, *, store):
+            pass
+
+    class WrongArity(Declared):
+        def prepare_policy(self):
+            pass
+
+    assert contract.check_trainer(Declared(), "x") == [
+        "declares TrainerCapabilities(prepares_policy=True) but has no prepare_policy()"]
+    assert contract.check_trainer(WrongArity(), "x")[0].startswith(
+        "declares TrainerCapabilities(prepares_policy=True) but prepare_policy(...) does not fit")
+    undeclared = type("Undeclared", (), {"train": Declared.train})  # a third party's trainer: the defaults
+    assert contract.check_trainer(undeclared(), "x") == []
 
 
 def test_engine_factory_problems_and_the_builtin_engines(plugins):

@@ -74,3 +74,15 @@ def test_the_core_imports_no_builtin_plugin():
             if any(n.startswith(("harness.tasks", "harness.trainers", "harness.searchers")) for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_runner_probes_no_plugin():
+    """What the runner knows of a plugin it reads from the plugin's declared capabilities (harness/types.py): no
+    ``hasattr``, and no ``getattr`` with a default, the form that asks whether an attribute exists."""
+    probes = []
+    for path in sorted((ROOT / "harness" / "runner").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                    node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) > 2)):
+                probes.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert probes == []

@@ -27,7 +27,7 @@ from harness.trainers.post_training import (
     resolve_autocast,
 )
 from harness.trainers.post_training import checkpointing as is_checkpointing
-from harness.types import SamplingParams
+from harness.types import SamplingParams, TrainerCapabilities, capabilities_of
 
 pytest.importorskip("peft")
 
@@ -295,6 +295,48 @@ def test_an_engine_is_sent_the_lora_policy_as_plain_merged_weights(plugins, dtyp
     # a model without adapters is sent its own state dict, unchanged
     assert all(torch.equal(a, b) for (_, a), b in zip(serving_weights(plain), plain.state_dict().values(),
                                                        strict=True))
+
+
+def test_a_lora_run_resumed_after_training_evaluates_its_trained_adapters(tmp_path):
+    """The runner calls the trainer's declared ``prepare_policy`` (TrainerCapabilities.prepares_policy) before it
+    restores the checkpoint of a run whose training is done: the after evaluation of the resumed run is the one the
+    failed run would have reported."""
+    from harness.run import resume
+    from harness.searchers.best_of_k import BestOfK
+
+    seen: dict[str, dict] = {}
+
+    class FailsAfterOnce(BestOfK):
+        def search(self, engine, task, problems, *, phase, store):
+            metrics = super().search(engine, task, problems, phase=phase, store=store)
+            if phase == "after" and "after" not in seen:  # the trained adapters' figures, then a failure
+                seen["after"] = metrics
+                raise RuntimeError("the after evaluation failed once")
+            return metrics
+
+    class Plugin:
+        @hookimpl
+        def harness_register_tasks(self, registry):
+            registry.add("uppercase", "harness.testing:UppercaseTask", "upper-case letters (tests)")
+
+        @hookimpl
+        def harness_register_searchers(self, registry):
+            registry.add("fails-after-once", FailsAfterOnce, "best-of-k whose first after evaluation fails (tests)")
+
+    plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
+    assert capabilities_of(plugins["trainer"].get("grpo").create(lora_r="4"), TrainerCapabilities).prepares_policy
+    options = {"task": {}, "trainer": {"lr": "1e-2", "lora_r": "4"}, "searcher": {"n": "2"}}
+    cfg = RunConfig(task="uppercase", trainer="grpo", searcher="fails-after-once", model="tiny-random", limit=2,
+                    k="1,2", steps=2, train_limit=4, out=str(tmp_path), seed=3, save_model=False, options=options)
+    with pytest.raises(Exception, match="the after evaluation failed once"):
+        run(cfg, plugins=plugins, echo=lambda _: None)
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert json.loads((folder / "manifest.json").read_text())["phases_done"] == ["before", "train"]
+    resume(folder, plugins=plugins, echo=lambda _: None)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    for key, value in seen["after"].items():
+        assert metrics[f"after/{key}"] == pytest.approx(value, abs=1e-9), key
+    assert seen["after"]["mean_reward/upper"] != pytest.approx(metrics["before/mean_reward/upper"], abs=1e-9)
 
 
 def test_a_lora_checkpoint_holds_the_adapters_only_and_resumes_to_the_same_policy(plugins, tmp_path):

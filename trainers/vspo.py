@@ -241,7 +241,7 @@ class VSPOTrainer(GRPOTrainer):
         return {"behaviour": cfg.behaviour, "teacher": cfg.teacher, "task": f"{task.name}/{task.version}",
                 "prompts": [task.messages(p) for p in chosen], "max_new_tokens": cfg.max_new_tokens,
                 "seed": cfg.seed, "probe_pairs": int(cfg.probe_pairs), "probe_every": int(cfg.probe_every),
-                "sampling_dtype": str(getattr(engine, "rollout_dtype", "") or "weights")}
+                "sampling_dtype": capabilities_of(engine, EngineCapabilities).sampling_dtype or "weights"}
 
     @staticmethod
     def record_vector(store, vector: SteeringVector, *, cached: bool) -> None:

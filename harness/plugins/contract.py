@@ -78,7 +78,11 @@ def check_searcher(searcher: object, name: str = "") -> list[str]:
 
 def check_trainer(trainer: object, name: str = "") -> list[str]:
     problems = _method(trainer, "train", _ANY, _ANY, _ANY, [], store=_ANY)
-    return problems + _capabilities(trainer, TrainerCapabilities)[1]
+    capabilities, wrong = _capabilities(trainer, TrainerCapabilities)
+    if capabilities is not None and capabilities.prepares_policy:  # the runner calls prepare_policy(policy)
+        problems += ["declares TrainerCapabilities(prepares_policy=True) but " + problem.replace("missing", "has no")
+                     for problem in _method(trainer, "prepare_policy", _ANY)]
+    return problems + wrong
 
 
 def check_engine_factory(factory: object, name: str = "") -> list[str]:

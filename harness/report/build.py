@@ -99,9 +99,10 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
         during_names, during_points = data.during_training(run_curves)  # --eval-every's points
         runs.append({
             "name": mine[0].run, "rows": mine, "manifest": manifest,
-            "config": json.dumps(manifest.get("resolved_options", {}), indent=1, default=str),
-            "model": manifest.get("model", {}), "data_source": manifest.get("task", {}).get("data_source"),
-            "packages": manifest.get("packages", {}), "seconds": manifest.get("seconds"),
+            # (each a checked type or null: harness/store/run_record.py)
+            "config": json.dumps(manifest.get("resolved_options") or {}, indent=1, default=str),
+            "model": manifest.get("model") or {}, "data_source": (manifest.get("task") or {}).get("data_source"),
+            "packages": manifest.get("packages") or {}, "seconds": manifest.get("seconds"),
             "curve": plots.training_curves(mine[0].run, run_curves, plot_dir),
             "during": {"names": during_names, "points": during_points,
                        "plot": plots.during_training_curves(mine[0].run, during_names, during_points, plot_dir)},
@@ -282,9 +283,9 @@ def markdown(context: dict[str, Any]) -> str:
         lines += ["", "## Warnings", "", *(f"- {_code(run)}: {_md(line)}" for run, line in context["warnings"])]
     lines += _markdown_comparisons(context)
     for task, kind, name in context["at_k"]:
-        lines += ["", f"![{task} {kind}@k](plots/{name})"]
+        lines += ["", f"![{_md(task)} {kind}@k](plots/{name})"]
     for behaviour, name in context["behaviour_plots"]:
-        lines += ["", f"![{behaviour} vs accuracy](plots/{name})"]
+        lines += ["", f"![{_md(behaviour)} vs accuracy](plots/{name})"]
     other = context["all_other"]
     if other:
         lines += ["", "## Other metrics", "", "| run | phase | " + " | ".join(other) + " |",

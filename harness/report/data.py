@@ -113,7 +113,7 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
                 continue
             per_problem = conn.execute("SELECT * FROM problems WHERE run_dir = ? AND phase = ? ORDER BY problem_id",
                                        (run["run_dir"], phase)).fetchall()
-            problems = int(manifest.get("task", {}).get("eval_problems") or len(per_problem))
+            problems = int((manifest.get("task") or {}).get("eval_problems") or len(per_problem))
             row = Row(run["name"], run["run_dir"], run["task"], run["trainer"], run["searcher"], run["model"],
                       run["seed"], phase, problems, manifest=manifest, arm=str(config.get("arm") or ""),
                       solved={p["problem_id"]: p["successes"] > 0 for p in per_problem})

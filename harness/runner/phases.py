@@ -19,7 +19,7 @@ from harness.policy_export import save_policy
 from harness.runner.during_training import DuringTraining
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
-from harness.types import EngineCapabilities, capabilities_of
+from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
 
 ERROR_FILE = "error.txt"
 # PluginFailed and blame live in harness/failures.py (scoring lets PluginFailed through); still importable from here
@@ -62,7 +62,7 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
         finally:
             store.after_train_step = None
         if cfg.save_model:  # before the final evaluation: a run that dies there still has its trained policy
-            merged = bool(getattr(getattr(plan.trainer, "config", None), "save_merged", False))
+            merged = capabilities_of(plan.trainer, TrainerCapabilities).save_merged
             for folder in save_policy(policy, store.dir, merged=merged):
                 echo(f"saved the trained policy to {folder}")
         if capabilities_of(engine, EngineCapabilities).own_weights:  # the final evaluation samples trained weights
@@ -77,8 +77,8 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
         if "train" not in done:
             echo(f"training: {cfg.trainer} on {len(plan.train_problems)} problems")
         else:  # the trained weights are in the last checkpoint (taken after the last step)
-            if hasattr(plan.trainer, "prepare_policy"):  # a LoRA checkpoint's weights need their adapters first
-                plan.trainer.prepare_policy(policy)
+            if capabilities_of(plan.trainer, TrainerCapabilities).prepares_policy:  # a LoRA checkpoint's weights
+                plan.trainer.prepare_policy(policy)  # need their adapters first
             store.checkpointer.restore_model(policy.model)
         phase("train", train)
         phase("after", lambda: evaluate("after"))

@@ -33,6 +33,8 @@ def read_jsonl(path: Path | str, upto: int | None = None, cut_tail: bool = False
             raise ValueError(f"{path} line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except ValueError as exc:
             raise ValueError(f"{path} line {number}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError(f"{path} line {number}: not valid JSON (nested too deeply)") from None
         if not isinstance(record, dict):
             raise ValueError(f"{path} line {number}: a JSON {type(record).__name__}, not an object")
         records.append(record)
@@ -50,3 +52,5 @@ def read_json(path: Path | str) -> Any:
         raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except ValueError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:  # Python's parser recurses per bracket: a file of 100,000 "[" is not a stack overflow
+        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None

@@ -9,7 +9,8 @@ A rebuild writes a new file beside the old one and renames it into place, so the
 one is: a rebuild that fails leaves it as it was. SQLite must never see its file swapped while a connection is open
 (its -wal and -shm files go by name, and would then be shared by two databases), so every connection here holds a
 shared flock on ``.<name>.lock`` beside the file and the swap takes it exclusively. A folder that cannot be read
-is skipped with its reason (``UnreadableRun``: the file, and the line, and why).
+is skipped with its reason (``UnreadableRun``: the file, and the line or field, and why); every value the index
+takes is checked first (harness/store/run_record.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from harness.store.reading import read_json, read_jsonl
 from harness.store.run_folder import check_writable_folder, new_file_mode
+from harness.store.run_record import check_manifest, check_metrics, check_sample
 
 RESULTS_DB = "results.sqlite"
 # What a sample record (samples.jsonl, written by a searcher through store.write_samples) must carry for the report
@@ -233,17 +235,17 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         manifest = read_json(run_dir / "manifest.json")
     except ValueError as exc:
         raise UnreadableRun(run_dir, f"unreadable manifest.json ({_inside(exc, run_dir)})") from None
-    if not isinstance(manifest, dict):
-        raise UnreadableRun(run_dir, f"manifest.json holds a {type(manifest).__name__}, not an object")
     try:
+        check_manifest(manifest)
         metrics = read_json(run_dir / "metrics.json") if (run_dir / "metrics.json").exists() else {}
-        if not isinstance(metrics, dict):
-            raise ValueError(f"{run_dir / 'metrics.json'}: a JSON {type(metrics).__name__}, not an object")
+        check_metrics(metrics)
         # A last line cut by a crash mid-write was never whole: skipped. A bad line anywhere else skips the folder.
         samples = read_jsonl(run_dir / "samples.jsonl", cut_tail=True) if (run_dir / "samples.jsonl").exists() else []
+        for line, record in enumerate(samples, 1):
+            check_sample(record, line)
     except ValueError as exc:
         raise UnreadableRun(run_dir, _inside(exc, run_dir)) from None
-    cfg = manifest.get("config", {})
+    cfg = manifest["config"]
     run = (run_dir.name, manifest.get("status"), cfg.get("task"), cfg.get("trainer"), cfg.get("searcher"),
            cfg.get("model"), manifest.get("seed", cfg.get("seed")), cfg.get("preset"), manifest.get("started"),
            manifest.get("seconds"), json.dumps(manifest, default=str))
