@@ -138,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
                        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
                             "wandb (each needs its package: pip install 'vector-harness[loggers]')")
+    run_p.add_argument("--log-completions-every", metavar="N",
+                       help="a table of every N-th training step's completions (prompt, completion, extracted answer, "
+                            "reward vector) to the loggers that take one: TensorBoard text, a W&B table (default: "
+                            "10; 0: none)")
     run_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
                        help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
                             "--set task.source=champ --set searcher.n=16 (repeatable)")
@@ -266,7 +270,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
 RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
              "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "save_every",
-             "eval_every", "eval_every_limit",
+             "eval_every", "eval_every_limit", "log_completions_every",
              "shard", "dtype", "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards",
              "plugins")
 

@@ -99,4 +99,7 @@ def harness_register_loggers(registry: Registry) -> None:
     value's name is ``f"{stage}/{key}"``, its key in metrics.json; ``step`` is None for one-off values such as
     evaluations. A logger should skip what it cannot record (non-numbers) rather than raise: one that raises is
     dropped for the rest of the run. A factory may set the attribute ``requires`` to the module it imports, so a
-    missing package is reported before the model loads."""
+    missing package is reported before the model loads. A logger that also has ``log_completions(rows: list[dict],
+    step: int, stage: str)`` receives every ``--log-completions-every`` training steps that step's samples.jsonl
+    records (prompt, text, extracted, rewards, scalar, advantage, ...); ``completion_table`` in
+    harness/store/loggers.py makes them columns."""

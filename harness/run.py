@@ -175,6 +175,7 @@ def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming
     dp.broadcast({"name": store.dir.name, "train": plan.trainer is not None and "train" not in manifest["phases_done"]})
     store.attach_loggers(open_loggers(plan.loggers, plugins["logger"], store.dir,
                                       {"config": asdict(cfg), "options": plan.options}))
+    store.completions_every = cfg.log_completions_every
     echo(f"run folder: {store.dir}")
     return store, manifest
 

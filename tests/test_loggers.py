@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -266,6 +268,112 @@ def test_wandb_offline_writes_a_run(tmp_path, registry, monkeypatch):
     assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
 
 
+def a_training_step(step):
+    """The samples.jsonl records GRPO writes for one step (two answers; "|" and a newline in one)."""
+    return [{"problem_id": f"p{step}", "phase": "train", "step": step, "prompt": "2 + 2?", "text": text,
+             "extracted": extracted, "rewards": {"correct": reward, "brevity": 0.5}, "scalar": reward,
+             "advantage": reward - 0.5} for text, extracted, reward in (("a | b\nso 4", "4", 1.0), ("5", "5", 0.0))]
+
+
+def test_completion_tables_every_n_steps_reach_tensorboard_and_wandb(tmp_path, registry, monkeypatch):
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("wandb")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    store = RunStore(tmp_path, "run")
+    store.attach_loggers(open_loggers(["tensorboard", "wandb"], registry, store.dir, CONFIG))
+    store.completions_every = 2
+    for step in range(4):
+        store.log_step(step, {"loss": 1.0})
+        store.write_samples(a_training_step(step))
+    store.write_samples([{"problem_id": "q", "phase": "after", "text": "not training"}])
+    store.close()
+    events = EventAccumulator(str(store.dir / "tensorboard"))
+    events.Reload()
+    texts = events.Tensors("train/completions/text_summary")
+    assert [t.step for t in texts] == [1, 3]  # after every 2nd step, at that step's index
+    table = texts[0].tensor_proto.string_val[0].decode()
+    assert table.splitlines()[0] == ("| problem_id | prompt | completion | extracted | correct | brevity | scalar | "
+                                     "advantage |")
+    assert "| p1 | 2 + 2? | a \\| b<br>so 4 | 4 | 1 | 0.5 | 1 | 0.5 |" in table
+    (run,) = (store.dir / "wandb").glob("offline-run-*")
+    tables = sorted((run / "files" / "media" / "table" / "train").glob("completions_*.table.json"))
+    assert len(tables) == 2
+    logged = [json.loads(t.read_text()) for t in tables]
+    assert logged[0]["columns"] == ["problem_id", "prompt", "completion", "extracted", "correct", "brevity", "scalar",
+                                    "advantage"]
+    assert sorted(row[0] for t in logged for row in t["data"]) == ["p1", "p1", "p3", "p3"]
+    assert ["p1", "2 + 2?", "a | b\nso 4", "4", 1.0, 0.5, 1.0, 0.5] in logged[0]["data"] + logged[1]["data"]
+
+
+def test_a_replayed_step_sends_no_completion_table_twice(tmp_path, plugin, registry):
+    class Tables(Recorder):
+        def log_completions(self, rows, step, stage):
+            self.events.append(("completions", step, [r["problem_id"] for r in rows]))
+
+    store = RunStore(tmp_path, "run")
+    tables = Tables(store.dir, CONFIG)
+    store.attach_loggers([tables])
+    store.completions_every = 1
+    store.replayed_events = 1  # a resume: step 1 had been logged, and its table sent, before the kill
+    for step in (1, 2):
+        store.log_step(step, {"loss": 1.0})
+        store.write_samples(a_training_step(step))
+    assert tables.events == [("train", 2, {"loss": 1.0}), ("completions", 2, ["p2", "p2"])]
+
+
+def test_wandb_goes_online_where_the_user_is_logged_in(tmp_path):
+    from harness.store.loggers import wandb_mode
+
+    nowhere = {"NETRC": str(tmp_path / "none")}
+    assert wandb_mode(nowhere) == "offline"
+    assert wandb_mode({**nowhere, "WANDB_MODE": "disabled", "WANDB_API_KEY": "k"}) == "disabled"  # said, kept
+    assert wandb_mode({**nowhere, "WANDB_API_KEY": "k"}) == "online"
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")  # as `wandb login` writes
+    netrc.chmod(0o600)
+    assert wandb_mode({"NETRC": str(netrc)}) == "online"
+    assert wandb_mode({"NETRC": str(netrc), "WANDB_BASE_URL": "https://wandb.example.com"}) == "offline"
+    netrc.write_text("machine wandb.example.com login user password 0123456789abcdef\n")
+    assert wandb_mode({"NETRC": str(netrc), "WANDB_BASE_URL": "https://wandb.example.com"}) == "online"
+    netrc.write_text("machine api.wandb.ai login user\n")  # no key
+    assert wandb_mode({"NETRC": str(netrc)}) == "offline"
+    assert wandb_mode({"NETRC": str(tmp_path)}) == "offline"  # a netrc that cannot be read: offline, not a failure
+
+
+def test_wandb_is_started_in_that_mode(tmp_path, registry, monkeypatch):
+    """The mode reaches wandb.init (a stand-in module: a real online init would need the network)."""
+    pytest.importorskip("wandb")
+    started = []
+
+    class Run:
+        def __init__(self):
+            self.summary = {}
+
+        def define_metric(self, *args, **kwargs):
+            pass
+
+        def log(self, values):
+            pass
+
+        def finish(self):
+            pass
+
+    fake = types.ModuleType("wandb")
+    fake.__spec__ = importlib.machinery.ModuleSpec("wandb", None)  # what the loggers' package check looks for
+    fake.init = lambda **kw: started.append(kw) or Run()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    monkeypatch.setenv("WANDB_API_KEY", "k")
+    open_loggers(["wandb"], registry, tmp_path, CONFIG)[1].close()
+    monkeypatch.delenv("WANDB_API_KEY")
+    open_loggers(["wandb"], registry, tmp_path, CONFIG)[1].close()
+    assert [kw["mode"] for kw in started] == ["online", "offline"]
+
+
 def test_harness_run_streams_to_the_loggers_it_is_given(tmp_path, tiny_policy_spec):
     """`harness run --log tensorboard`: the evaluation and every training step reach TensorBoard as they reach
     metrics.json; an unknown logger fails before the model loads or a folder is made."""
@@ -279,7 +387,7 @@ def test_harness_run_streams_to_the_loggers_it_is_given(tmp_path, tiny_policy_sp
               "trainer.max_new_tokens=4", "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4"]
     assert main([*common, "--out", str(tmp_path / "bad"), "--log", "tensorbored"]) == 2
     assert not (tmp_path / "bad").exists()
-    assert main([*common, "--out", str(tmp_path), "--log", "tensorboard"]) == 0
+    assert main([*common, "--out", str(tmp_path), "--log", "tensorboard", "--log-completions-every", "1"]) == 0
     (folder,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "bad"]
     metrics = json.loads((folder / "metrics.json").read_text())
     events = EventAccumulator(str(folder / "tensorboard"))
@@ -288,3 +396,11 @@ def test_harness_run_streams_to_the_loggers_it_is_given(tmp_path, tiny_policy_sp
     assert events.Scalars("after/pass@1")[0].value == pytest.approx(metrics["after/pass@1"])
     lines = (folder / "metrics.jsonl").read_text().splitlines()
     assert sum(json.loads(line)["stage"] == "train" for line in lines) == 2
+    # every step's completions as a table (--log-completions-every 1), each row one of its samples.jsonl records
+    texts = events.Tensors("train/completions/text_summary")
+    assert [t.step for t in texts] == [0, 1]
+    samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    for text in texts:
+        rows = text.tensor_proto.string_val[0].decode().splitlines()[2:]
+        assert [row.split(" | ")[0] for row in rows] == [f"| {s['problem_id']}" for s in samples
+                                                         if s["phase"] == "train" and s["step"] == text.step]

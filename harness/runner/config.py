@@ -40,6 +40,8 @@ class RunConfig:
     eval_every: int = 0
     eval_every_limit: int = 8
     loggers: str = ""  # metric loggers beyond JSONL (always on), e.g. "tensorboard,mlflow"
+    # a table of every N-th training step's completions to the loggers that take one (TensorBoard, W&B); 0: none
+    log_completions_every: int = 10
     name: str | None = None  # the run folder's name under out (grids name cells by config); None: timestamped
     engine: str = "transformers"  # a registered rollout engine (`harness list`)
     engine_url: str = ""  # the engine's option url (--engine-url: a vLLM server)
@@ -68,6 +70,7 @@ class RunConfig:
         # evaluation, `--checkpoint-every -1` after the model had loaded, each leaving a folder that said "running".
         self.save_every = positive_int(self.save_every, "--save-every", minimum=0)
         self.eval_every = positive_int(self.eval_every, "--eval-every", minimum=0)
+        self.log_completions_every = positive_int(self.log_completions_every, "--log-completions-every", minimum=0)
         self.eval_every_limit = positive_int(self.eval_every_limit, "--eval-every-limit")
         for name in ("batch_size", "steps", "limit", "train_limit", "threads"):
             if getattr(self, name) is not None:

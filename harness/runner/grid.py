@@ -32,7 +32,8 @@ LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every 
 # sharding the training state (--shard), whose update equals the unsharded one to float rounding.
 # Evaluations during training watch it (their random numbers are their own: training is the same without them).
 NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
-                   "save_model", "push_to_hub", "batch_size", "save_every", "shard", "eval_every", "eval_every_limit")
+                   "save_model", "push_to_hub", "batch_size", "save_every", "shard", "eval_every", "eval_every_limit",
+                   "log_completions_every")
 
 
 def split_names(value: Any) -> list[Any]:

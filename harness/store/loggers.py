@@ -8,6 +8,11 @@ An event is ``log(metrics, step, stage)``; a value's name is ``f"{stage}/{key}"`
 ``step`` is None for one-off values such as evaluations (see ``RunStore``). The numeric backends receive only the
 numbers of an event (``scalars``); JSONL receives everything.
 
+A logger that also has ``log_completions(rows, step, stage)`` receives, every ``--log-completions-every`` training
+steps (``RunStore.completions_every``), a table of that step's completions: prompt, completion, extracted answer,
+reward vector, scalar reward and advantage (``completion_table``); TensorBoard shows it as Markdown text, W&B as a
+``wandb.Table``.
+
 On ``--resume`` the events after the resume point are sent again (the work is redone). A logger whose stream is cut
 back with the run folder says so (``rolled_back = True``: JSONL) and receives them; every other logger already has
 them and is skipped for those events, so TensorBoard, MLflow and W&B never get a point twice.
@@ -18,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import netrc
 import numbers
 import os
 import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from harness.hookspecs import hookimpl
 
@@ -40,7 +47,8 @@ def harness_register_loggers(registry: Registry) -> None:
     registry.add("tensorboard", "harness.store.loggers:TensorBoardLogger",
                  "TensorBoard event files in <run>/tensorboard")
     registry.add("wandb", "harness.store.loggers:WandbLogger",
-                 "Weights & Biases, offline into <run>/wandb unless WANDB_MODE says otherwise")
+                 "Weights & Biases: online when logged in (WANDB_API_KEY, ~/.netrc) or WANDB_MODE says so, else "
+                 "offline into <run>/wandb")
     registry.add("mlflow", "harness.store.loggers:MlflowLogger",
                  "MLflow, into <run>/mlruns unless MLFLOW_TRACKING_URI is set")
 
@@ -79,6 +87,46 @@ def scalars(metrics: dict[str, Any]) -> dict[str, float]:
 
 def metric_name(stage: str, key: str) -> str:
     return f"{stage}/{key}" if stage else key
+
+
+COMPLETION_ROWS = 64  # a table's rows at most: a step of 16 prompts x 8 samples would make a page nobody reads
+
+
+def completion_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """samples.jsonl records of one training step -> (columns, data): problem, prompt, completion, extracted answer,
+    one column per reward component (in the order the records name them), scalar reward, advantage."""
+    components = list(dict.fromkeys(name for r in rows for name in (r.get("rewards") or {})))
+    columns = ["problem_id", "prompt", "completion", "extracted", *components, "scalar", "advantage"]
+    data = [[r.get("problem_id"), r.get("prompt"), r.get("text"), r.get("extracted"),
+             *((r.get("rewards") or {}).get(c) for c in components), r.get("scalar"), r.get("advantage")]
+            for r in rows[:COMPLETION_ROWS]]
+    return columns, data
+
+
+def markdown_table(columns: list[str], data: list[list[Any]]) -> str:
+    """A Markdown table (TensorBoard's text plugin renders it): cells on one line, "|" escaped."""
+    def cell(value: Any) -> str:
+        text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
+        return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in data])
+
+
+def wandb_mode(environ: Any = os.environ) -> str:
+    """W&B's mode: WANDB_MODE when set; else "online" where the user is logged in (WANDB_API_KEY, or a ~/.netrc entry
+    for the W&B host, which `wandb login` writes), so a logged-in user's runs reach their project; else "offline"
+    into the run folder, which `wandb sync` uploads later."""
+    if environ.get("WANDB_MODE"):
+        return environ["WANDB_MODE"]
+    if environ.get("WANDB_API_KEY"):
+        return "online"
+    host = urlparse(environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
+    try:
+        found = netrc.netrc(environ.get("NETRC") or None).authenticators(host or "")
+    except (OSError, netrc.NetrcParseError):  # no ~/.netrc (FileNotFoundError is an OSError), or one netrc refuses
+        found = None
+    return "online" if found and found[2] else "offline"  # the password is the API key
 
 
 class JsonlLogger:
@@ -120,13 +168,18 @@ class TensorBoardLogger:
             self._writer.add_scalar(metric_name(stage, key), value, global_step=step)
         self._writer.flush()  # the writer's own flush is every 2 minutes; a killed run should keep its curves
 
+    def log_completions(self, rows: list[dict[str, Any]], step: int, stage: str) -> None:
+        self._writer.add_text(metric_name(stage, "completions"), markdown_table(*completion_table(rows)),
+                              global_step=step)
+        self._writer.flush()
+
     def close(self) -> None:
         self._writer.close()
 
 
 class WandbLogger:
-    """Weights & Biases, offline into ``<run>/wandb`` unless WANDB_MODE is set (``online`` to sync; project:
-    WANDB_PROJECT, default "vector-harness").
+    """Weights & Biases (project: WANDB_PROJECT, default "vector-harness"), in ``wandb_mode()``: online where the user
+    is logged in or WANDB_MODE says so, else offline into ``<run>/wandb``.
 
     Each stage has its own step axis ``<stage>/step`` rather than W&B's global step, which must only grow: a
     warm-up stage counts from 0 and training counts from 0 again after it. One-off values (step None) go to the
@@ -141,7 +194,7 @@ class WandbLogger:
 
         self._run = wandb.init(dir=str(run_dir), config=config or {}, name=Path(run_dir).name,
                                project=os.environ.get("WANDB_PROJECT", "vector-harness"),
-                               mode=os.environ.get("WANDB_MODE", "offline"))
+                               mode=wandb_mode())
         self._stages: set[str] = set()
 
     def log(self, metrics: dict[str, Any], step: int | None, stage: str) -> None:
@@ -149,6 +202,15 @@ class WandbLogger:
         if step is None:
             self._run.summary.update(values)
             return
+        self._log_at(step, stage, values)
+
+    def log_completions(self, rows: list[dict[str, Any]], step: int, stage: str) -> None:
+        import wandb
+
+        columns, data = completion_table(rows)
+        self._log_at(step, stage, {metric_name(stage, "completions"): wandb.Table(columns=columns, data=data)})
+
+    def _log_at(self, step: int, stage: str, values: dict[str, Any]) -> None:
         if stage not in self._stages:
             self._stages.add(stage)
             self._run.define_metric(f"{stage}/*", step_metric=f"{stage}/step")

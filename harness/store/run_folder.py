@@ -165,6 +165,10 @@ class RunStore:
         # Events a resume will send again (they came after its snapshot): loggers whose stream is not cut back with
         # the folder (TensorBoard, MLflow, W&B) already have them, so they skip this many (see ``rollback``).
         self.replayed_events = 0
+        self._replaying = False  # whether the last event was one of those (then so are its step's completions)
+        # --log-completions-every N: a table of every N-th training step's completions to each logger that takes
+        # one (``log_completions``); 0: none
+        self.completions_every = 0
         # One-line warnings of what went wrong without failing the run (a trainer that stopped at a collapse):
         # the manifest's "warnings" when the run completes; kept in snapshots, so a resume keeps them too.
         self.warnings: list[str] = []
@@ -209,8 +213,14 @@ class RunStore:
         self.warnings.append(line)
 
     def write_samples(self, records: Iterable[dict[str, Any]]) -> None:
-        """Append candidate records (problem_id, phase, text, extracted, unparsed, rewards, ...) to samples.jsonl."""
+        """Append candidate records (problem_id, phase, text, extracted, unparsed, rewards, ...) to samples.jsonl;
+        a training step's, every ``completions_every`` steps, also go to the loggers that take completions."""
+        records = list(records)
         self._append("samples.jsonl", records)
+        steps = {r.get("step") for r in records if r.get("phase") == "train"}
+        if self.completions_every and len(steps) == 1 and isinstance(step := steps.pop(), int) \
+                and (step + 1) % self.completions_every == 0:
+            self._forward_completions([r for r in records if r.get("phase") == "train"], step)
 
     def log_step(self, step: int, metrics: dict[str, float], stage: str = "train") -> None:
         """Per-step training metrics: a line in steps.jsonl, and the list ``<stage>/<key>`` (one value per step) in
@@ -236,14 +246,23 @@ class RunStore:
         # A logger is a convenience, not the record: one that fails must not end a run that may have trained for
         # hours, so it is dropped after one warning and the store's own files carry on.
         replayed, self.replayed_events = self.replayed_events > 0, max(0, self.replayed_events - 1)
+        self._replaying = replayed
+        # a copy each, so no logger sees another's changes
+        self._send("log", lambda logger: logger.log(dict(metrics), step, stage))
+
+    def _forward_completions(self, rows: list[dict[str, Any]], step: int) -> None:
+        # A step's samples follow its line: after a resume, those of a replayed step went out before the kill.
+        self._send("log_completions", lambda logger: logger.log_completions([dict(r) for r in rows], step, "train"))
+
+    def _send(self, method: str, call: Any) -> None:
         for logger in list(self.loggers):
-            if replayed and not getattr(logger, "rolled_back", False):
+            if (self._replaying and not getattr(logger, "rolled_back", False)) or not hasattr(logger, method):
                 continue
             try:
-                logger.log(dict(metrics), step, stage)  # a copy each, so no logger sees another's changes
+                call(logger)
             except Exception as exc:
                 self.loggers.remove(logger)
-                _warn(logger, f"log() raised {type(exc).__name__}: {exc}; dropped for the rest of the run")
+                _warn(logger, f"{method}() raised {type(exc).__name__}: {exc}; dropped for the rest of the run")
                 with contextlib.suppress(Exception):  # release its files or processes if it still can
                     logger.close()
 
