@@ -22,7 +22,7 @@ SEEN: list[tuple[str, str]] = []
 
 @pytest.fixture(scope="module", autouse=True)
 def _table_of_what_the_user_sees():
-    """After the module: the table for the issue note (shown with `pytest -s`)."""
+    """After the module: a Markdown table of each mistake and the one line the user sees (`pytest -s`)."""
     yield
     for what, line in SEEN:
         print(f"| {what} | `{line}` |")

@@ -1,11 +1,11 @@
-"""The reliability claims as an adversarial user would test them: each test is one numbered claim below (the
-README's reliability section lists them). Tiny model, `--threads 1`, real processes: a second writer runs while the
-first is held at an exact point (``HARNESS_PAUSE``, harness/faults.py), so nothing waits on a guessed sleep; the
-time limits are ceilings against hangs only.
+"""The reliability claims of the README's reliability section, as an adversarial user would test them, one test
+each. Tiny model, `--threads 1`, real processes: a second writer runs while the first is held at an exact point
+(``HARNESS_PAUSE``, harness/faults.py), so nothing waits on a guessed sleep; the time limits are ceilings against
+hangs only.
 
-1. one writer per run folder and per grid cell; 2. a resume verifies what it resumes, and nothing says complete
-before every file is whole; 3. `harness index` / `harness report` skip a bad folder and keep the old index whole;
-6. SIGTERM, --threads on resume, loggers after a resume, a complete run missing from the index. (4 and 5, one-line
+The sections below: one writer per run folder and per grid cell; a resume verifies what it resumes, and nothing
+says complete before every file is whole; `harness index` / `harness report` skip a bad folder and keep the old
+index whole; SIGTERM, --threads on resume, loggers after a resume, a complete run missing from the index. (One-line
 refusals up front: tests/test_bad_input.py; bounded batching: tests/test_engine.py.)
 """
 
@@ -75,7 +75,7 @@ def _copy(folder: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(folder, tmp_path / "runs" / folder.name))
 
 
-# -- 1. two writers, one folder --------------------------------------------------------------------------------
+# -- two writers, one folder ------------------------------------------------------------------------------------
 
 
 def test_a_second_writer_of_a_running_folder_is_refused_naming_the_first(tmp_path, baseline):
@@ -129,7 +129,7 @@ def test_a_dead_writers_lock_never_blocks_a_resume(killed, tmp_path, baseline):
     assert _outcome(folder) == baseline[1]
 
 
-# -- 2. a resume verifies what it resumes ------------------------------------------------------------------------
+# -- a resume verifies what it resumes ---------------------------------------------------------------------------
 
 
 def _recorded(folder: Path, name: str) -> int:
@@ -207,7 +207,7 @@ def test_nothing_is_complete_until_every_file_is_whole(tmp_path, baseline):
     assert json.loads((folder / "manifest.json").read_text())["status"] == "failed"
 
 
-# -- 3. report and index survive a bad folder ------------------------------------------------------------------
+# -- report and index survive a bad folder ---------------------------------------------------------------------
 
 
 def _runs_with_bad_ones(baseline, tmp_path: Path) -> Path:
@@ -288,7 +288,7 @@ def test_a_report_renders_its_own_index_while_another_rewrites_the_out(baseline,
     assert not [p for p in out.rglob("*.tmp")]
 
 
-# -- 6. signals, threads, loggers, the index -----------------------------------------------------------------------
+# -- signals, threads, loggers, the index --------------------------------------------------------------------------
 
 
 def test_sigterm_ends_a_run_like_an_interrupt(tmp_path):

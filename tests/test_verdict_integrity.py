@@ -55,7 +55,7 @@ def assert_scores_zero(task: CodeTask, problem: Problem, completion: str) -> Non
 # Attacks on the add problem, through the code task
 # ----------------------------------------------------------------------------------------------------------------
 
-# The generic forger from the issue: walk the interpreter's frames for a callable named like a reporter and a list
+# A generic forger: walk the interpreter's frames for a callable named like a reporter and a list
 # named like the tests, and report every test as passed (in the old record format and in frames on every
 # descriptor). It made a wrong ``add`` score 1.0 when the tests ran in the program's interpreter.
 FRAME_WALK = """
