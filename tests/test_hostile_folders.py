@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_runs import CEILING, harness, harness_env, only_run
+from tiny_runs import CEILING, EVAL, harness, harness_env, only_run
 
 VALUES = {  # label: a hostile value
     "null": None, "huge": 99999999999999999999999, "negative": -1, "nan": float("nan"), "list": ["x"],
@@ -92,8 +92,7 @@ def _spoil(folder: Path, file: str, spoil) -> None:
 def good_run(tmp_path_factory, tiny_policy_spec) -> Path:
     """An evaluation of the tiny model (no training: a trained run's copies would each draw their curves)."""
     out = tmp_path_factory.mktemp("good")
-    done = harness(["run", "--model", "tiny-random", "--trainer", "none", "--limit", "2", "--k", "1,2", "--threads",
-                    "1", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4", "--out", str(out)])
+    done = harness([*EVAL, "--out", str(out)])
     assert done.returncode == 0, done.stderr[-2000:]
     return only_run(out)
 

@@ -13,6 +13,9 @@ RUN = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "3", "--
        "--k", "1,2", "--threads", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
        "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4",
        "--checkpoint-every", "1"]  # a checkpoint after every step (default: 10 minutes), so kills land between them
+# An evaluation only (no training, no curves to draw): the run the report tests copy into many folders.
+EVAL = ["run", "--model", "tiny-random", "--trainer", "none", "--limit", "2", "--k", "1,2", "--threads", "1",
+        "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4"]
 CEILING = 300  # seconds: a hang, never a speed
 
 

@@ -6,7 +6,8 @@ the same file: WAL mode lets readers go on while one writer holds the lock, and 
 ``BEGIN IMMEDIATE`` transaction with a long busy timeout, so concurrent writers wait their turn instead of failing.
 
 A rebuild writes a new file beside the old one and renames it into place, so the old index stays whole until the new
-one is: a rebuild that fails leaves it as it was. SQLite must never see its file swapped while a connection is open
+one is: a rebuild that fails leaves it as it was (and one killed leaves a file the next removes:
+harness/store/orphans.py). SQLite must never see its file swapped while a connection is open
 (its -wal and -shm files go by name, and would then be shared by two databases), so every connection here holds a
 shared flock on ``.<name>.lock`` beside the file and the swap takes it exclusively. A folder that cannot be read
 is skipped with its reason (``UnreadableRun``: the file, and the line or field, and why); every value the index
@@ -21,12 +22,12 @@ import json
 import math
 import os
 import sqlite3
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.store.orphans import new_temp_file, remove_orphans
 from harness.store.reading import read_json, read_jsonl
 from harness.store.run_folder import check_writable_folder, new_file_mode
 from harness.store.run_record import check_manifest, check_metrics, check_sample
@@ -144,9 +145,8 @@ def build_index(db: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, st
     how many runs it holds."""
     check_writable_folder(db.parent, "the results index's folder")
     db.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=db.parent, prefix=f".{db.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp, count = Path(name), 0
+    remove_orphans(db.parent, db.name)  # a killed report's or rebuild's private index; never a running one's
+    tmp, count = new_temp_file(db.parent, db.name), 0
     try:
         conn = connect(tmp)
         try:
