@@ -9,6 +9,8 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -346,13 +348,34 @@ def test_there_is_no_network() -> None:
 @needs_root
 @pytest.mark.usefixtures("unharmed")
 def test_killing_the_parent_or_everything_reaches_nothing_outside() -> None:
-    # Contained by the uid change (65534 may signal no root process) and the pid namespace (kill(-1) reaches
-    # only the namespace); os.getppid() is 0 there, so the first attack targets the program's own group.
-    for attack in ("os.kill(os.getppid(), signal.SIGKILL)", "os.killpg(os.getpgid(0), signal.SIGKILL)",
-                   "os.kill(-1, signal.SIGKILL)", "os.kill(1, signal.SIGKILL)"):
-        result = run_tests(f"import os, signal\ntry:\n    {attack}\nexcept OSError:\n    pass\n", ["pass"])
-        assert result.status in ("ok", "crashed")
-    os.kill(os.getpid(), 0)  # still here
+    """Contained by two layers, each enough alone: the run's own uid (it may signal no process of another uid) and
+    the pid namespace (kill(-1) reaches only the namespace; os.getppid() is 0 there). Each layer is checked from
+    inside first, so a containment failure fails here rather than killing the test runner; then every attack, aimed
+    at a decoy outside (this user's, its own session) and at the sandbox's server or blind, must leave both alive.
+    The run itself may end "ok" or "crashed": killing its own processes is allowed."""
+    server = sandbox._server(sandbox._interpreter()[0])
+    assert run_tests("", ["pass"]).all_passed and server.proc is not None  # the server is up
+    server_pid = server.proc.pid
+    layers = ("import os\nuid = os.getuid()\ntry:\n    pid_namespace = os.readlink('/proc/self/ns/pid')\n"
+              "except OSError as exc:\n    pid_namespace = str(exc)\n")
+    host = os.readlink("/proc/self/ns/pid")
+    result = run_tests(layers, [f"assert uid >= {sandbox.RUN_UIDS[0]}, uid",
+                                f"assert pid_namespace[:4] == 'pid:' and pid_namespace != {host!r}, pid_namespace"])
+    assert result.all_passed, result.errors
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        for attack in (f"os.kill({decoy.pid}, signal.SIGKILL)", f"os.killpg({decoy.pid}, signal.SIGKILL)",
+                       f"os.kill({server_pid}, signal.SIGKILL)", "os.kill(os.getppid(), signal.SIGKILL)",
+                       "os.killpg(os.getpgid(0), signal.SIGKILL)", "os.kill(1, signal.SIGKILL)",
+                       "os.kill(-1, signal.SIGKILL)"):
+            result = run_tests(f"import os, signal\ntry:\n    {attack}\nexcept OSError:\n    pass\n", ["pass"])
+            assert result.status in ("ok", "crashed"), (attack, result)
+            assert decoy.poll() is None, f"{attack} killed a process outside the sandbox"
+            assert server.proc is not None and server.proc.pid == server_pid and server.proc.poll() is None, \
+                f"{attack} killed the sandbox's server"
+    finally:
+        decoy.kill()
+        decoy.wait()
 
 
 @pytest.mark.usefixtures("unharmed")
