@@ -3,9 +3,12 @@ contrastive pairs from a (fake) teacher. Per-row steering inside the engine is t
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
+from harness.models import Policy
 from harness.steering.build import build_vector, residual_activations, separation_scores, steering_preference
 from harness.steering.vectors import Steering, SteeringVector
 from harness.tasks.behaviours import CONCISENESS, CONFIDENCE
@@ -138,6 +141,79 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     assert every_other.provenance["layer_preferences"] == preferences and every_other.layer == vec.layer
     with pytest.raises(ValueError, match="criterion must be one of"):
         build_vector(tiny_policy, shouting, quiet, behaviour="shouting", criterion="vibes")
+
+
+class _HandMadeTokenizer:
+    """One token per character: A, B, C, D. No chat template: a prompt is its text (harness.engine.tokens)."""
+
+    chat_template = None
+    pad_token_id = 2
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": ["ABCD".index(c) for c in text]}
+
+
+class _Affine(torch.nn.Module):
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale, self.bias = torch.tensor(scale), torch.tensor(bias)
+
+    def forward(self, hidden):
+        return hidden * self.scale + self.bias
+
+
+class _HandMadeModel(torch.nn.Module):
+    """Two position-wise decoder layers on a 3-d residual stream, every number chosen by hand. Embeddings: A (1, 0, 0),
+    B (0, 1, 0), D (1, 1, 0), C (the prompt) 0. Layer 0: the identity. Layer 1: (x, y, z) -> (2x, 0, z + 1.5). The
+    head reads x only: logit(A) = x, logit(B) = -x, logit(C) = logit(D) = 0."""
+
+    config = SimpleNamespace(hidden_size=3, num_hidden_layers=2)
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Parameter(torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 0], [1, 1, 0]]))
+        self.model = torch.nn.Module()
+        self.model.layers = torch.nn.ModuleList([_Affine([1.0, 1, 1], [0.0, 0, 0]),
+                                                 _Affine([2.0, 0, 1], [0.0, 0, 1.5])])
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=None, logits_to_keep=0):
+        hidden = self.embed[input_ids]
+        for layer in self.model.layers:
+            hidden = layer(hidden)
+        x = hidden[..., 0]
+        logits = torch.stack([x, -x, torch.zeros_like(x), torch.zeros_like(x)], dim=-1)
+        return SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits)
+
+
+def test_each_criterion_keeps_the_layer_it_should_on_a_hand_made_model():
+    """Both layer criteria on a model small enough to work out on paper (see _HandMadeModel), against the figures
+    worked out here, not recomputed: layer 0 separates the pairs better (Cohen's d), steering at layer 1 raises the
+    positive answer more (preference), so each criterion keeps its own layer. A criterion whose sign is flipped, a
+    direction pointing backwards or a choice of the worst layer fails here.
+
+    Response-token activations (pairs: prompt "C", positive "A" and "AD", negative "B" and "BD"):
+      layer 0: positive (1, 0, 0), (1, .5, 0); negative (0, 1, 0), (.5, 1, 0); mean difference (.75, -.75, 0)
+      layer 1: positive (2, 0, 1.5), (2, 0, 1.5); negative (0, 0, 1.5), (1, 0, 1.5); mean difference (1.5, 0, 0)
+    Cohen's d along each layer's unit difference: layer 0, projections +-1/sqrt2 and +-.5/sqrt2, gap 1.5/sqrt2,
+    pooled sd .25: d = 3 sqrt2; layer 1, projections 2, 2 and 0, 1, gap 1.5, pooled sd .5: d = 3.
+    Preference on the first pair at probe_beta .5 of each layer's activation norm (mean of the two sets' mean
+    norms): both answers are one token read at the prompt, so the preference is the change of logit(A) - logit(B)
+    = 2x at that position. Layer 0: norm (1 + sqrt1.25) / 2, its unit direction (1, -1, 0) / sqrt2 becomes
+    x + 2 / sqrt2 after layer 1: preference .5 * norm * 2 * sqrt2. Layer 1: norm (2.5 + (1.5 + sqrt3.25) / 2) / 2,
+    direction (1, 0, 0): preference .5 * norm * 2."""
+    policy = Policy(model=_HandMadeModel(), tokenizer=_HandMadeTokenizer(), spec="hand-made", source="this test")
+    positive, negative = [("C", "A"), ("C", "AD")], [("C", "B"), ("C", "BD")]
+    d_scores = [4.2426407, 3.0]  # 3 sqrt2, 3
+    preferences = [1.4976761, 2.0756939]  # sqrt2 (1 + sqrt1.25) / 2, (2.5 + (1.5 + sqrt3.25) / 2) / 2
+
+    by_d = build_vector(policy, positive, negative, behaviour="hand", criterion="cohen_d", progress=False)
+    assert by_d.layer == 0 and by_d.provenance["layer_scores"] == pytest.approx(d_scores, abs=1e-5)
+    assert by_d.vector.tolist() == pytest.approx([0.7071068, -0.7071068, 0.0], abs=1e-6)
+
+    by_preference = build_vector(policy, positive, negative, behaviour="hand", probe_pairs=1, probe_beta=0.5,
+                                 progress=False)
+    assert by_preference.provenance["layer_preferences"] == pytest.approx(preferences, abs=1e-5)
+    assert by_preference.layer == 1 and by_preference.vector.tolist() == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
+    assert by_preference.norms == pytest.approx({"raw_norm": 1.5, "activation_norm": 2.0756939}, abs=1e-5)
 
 
 def _independent_preference(policy, positive, negative, layer: int, beta_norms: float, pairs: int) -> float:
