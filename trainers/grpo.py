@@ -34,6 +34,7 @@ from harness.runner.distributed import current as current_parallel
 from harness.threads import phase_threads
 from harness.trainers.advantages import WEIGHTINGS
 from harness.trainers.collapse_watch import CollapseWatch
+from harness.trainers.dynamic_sampling import Rollouts, fill_batch, refill_problems
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
 from harness.trainers.losses import (
@@ -111,6 +112,11 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
     # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
     importance_sampling_level: str = "token"
+    # DAPO's dynamic sampling (trainers/dynamic_sampling.py): a group whose advantages are all 0 (no reward spread) is
+    # dropped and prompts_per_step more prompts are sampled, up to max_resample_rounds extra rounds per step
+    dynamic_sampling: bool = False
+    # extra generation rounds a step may take; a batch still short after them is topped up with flat groups
+    max_resample_rounds: int = 3
     # DAPO's overlong handling (trainers/overlong.py): no loss at all on a rollout cut at max_new_tokens without EOS
     mask_truncated: bool = False
     # DAPO's soft overlong punishment: weight of reward component "overlong", 0 up to max_new_tokens - overlong_buffer
@@ -166,6 +172,8 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
             raise ValueError(f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got "
                              f"{self.trade_off_weights!r}")
         self.check_warmup("grpo")
+        if self.max_resample_rounds < 0:
+            raise ValueError(f"grpo: max_resample_rounds must be >= 0, got {self.max_resample_rounds!r}")
         if not self.overlong_penalty >= 0:
             raise ValueError(f"grpo: overlong_penalty must be >= 0, got {self.overlong_penalty!r}")
         if self.overlong_penalty > 0 and not 1 <= self.overlong_buffer <= self.max_new_tokens:
@@ -232,7 +240,6 @@ class GRPOTrainer:
         if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
             self.format_warmup(policy, engine, task, problems, store)
         model, tok = policy.model, policy.tokenizer
-        estimator = self.estimator
         dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/runner/distributed.py)
         optimizer = torch.optim.AdamW(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay)
         reference = None
@@ -252,7 +259,6 @@ class GRPOTrainer:
         # wrapper, which shares its parameters, or under --shard fsdp a sharded copy gathered back after each step.
         # One process: the same object.
         trained, optimizer = dp.prepare(model, optimizer)
-        share = dp.block(cfg.prompts_per_step)  # this rank's prompts of each step
         task_components = list(task.score(problems[0], "").rewards)  # the reward vector's component names
         # extra components (name -> weight) appended after the task's: the subclass's, then DAPO's length penalty
         shaping = {**self.shaping(), **overlong_shaping(cfg.overlong_penalty)}
@@ -273,26 +279,12 @@ class GRPOTrainer:
             started = time.perf_counter()
             set_lr(optimizer, cfg.lr * lr_factor(step, cfg.steps, cfg))
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
-            mine = batch_problems[share]
             model.eval()
-            with timer("generation"):
-                completions = engine.generate(
-                    [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
-                    SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                   top_p=cfg.top_p, seed=cfg.seed * 100_003 + step),
-                    desc=f"{self.name} step {step} rollouts",
-                )
-            with timer("scoring"):  # and what turns scores into advantages: shaping, the gather, the estimator
-                scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout,
-                                        cfg.delimiter)
-                if shaping:
-                    scored = self.add_shaping(scored, mine, completions, list(shaping))
-                if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
-                    completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
-                groups = torch.tensor([c.prompt_index for c in completions])
-                advantages = estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
-                                       weighting=cfg.trade_off_weights,
-                                       k=cfg.pkpo_k, generator=torch.Generator().manual_seed(cfg.seed * 7919 + step))
+            # sampling: dynamic sampling's figures, when it is on
+            rollouts, sampling = self.step_rollouts(engine, task, problems, batch_problems, step, task_components,
+                                                    shaping, weights)
+            batch_problems, completions = rollouts.problems, rollouts.completions
+            scored, advantages = rollouts.scored, rollouts.advantages
             generated = time.perf_counter()
             answers_text = [a for c in completions
                             for a in split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter)]
@@ -344,6 +336,7 @@ class GRPOTrainer:
                 # time/checkpoint: the previous step's save, which comes after its line (the line is in the save)
                 **timer.take(TIME_SECTIONS),
                 **({"ref_synced": float(synced)} if cfg.sync_ref_model else {}),
+                **sampling,
                 **self.step_metrics(),
             }
             store.log_step(step, metrics)
@@ -376,6 +369,50 @@ class GRPOTrainer:
                         checkpointer.save(step, model, optimizer_state, self.state_dict(), store, saved_reference)
             if store.step_models and dp.is_main and store.step_models.due(step):
                 store.step_models.save(step, policy)  # --save-every: a loadable model, kept
+
+    def step_rollouts(self, engine: Engine, task: Task, problems: Sequence[Problem],
+                      batch_problems: Sequence[Problem], step: int, task_components: Sequence[str],
+                      shaping: dict[str, float], weights: torch.Tensor) -> tuple[Rollouts, dict[str, float]]:
+        """The step's scored rollouts: one round of ``batch_problems``, or under dynamic sampling as many rounds as
+        it takes (at most ``max_resample_rounds`` more) to fill the step with groups that have spread."""
+        cfg = self.config
+
+        def draw(round_: int) -> Rollouts:
+            chosen = batch_problems if round_ == 0 else [next(extra) for _ in range(cfg.prompts_per_step)]
+            return self.rollout_batch(engine, task, chosen, step, round_, task_components, shaping, weights)
+
+        if not cfg.dynamic_sampling:
+            return draw(0), {}
+        extra = refill_problems(problems, cfg.seed, step, batch_problems)
+        return fill_batch(draw, cfg.prompts_per_step, cfg.max_resample_rounds, cfg.answers_per_rollout)
+
+    def rollout_batch(self, engine: Engine, task: Task, problems: Sequence[Problem], step: int, round_: int,
+                      task_components: Sequence[str], shaping: dict[str, float], weights: torch.Tensor) -> Rollouts:
+        """One generation round: this rank's share of ``problems`` sampled G times, scored (with the shaping
+        components), gathered from every rank, and their advantages. Round 0 keeps the seeds a step always had;
+        dynamic sampling's later rounds take seeds of their own."""
+        cfg = self.config
+        dp = current_parallel()
+        mine = problems[dp.block(len(problems))]
+        offset = 1_000_003 * round_
+        with self.timer("generation"):
+            completions = engine.generate(
+                [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
+                SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                               top_p=cfg.top_p, seed=cfg.seed * 100_003 + step + offset),
+                desc=f"{self.name} step {step} rollouts" + (f" (refill {round_})" if round_ else ""),
+            )
+        with self.timer("scoring"):  # and what turns scores into advantages: shaping, the gather, the estimator
+            scored = score_rollouts(task, mine, completions, task_components, cfg.answers_per_rollout, cfg.delimiter)
+            if shaping:
+                scored = self.add_shaping(scored, mine, completions, list(shaping))
+            if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
+                completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
+            groups = torch.tensor([c.prompt_index for c in completions])
+            advantages = self.estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
+                                        weighting=cfg.trade_off_weights, k=cfg.pkpo_k,
+                                        generator=torch.Generator().manual_seed(cfg.seed * 7919 + step + offset))
+        return Rollouts(list(problems), completions, scored, advantages)
 
     def update_batch(self, model, tok, trained, optimizer, reference, engine, completions, advantages):
         """A step's update of this rank's rows: the old log-probs (``rollout_correction``), ``num_iterations``
