@@ -57,6 +57,16 @@ class Plugins:
     def __getitem__(self, kind: str) -> Registry:
         return self.registries[kind]
 
+    def forget_used(self) -> None:
+        """Start a run's record of the plugins it uses (a grid's cells share one manager)."""
+        for registry in self.registries.values():
+            registry.looked_up.clear()
+
+    def used(self) -> list[tuple[str, str]]:
+        """(kind, name) of every plugin looked up since ``forget_used``: those the run and its plugins asked for (a
+        trainer's advantage estimator, a behaviour, the model alias), in the order they were."""
+        return [(kind, name) for kind, registry in self.registries.items() for name in registry.looked_up]
+
 
 def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | None = None,
                        local: Sequence[str] = ()) -> Plugins:

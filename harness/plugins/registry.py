@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 
@@ -38,6 +41,19 @@ class Entry:
             ) from exc
         return obj
 
+    def package(self) -> str | None:
+        """Where the factory's code comes from: the installed distribution and its version ("vector-harness 0.1.0"
+        for a built-in), else its module's file (a --plugin file), else None. What a manifest records: the plugin's
+        label says who registered the name, this says whose code runs."""
+        module = self.factory.partition(":")[0] if isinstance(self.factory, str) else \
+            getattr(self.factory, "__module__", None) or ""
+        for dist in _distributions().get(module.partition(".")[0], []):
+            try:
+                return f"{dist} {metadata.version(dist)}"
+            except metadata.PackageNotFoundError:
+                continue
+        return getattr(sys.modules.get(module), "__file__", None)
+
     def create(self, **options: Any) -> Any:
         """Call the factory; a family's factory receives the member name first: ``factory("maze", **options)``."""
         if self.member is not None:
@@ -61,6 +77,8 @@ class Registry:
         self.current_plugin = "?"  # set by the plugin manager while a plugin's registration hook runs
         self.third_party = False  # ... and whether that plugin is an installed package rather than ours
         self.refused: list[tuple[str, str]] = []
+        self.looked_up: list[str] = []  # names found since the last ``Plugins.forget_used``: what a run uses
+
 
     def add(self, name: str, factory: Callable[..., Any] | str, description: str = "",
             presets: dict[str, dict[str, Any]] | None = None) -> None:
@@ -82,13 +100,18 @@ class Registry:
 
     def get(self, name: str) -> Entry:
         if name in self._entries:
-            return self._entries[name]
+            return self._used(self._entries[name])
         prefix, colon, member = name.partition(":")
         family = self._entries.get(prefix + colon) if colon else None
         if family is not None and member:
-            return dataclasses.replace(family, name=name, member=member)
+            return self._used(dataclasses.replace(family, name=name, member=member))
         available = ", ".join(f"{n}<name>" if n.endswith(":") else n for n in sorted(self._entries)) or "(none)"
         raise PluginError(f"unknown {self.kind} {name!r}; available: {available}")
+
+    def _used(self, entry: Entry) -> Entry:
+        if entry.name not in self.looked_up:
+            self.looked_up.append(entry.name)
+        return entry
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
@@ -98,3 +121,9 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    """Top-level module -> the installed distributions providing it (read once: it scans every installed one)."""
+    return metadata.packages_distributions()

@@ -15,6 +15,7 @@ import jinja2
 
 from harness.faults import fault_point
 from harness.report import compare, data, plots
+from harness.report.optimised import what_was_optimised
 from harness.report.summary import warm_up_line
 from harness.store.reading import read_json
 from harness.store.results_db import RESULTS_DB, build_index, connect, find_runs, publish
@@ -109,6 +110,7 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
             "warnings": run_warnings(manifest),
             "warm_up": warm_up_line(_run_metrics(run_dir)),
+            "optimised": what_was_optimised(manifest),  # its reward and the package behind every plugin
         })
     diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
     behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
@@ -300,16 +302,28 @@ def markdown(context: dict[str, Any]) -> str:
 
 
 def _markdown_runs(runs: list[dict[str, Any]]) -> list[str]:
-    """Per run, what the leaderboard cannot show: its evaluations during training (--eval-every)."""
+    """Per run, what the leaderboard cannot show: what it optimised (its reward, the plugins and their packages),
+    its format warm-up, how many warnings it has, its evaluations during training (--eval-every)."""
     lines: list[str] = []
     for run in runs:
-        during = run["during"]
-        if not during["points"]:
-            continue
-        lines += ["", f"### {_md(run['name'])}", "", f"Evaluation during training ({len(during['points'])} points; "
-                  "step: optimizer steps taken):", "",
-                  "| step | " + " | ".join(during["names"]) + " |", "|" + "---|" * (1 + len(during["names"]))]
-        lines += [_md_row([p["step"], *(fmt(p.get(n)) for n in during["names"])]) for p in during["points"]]
+        optimised, during = run["optimised"], run["during"]
+        lines += ["", f"### {_md(run['name'])}", ""]
+        if optimised["terms"]:
+            lines += [f"Reward: {_md(optimised['formula'] or '-')} (components not listed: reported only)", "",
+                      "| component | weight | from |",
+                      "|---|---|---|", *(_md_row([t["name"], t["shown"], t["source"]]) for t in optimised["terms"]),
+                      ""]
+        if optimised["plugins"]:
+            lines.append("Plugins: " + "; ".join(f"{_md(p['kind'])} {_code(p['name'])} "
+                                                 f"({_md(p['package'] or p['plugin'])})" for p in optimised["plugins"]))
+        if run["warm_up"]:
+            lines += ["", f"{_md(run['warm_up'])}."]
+        if run["warnings"]:
+            lines += ["", f"{len(run['warnings'])} warning(s): see Warnings above."]
+        if during["points"]:
+            lines += ["", f"Evaluation during training ({len(during['points'])} points; step: optimizer steps taken):",
+                      "", "| step | " + " | ".join(during["names"]) + " |", "|" + "---|" * (1 + len(during["names"]))]
+            lines += [_md_row([p["step"], *(fmt(p.get(n)) for n in during["names"])]) for p in during["points"]]
         if during["plot"]:
             lines += ["", f"![evaluation during training of {_md(run['name'])}](plots/{during['plot']})"]
     return ["", "## Runs", *lines] if lines else []

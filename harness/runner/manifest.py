@@ -27,6 +27,9 @@ RECORDED_KEYS = ("harness_version", "packages")
 def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes: int, started: float) -> dict:
     cfg, task = plan.cfg, plan.task
     kinds = (("task", cfg.task), ("searcher", cfg.searcher), ("trainer", cfg.trainer), ("engine", cfg.engine))
+    named = {(kind, name) for kind, name in kinds} | {("logger", name) for name in plan.loggers}
+    # every other plugin the run or its plugins looked up: the trainer's advantage estimator, a behaviour, the model
+    others = [(kind, name) for kind, name in plugins.used() if (kind, name) not in named]
     return {
         "status": "running",
         "harness_version": __version__,
@@ -35,7 +38,14 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
         "resolved_options": plan.options,
         "plugins": {kind: {"name": name, "plugin": plugins[kind].get(name).plugin}
                     for kind, name in kinds if name != "none"}
+        | {"loggers": [{"name": name, "plugin": plugins["logger"].get(name).plugin} for name in plan.loggers]}
+        | ({"others": [{"kind": kind, "name": name, "plugin": plugins[kind].get(name).plugin}
+                       for kind, name in others]} if others else {})
         | ({"local": [p.describe() for p in plugins.local]} if plugins.local else {}),  # --plugin: file and digest
+        # whose code each name runs: "kind:name" -> "distribution version" (or a --plugin file's path)
+        "plugin_packages": {f"{kind}:{name}": plugins[kind].get(name).package()
+                            for kind, name in [*kinds, *(("logger", n) for n in plan.loggers), *others]
+                            if name != "none"},
         "task": {"name": task.name, "version": task.version, "data_source": task.data_source(),
                  "eval_problems": len(plan.eval_problems), "train_problems": len(plan.train_problems),
                  "reward_weights": task.reward_weights}

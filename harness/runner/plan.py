@@ -60,6 +60,7 @@ class Plan:
 
 
 def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bool = False) -> Plan:
+    plugins.forget_used()  # from here to the manifest, what is looked up is this run's (harness/runner/manifest.py)
     task, trainer, searcher, options = build_plugins(cfg, plugins, resuming=resuming)
     trainer_caps = capabilities_of(trainer, TrainerCapabilities)
     options["engine"] = check_engine(cfg, plugins, trainer_caps)
