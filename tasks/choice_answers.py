@@ -6,7 +6,7 @@ model wrote "**Answer: C**". Extraction here follows what chat models actually w
 1. committed mentions, anywhere in the text, the last one wins ("The answer is (B). Wait, no: the answer is (D)"),
    and reasoning after it does not undo it ("The answer is (D). Step by step: A is ..., C is ..."):
    "The answer is (X)" (the requested form), "the answer is X.", "**Answer: C**", "Answer: (D) photosynthesis",
-   "the correct option is E", "the correct answer is option G", "I'd go with B", "I chose answer 1 (A)", "so it is
+   "the correct option is E", "the correct answer is option G", "the initial answer of A", "I'd go with B", "I chose answer 1 (A)", "so it is
    (B)", "Therefore, answer A", 'the correct answer "D"', "\\boxed{C}", "Option B is correct", "option 2 is correct",
    "the answer is option 2" (an option named by its number), "The answer is b) ..." (lower case with a closing
    parenthesis), an answer phrase followed by an option's text ("The answer is photosynthesis", "The answer is (i)
@@ -52,7 +52,8 @@ _PHRASE = re.compile(
     r"|\bi\s+(?:chose|picked|selected|went\s+with)\b"
     r"|\b(?:so|thus|therefore|hence)[\s,]+(?:it|this|that)(?:\s+is|['’]s|\s+must\s+be|\s+would\s+be)\b"
     r"|\b(?:so|thus|therefore|hence)[\s,]+(?:the\s+)?(?:answer|option|choice)(?=\s+\(?[A-J]\b)"
-    r"|\b(?:correct|right|final)\s+(?:answer|option|choice)(?=\s*[\"“]))"
+    r"|\b(?:correct|right|final)\s+(?:answer|option|choice)(?=\s*[\"“])"
+    r"|\b(?i:initial|original|final)\s+answer\s+of\b)"
     r"[\s*_:=\"'“]*(?i:(?:option|choice|letter|answer|number)\b\s*)?"
 )
 _NEGATED_BEFORE = re.compile(r"(?i:\b(?:incorrect|wrong|no|not(?:\s+the)?|isn['’]t(?:\s+the)?)[\s*_]*)$")

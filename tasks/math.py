@@ -86,8 +86,11 @@ class MathTask:
     # form, and a box that copies the instruction's placeholder or the unevaluated sum earns no "boxed"; v5: boxes of
     # different values are a hedge, unparsed, and earn neither "correct" nor "boxed" nor "lenient_correct"; v6: a box
     # copying the instruction's word placeholder is no answer: what was committed before it is read; markdown
-    # emphasis and quotes around a committed value are read through)
-    version = "math-v6"
+    # emphasis and quotes around a committed value are read through; v7: the question's own sum stated equal to a
+    # value commits to it ("77 - 33 = 22", later sums on other numbers are steps), fenced code, boxes that hold no
+    # value or are operands are no answer, a cut-off sentence commits to nothing it had not finished, a word is no
+    # answer to a sum)
+    version = "math-v7"
     capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 
     def __init__(
@@ -133,7 +136,7 @@ class MathTask:
         self.instruction = instruction
         # what the instruction's own boxes hold ("result" in \boxed{result}): a copy of it is not an answer
         self._placeholders = {_normalise_box(b) for b in boxed_contents(instruction) if b.strip()}
-        self._word_placeholders = sorted(p for p in self._placeholders if re.fullmatch(r"[a-z_][a-z_0-9]*", p))
+        self._word_placeholders = word_placeholders(instruction)
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
         # the reference completion works the arithmetic out before the box (`4 + 3 = 7, so the result is
@@ -189,7 +192,7 @@ class MathTask:
     def score(self, problem: Problem, completion: str) -> Score:
         # the committed answer, never raises; a box that copies the instruction's word placeholder (\boxed{result})
         # is no answer at all, so what the completion committed to before it is read instead
-        reading = read_answer(self._without_placeholder_boxes(completion))
+        reading = read_answer(completion, question=problem.prompt, placeholders=self._word_placeholders)
         answer = reading.value
         # the format is a boxed final value: not the instruction's placeholder copied, not the sum written out again
         from_box = (reading.boxed and _normalise_box(answer) not in self._placeholders
@@ -207,14 +210,6 @@ class MathTask:
             extracted=answer,
             unparsed=answer is None,
         )
-
-    def _without_placeholder_boxes(self, completion: str) -> str:
-        """``completion`` with every box removed whose contents copy a word placeholder of the instruction
-        ("result"); a placeholder that is a value (an instruction's example \boxed{5}) is left: it may be right."""
-        for placeholder in self._word_placeholders:
-            completion = re.sub(r"\\(?:boxed|fbox)\s*\{\s*\$?\s*" + re.escape(placeholder) + r"\s*\$?\s*\}", "",
-                                completion, flags=re.IGNORECASE)
-        return completion
 
     def _length(self, completion: str) -> float:
         """1 up to length_target characters, falling linearly to 0 at length_cap (formula in the module doc)."""
@@ -461,6 +456,13 @@ def _champ_rows() -> tuple[list[dict[str, Any]], int]:
             rows.append({"id": f"champ-{key}", "problem": item["_text"], "answer": answer,
                          "category": item.get("category"), "champ_answer": item.get("_answer")})
     return rows, len(problems)
+
+
+def word_placeholders(instruction: str) -> tuple[str, ...]:
+    """The words an instruction boxes ("result" of "\\boxed{result}"): a completion's copy of one is no answer. A
+    placeholder that is a value (an example \\boxed{5}) is not among them: a completion's \\boxed{5} may be right."""
+    boxed = {_normalise_box(b) for b in boxed_contents(instruction) if b.strip()}
+    return tuple(sorted(p for p in boxed if re.fullmatch(r"[a-z_][a-z_0-9]*", p)))
 
 
 def _normalise_box(text: str | None) -> str:

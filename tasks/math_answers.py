@@ -74,6 +74,7 @@ _PROSE_OPENERS = {
     "a", "an", "the", "that", "this", "it", "in", "not", "to", "of", "we", "you", "i", "when", "if", "because",
     "included", "given", "found", "shown", "below", "above", "as", "correct", "incorrect", "wrong", "unclear",
     "unknown", "simple", "easy", "hard", "there", "here", "what", "how", "why", "which", "so", "then", "by", "on",
+    "true", "false",  # "the result is true": a verdict on the working, not a value
 }
 # Words that may follow a value at the end of a statement: a unit ("7 apples") but not prose ("2 with a problem").
 _NOT_UNITS = _PROSE_OPENERS | {"and", "or", "but", "with", "for", "from", "more", "less", "than", "times", "is",
@@ -82,7 +83,8 @@ _NOT_UNITS = _PROSE_OPENERS | {"and", "or", "but", "with", "for", "from", "more"
 # What states a value at the end of a sentence: "is 55", "equals 7", "gives you 4", "a final result of 65", "= 7".
 _STATING = re.compile(
     r"(?<![<>=!])=(?!=)|\b(?:is\s+equal\s+to|equals?(?:\s+to)?|is|are|was|gives?(?:\s+(?:you|us))?|get|gets|got|"
-    r"makes?|costs?|totals?|comes\s+to|results?\s+in|leaves|(?:final\s+)?result\s+of)\b",
+    r"makes?|costs?|totals?|comes\s+to|results?\s+in|leaves|(?:final\s+)?result\s+of|simplif(?:y|ies|ied)\s+to|"
+    r"reduces?\s+to)\b",
     re.IGNORECASE,
 )
 # At most a unit after a value that ends a sentence: "inches", "in total", "\text{ cm}", "%", then punctuation.
@@ -93,6 +95,7 @@ _SENTENCE_END_MARK = re.compile(r"[.!?]+(?=\s|$)")
 _FINISHED = re.compile(r"[.!?:)\]}\"'”*`$]\s*$")  # the text ends like a finished sentence, a formula or markdown
 _CONFIRMED = re.compile(r"\s*[,.!]?\s*(?:(?:that'?s|that\s+is|which\s+is)\s+(?:correct|right|it)\b)?[\s.!]*$",
                         re.IGNORECASE)
+_FORM_REMARK = re.compile(r"(?is)[^\d]*\b(?:answer|form|format)\b[^\d]*")  # no digit, about the answer's form
 _ASIDE_EQUATION = re.compile(r"\([^()]*=[^()]*\)")  # "(9 + 0 = 9)": an aside, not the statement
 
 _MAX_PHRASES = 64  # answer phrases read, the last ones: a text with more is degenerate, and reading all is slow
@@ -123,23 +126,26 @@ NO_READING = Reading(None, None)
 HEDGED = Reading(None, "hedged")
 
 
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` (and ``\\fbox{...}``) in order of appearance; nested braces are matched.
-
-    One linear pass with a brace stack, so a long or adversarial completion costs O(n). An unclosed box (a
-    completion cut at max_new_tokens) yields nothing.
-    """
-    found: list[tuple[int, str]] = []
-    stack: list[tuple[int, bool]] = []  # (content start, opened by a box?)
+def boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, contents) of every ``\\boxed{...}`` (and ``\\fbox{...}``) in order of appearance; nested braces
+    are matched. One linear pass with a brace stack, so a long or adversarial completion costs O(n). An unclosed box
+    (a completion cut at max_new_tokens) yields nothing."""
+    found: list[tuple[int, int, str]] = []
+    stack: list[tuple[int, int, bool]] = []  # (box start, content start, opened by a box?)
     for m in _BRACE_TOKEN.finditer(text):
         if m.group() == "}":
             if stack:
-                start, is_box = stack.pop()
+                begin, start, is_box = stack.pop()
                 if is_box:
-                    found.append((start, text[start : m.start()]))
+                    found.append((begin, m.end(), text[start : m.start()]))
         else:
-            stack.append((m.end(), m.group() != "{"))
-    return [content for _, content in sorted(found)]
+            stack.append((m.start(), m.end(), m.group() != "{"))
+    return sorted(found)
+
+
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` (and ``\\fbox{...}``) in order of appearance (``boxed_spans``)."""
+    return [content for _, _, content in boxed_spans(text)]
 
 
 def solution_answer(solution: str) -> str | None:
@@ -238,6 +244,12 @@ def _phrase_value(clause: str) -> str | None:
     return whole
 
 
+def _numbers_equated(before: str) -> bool:
+    """Whether an "=" follows a number alone ("1 + 3 = 4 + 3, 0 = 3"): two numbers said equal state no result."""
+    left = re.split(r"[=,;:]", before[-120:])[-1].strip(" \t$*")
+    return re.fullmatch(r"-?\d+(?:\.\d+)?", left) is not None
+
+
 def _relation(before: str) -> bool:
     """Whether the expression right before an "=" is one in variables ("x + 91", "a / (1 + r)"): an equation to
     solve or a formula, not the statement of a value. A lone variable ("x = 5") states a value."""
@@ -246,6 +258,102 @@ def _relation(before: str) -> bool:
     expression = m.group().strip() if m else ""
     names = _VARIABLE.findall(re.sub(r"\\[A-Za-z]+", " ", expression))
     return bool(names) and not _VARIABLE.fullmatch(expression)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What is not an answer: code, copied placeholders, boxes that hold no value
+# ----------------------------------------------------------------------------------------------------------------
+
+_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)  # a fenced block, or one cut off before its closing fence
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷]|\\times|\\cdot|\\div)\s*$")
+_OPERATOR_AFTER = re.compile(r"^\s*(?:[-+*/×÷]|\\times|\\cdot|\\div)")
+
+
+def _without_code(text: str) -> str:
+    """``text`` without fenced code: a program's ``result = 36 + 13`` states nothing about the answer."""
+    return _CODE_FENCE.sub(" ", text) if "```" in text else text
+
+
+def _without_placeholders(text: str, placeholders: tuple[str, ...]) -> str:
+    """``text`` with every box removed that copies one of the instruction's word placeholders ("\\boxed{result}")."""
+    for placeholder in placeholders:
+        text = re.sub(r"\\(?:boxed|fbox)\s*\{\s*\$?\s*" + re.escape(placeholder) + r"\s*\$?\s*\}", "", text,
+                      flags=re.IGNORECASE)
+    return text
+
+
+def _holds_no_value(box: str) -> bool:
+    """A box of words run into digits ("caac3 0:3.14159"): no value, whatever else it is. Units and \\text{} are
+    removed first, so "12 \\text{cm}" and "\\text{(C)}" stay values."""
+    rest = re.sub(r"\\(?:text|mbox|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+", " ", clean_answer(box))
+    return bool(re.search(r"[A-Za-z]{2,}", rest) and re.search(r"\d", rest))
+
+
+def _answer_boxes(text: str) -> list[str]:
+    """The boxes that commit to a value: not a box with no value in it, not an operand of an expression written
+    around boxes ("\\boxed{result} + \\boxed{20 %}"), and, beside a box that holds a value, not one that only writes
+    arithmetic out ("\\boxed{4 - 1}", the form quoted as an example)."""
+    boxes = []
+    for start, end, content in boxed_spans(text):
+        answer = clean_answer(content)
+        if (answer and not _holds_no_value(answer) and not _OPERATOR_BEFORE.search(text[max(0, start - 12) : start])
+                and not _OPERATOR_AFTER.match(text[end : end + 12])):
+            boxes.append(answer)
+    values = [box for box in boxes if not _ARITHMETIC.search(box) or "=" in box]
+    return values or boxes
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The question's own arithmetic stated equal to a value
+# ----------------------------------------------------------------------------------------------------------------
+
+_QUESTION_SUM = re.compile(r"-?\d+(?:\.\d+)?(?:\s*(?:[-+*/×÷−–]|\\times|\\cdot|\\div)\s*-?\d+(?:\.\d+)?)+")
+_OPERATOR_WORD = re.compile(r"\s*(?:times|plus|minus|divided|multiplied|over|squared|cubed)\b", re.IGNORECASE)
+_DASHES = str.maketrans({"−": "-", "–": "-", "×": "*", "÷": "/"})
+
+
+def _question_sums(question: str | None) -> list[str]:
+    """The arithmetic the question asks for ("Calculate 57 - 74." -> ["57-74"]), spaces and dash variants removed."""
+    if not question:
+        return []
+    return [re.sub(r"\s+", "", m.group()).translate(_DASHES) for m in _QUESTION_SUM.finditer(question[:2000])]
+
+
+def _question_statements(text: str, question: str | None) -> list[tuple[int, str]]:
+    """(where, value) of each clause that states the question's own sum equal to a value: "77 - 33 = 22",
+    "57 - 74 = 7 - 74 = 0" (the end of the chain), "48 - 9 ≡ 50". A chain ending in arithmetic states nothing."""
+    sums = set(_question_sums(question))
+    found: list[tuple[int, str]] = []
+    if not sums:
+        return found
+    for m in _QUESTION_SUM.finditer(text):
+        if re.sub(r"\s+", "", m.group()).translate(_DASHES) not in sums:
+            continue
+        clause = _SENTENCE_END.split(text[m.end() : m.end() + 300], maxsplit=1)[0]
+        clause = _ASIDE_EQUATION.sub(lambda a: " " * len(a.group()), clause)
+        relation = re.match(r"\s*(?:=|≡|\bis\b|\bequals\b)", clause)
+        if relation is None:
+            continue
+        at = max(clause.rfind("=") + 1, clause.rfind("≡") + 1, relation.end())  # the end of a chain "= 7 - 74 = 0"
+        value = _value_at_start(clause, at)
+        if (value is not None and not _ARITHMETIC.search(value[0])
+                and not re.search(r"[A-Za-z]", clause[relation.end() : at])  # "= kx or 375 + 2x = 5x": to solve
+                and not _OPERATOR_WORD.match(clause[value[1] :])):  # "= 4 times 19 plus 2": arithmetic in words
+            found.append((m.end() + at, clean_answer(value[0])))
+    return found
+
+
+def _is_word(value: str) -> bool:
+    return not re.search(r"\d|\\[A-Za-z]", value)
+
+
+def _side_sum(text: str, at: int, question: str | None) -> bool:
+    """Whether the statement read at ``at`` is an equation on other numbers than the question's ("33 + 3 = 5")."""
+    before = text[max(0, at - 80) : at].rstrip()
+    if not before.endswith("="):
+        return False
+    sums = [re.sub(r"\s+", "", m.group()).translate(_DASHES) for m in _QUESTION_SUM.finditer(before)]
+    return bool(sums) and sums[-1] not in set(_question_sums(question))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -320,46 +428,64 @@ def _statement(text: str) -> tuple[int, str] | None:
         verb, value = stated[-1]  # the last verb followed by a value ("... get 8 in total": not "total")
         if (not _ARITHMETIC.search(value[0])
                 and _unit_only(re.sub(r"[$*]|\\[)\]]", "", sentence[value[1] :]))
-                and not (verb.group() == "=" and _relation(sentence[: verb.start()]))):
+                and not (verb.group() == "=" and (_relation(sentence[: verb.start()])
+                                                  or _numbers_equated(sentence[: verb.start()])))):
             return at + verb.end(), clean_answer(value[0])
     equals = [m.start() for m in re.finditer(r"(?<![<>=!])=(?!=)", sentence)]
-    if equals and not _relation(sentence[: equals[-1]]):
+    if equals and not _relation(sentence[: equals[-1]]) and not _numbers_equated(sentence[: equals[-1]]):
         value = _value_at_start(sentence, equals[-1] + 1)
-        if value is not None and not _ARITHMETIC.search(value[0]):  # "=9 – 52" restates, it states no value
+        # "=9 – 52" restates, it states no value; in a text cut off by the token budget ("4 + 4 + 3 = 3 does not
+        # hold true since it") the sentence was still going: only a value that ends it was committed to
+        if (value is not None and not _ARITHMETIC.search(value[0])
+                and (not re.search(r"[A-Za-z]\s*$", text) or _FINISHED.search(text)
+                     or _unit_only(sentence[value[1] :]))):
             return at + equals[-1] + 1, clean_answer(value[0])
     return None
 
 
 def _final_line(text: str) -> tuple[int, str] | None:
-    """A last line that is a value alone: "22.", "**7**", "#### 4", "184, that's correct."."""
+    """A last line that is a value alone: "22.", "**7**", "#### 4", "184, that's correct."; lines after it that only
+    talk about the answer's form are a closing remark ("112\n\nYour answer should be in the form \\boxed{result}.")."""
     stripped = text.rstrip()
     start = stripped.rfind("\n") + 1
-    line = stripped[start:]
+    while start > 0 and _FORM_REMARK.fullmatch(stripped[start:]):
+        start = stripped.rfind("\n", 0, start - 1) + 1
+    line = stripped[start:].split("\n", 1)[0]
     body = re.sub(r"^[\s#>*_$]*(?:\\\(|\\\[)?", "", line.replace("**", "  ").replace("__", "  "))
     found = _value_at_start(body)
     if found is None:
         return None
     value, end = found
     after = re.sub(r"\\[)\]]|[*$]", "", body[end:])
+    after = re.sub(r"^\s*\([^()]*\)", "", after)  # "15 (Modified Tower Method)": the value, then an aside
     if not _ARITHMETIC.search(value) and _CONFIRMED.fullmatch(after):
         return start + len(line) - len(body), clean_answer(value)
     return None
 
 
-def read_answer(text: str) -> Reading:
-    """The answer ``text`` commits to (see the module docstring); ``NO_READING`` when it commits to none."""
+def read_answer(text: str, question: str | None = None, placeholders: tuple[str, ...] = ()) -> Reading:
+    """The answer ``text`` commits to (see the module docstring); ``NO_READING`` when it commits to none.
+    ``question``: the problem, whose own arithmetic ("57 - 74") stated equal to a value commits to that value;
+    ``placeholders``: words the instruction boxes ("result" of "\\boxed{result}"), whose copies are no answer."""
     if not isinstance(text, str):
         return NO_READING
-    boxes = [answer for answer in map(clean_answer, boxed_contents(text)) if answer]
+    text = _without_code(_without_placeholders(text, placeholders))
+    boxes = _answer_boxes(text)
     if boxes:
         if len({_normalise(box) for box in boxes}) > 1:
             return HEDGED  # several different boxed values commit to none of them
         return Reading(boxes[-1][:MAX_ANSWER_CHARS], "boxed")
     text = text.replace("**", "").replace("__", "")  # markdown emphasis: "**Final answer: 7**" is "Final answer: 7"
-    candidates = [(at, value, "phrase") for at, value in _phrases(text)]
+    # a word is no answer to a sum ("Calculate 62 - 28. ... the final answer is double-precision.")
+    sums_asked = bool(_question_sums(question))
+    candidates = [(at, value, "phrase") for at, value in _phrases(text) if not (sums_asked and _is_word(value))]
+    about_question = _question_statements(text, question)
+    candidates += [(at, value, "statement") for at, value in about_question]
     for rule, form in ((_statement, "statement"), (_final_line, "line")):
         found = rule(text)
-        if found is not None and found[1]:
+        # working on other numbers after the question's own sum was stated ("77 - 33 = 22 ... 33 + 3 = 5") is a
+        # side step, not a new answer
+        if found is not None and found[1] and not (about_question and _side_sum(text, found[0], question)):
             candidates.append((found[0], found[1], form))
     if not candidates:
         return NO_READING

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.tasks.math import HENDRYCKS, HENDRYCKS_SUBJECTS, MathTask
+from harness.tasks.math import HENDRYCKS, HENDRYCKS_SUBJECTS, INSTRUCTION, MathTask, word_placeholders
 from harness.tasks.math_answers import (
     answers_match,
     boxed_contents,
@@ -106,9 +106,17 @@ def test_a_guess_counts_only_in_lenient_correct() -> None:
     assert read_answer("The answer is 28.").committed and not read_lenient("think of 28").committed
 
 
+def _rows() -> list[dict]:
+    return [json.loads(line) for line in (EXTRACTION / "math.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
 def _fixture(source: str) -> list[dict]:
-    rows = [json.loads(line) for line in (EXTRACTION / "math.jsonl").read_text(encoding="utf-8").splitlines()]
-    return [r for r in rows if r["source"] == source]
+    return [r for r in _rows() if r["source"] == source]
+
+
+def _batch(row: dict) -> str:
+    """ "synthetic", or the batch a real row's id names ("math-real-t07-05" -> "t07"): README.md there."""
+    return "synthetic" if row["source"] == "synthetic" else row["id"].split("-")[2]
 
 
 def _agrees(label: str | None, value: str | None) -> bool:
@@ -117,23 +125,38 @@ def _agrees(label: str | None, value: str | None) -> bool:
     return label.replace(" ", "") == value.replace(" ", "") or answers_match(label, value)
 
 
-@pytest.mark.parametrize("source", ["real", "synthetic"])
-def test_extraction_agrees_with_labels_read_by_hand(source: str) -> None:
-    """Labelled SmolLM2-135M outputs (real) and hand-written forms (synthetic): tests/fixtures/extraction/README.md.
+def _as_the_task_reads(row: dict) -> str | None:
+    return read_answer(row["text"], question=row["problem"], placeholders=word_placeholders(INSTRUCTION)).value
+
+
+@pytest.mark.parametrize("batch", sorted({_batch(r) for r in _rows()}))
+def test_extraction_agrees_with_labels_read_by_hand(batch: str) -> None:
+    """Labelled SmolLM2-135M outputs (real, per batch: the ones the rules were written on and the ones generated
+    and labelled afterwards) and hand-written forms (synthetic): tests/fixtures/extraction/README.md.
     python bench/extraction_agreement.py prints the figures, the old extractor's beside them."""
-    rows = _fixture(source)
-    assert len(rows) >= (100 if source == "real" else 40)
-    misses = [(r["id"], r["label"], read_answer(r["text"]).value) for r in rows
-              if not _agrees(r["label"], read_answer(r["text"]).value)]
+    rows = [r for r in _rows() if _batch(r) == batch]
+    assert len(rows) >= 20
+    misses = [(r["id"], r["label"], read) for r in rows if not _agrees(r["label"], read := _as_the_task_reads(r))]
     assert (len(rows) - len(misses)) / len(rows) >= 0.95, misses
     # Rows labelled "commits to nothing" must stay unparsed: no value may be read into them by luck.
     guessed = [m for m in misses if m[1] is None]
-    assert len(guessed) <= 0.05 * sum(r["label"] is None for r in rows), guessed
+    assert len(guessed) <= max(1, 0.05 * sum(r["label"] is None for r in rows)), guessed
+
+
+def test_placeholder_copied_from_the_instruction_is_never_an_answer_nor_boxed() -> None:
+    task = MathTask()
+    problem = Problem(id="p", prompt="Calculate 4 + 3.", answer="7")
+    for text in ("4 + 3 = 7, so \\boxed{result}", "\\boxed{result}", "The result is \\boxed{ Result }."):
+        score = task.score(problem, text)
+        assert score.rewards["boxed"] == 0.0 and score.extracted != "result", text
+    assert task.score(problem, "4 + 3 = 7, so \\boxed{result}").extracted == "7"  # what came before the copy
 
 
 def test_real_fixture_is_mostly_unboxed_so_the_reward_keeps_signal() -> None:
     """SmolLM2-135M rarely boxes: its committed answers must count without a box, or "correct" would be ~0."""
-    committed = [read_answer(r["text"]) for r in _fixture("real") if r["label"] is not None]
+    # batches a and b: generated under a prompt that did not show the box (later prompts do)
+    committed = [read_answer(r["text"], question=r["problem"]) for r in _fixture("real")
+                 if r["label"] is not None and _batch(r) in ("a", "b")]
     assert len(committed) >= 40 and sum(r.boxed for r in committed) <= 3
     assert sum(r.value is not None for r in committed) >= 0.95 * len(committed)
 
@@ -158,7 +181,7 @@ def test_reward_vector_order_and_components() -> None:
                                                           "lenient_correct": 0.0}
     # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
-    assert task.version == "math-v6"
+    assert task.version == "math-v7"
 
 
 @pytest.mark.parametrize(
