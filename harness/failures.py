@@ -4,7 +4,10 @@ prints as one line.
 
 ``PluginFailed`` also means "stop the run": the places that forgive a scorer raising on one answer (one candidate
 lost, counted) let it through, so a broken reward function (harness/reward_functions.py) ends the run instead of
-silently scoring every answer as a failure.
+silently scoring every answer as a failure. ``ScoreFailed`` is the opposite case: a task's scorer failed on one
+answer (harness/task_guard.py). It names the task, the places that forgive one lost answer forgive it, and ``blame``
+lets it through unchanged, so where nothing forgives it (a trainer reading a task's components) the line names the
+task, not the built-in that called it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,22 @@ class PluginFailed(RuntimeError):
     """A plugin raised during a run; the message names it and what it was doing, the cause keeps the traceback."""
 
 
+class ScoreFailed(RuntimeError):
+    """A task's scorer raised, or returned no ``Score``, on one answer; the message names the task and the problem,
+    ``reason`` is the error alone ("KeyError: 'x'")."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 @contextlib.contextmanager
 def blame(kind: str, name: str, plugin: str, doing: str) -> Iterator[None]:
-    """Re-raise any error of the block as ``PluginFailed`` naming the plugin (a full disk and ^C pass through)."""
+    """Re-raise any error of the block as ``PluginFailed`` naming the plugin (a full disk and ^C pass through, and an
+    error that already names its plugin)."""
     try:
         yield
-    except (PluginFailed, KeyboardInterrupt):
+    except (PluginFailed, ScoreFailed, KeyboardInterrupt):
         raise
     except OSError as exc:
         if exc.errno in DISK_FULL:
@@ -36,5 +49,10 @@ def blame(kind: str, name: str, plugin: str, doing: str) -> Iterator[None]:
 
 
 def _line(kind: str, name: str, plugin: str, doing: str, exc: BaseException) -> str:
+    return f"{kind} {name!r} (plugin {plugin!r}) failed while {doing}: {reason(exc)}"
+
+
+def reason(exc: BaseException) -> str:
+    """"ExcType: the message's first line"."""
     first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{kind} {name!r} (plugin {plugin!r}) failed while {doing}: {type(exc).__name__}: {first}"
+    return f"{type(exc).__name__}: {first}"

@@ -145,7 +145,7 @@ class WithRewards:
     (problems, prompts, data source, capabilities, any other attribute) is the task's."""
 
     def __init__(self, task: Any, rewards: Sequence[RewardFunction]) -> None:
-        self._task = task
+        self._task = self.unwrapped = task
         self.rewards = list(rewards)
         self.name, self.version = task.name, task.version
         self.capabilities = capabilities_of(task, TaskCapabilities)

@@ -178,8 +178,14 @@ class BrevityTask:
 
 
 def check_task(task: Any) -> None:
-    """Raise AssertionError listing every way ``task`` breaks the Task protocol (and its declared capabilities)."""
-    _assert_follows(contract.check_task(task), "task", task)
+    """Raise AssertionError listing every way ``task`` breaks the Task protocol (and its declared capabilities); a
+    task that follows it then scores its first eval problem against its reference, as the runner does before the
+    model loads (``contract.check_score``: a Score, with every component its reward_weights names)."""
+    problems = contract.check_task(task)
+    if not problems:
+        drawn = task.problems("eval", limit=1, seed=0)
+        problems = contract.check_score(task, drawn[0]) if drawn else []
+    _assert_follows(problems, "task", task)
 
 
 def check_searcher(searcher: Any) -> None:

@@ -4,7 +4,8 @@ Each ``check_*`` returns a list of one-line problems (empty: fine). The runner c
 before the model loads, and turns problems into one error with ``require``; ``harness.testing`` wraps them as
 assertions for plugin authors' own tests. The checks look at the object only (attributes, methods and whether a
 call would bind to their signatures), never run a task or a search; only ``check_estimator`` calls its plugin, once,
-on a tiny tensor, because an estimator's contract is about the shape of what it returns.
+on a tiny tensor, because an estimator's contract is about the shape of what it returns, and ``check_score`` scores
+one of a task's problems, because a scorer's is about what it returns.
 
 ``name`` (the registered name) is accepted by every check so each reads ``check_x(obj, name)`` like the registry;
 problems leave it out, because ``require`` starts the line with the kind, the name and the plugin.
@@ -13,14 +14,17 @@ problems leave it out, because ``require`` starts the line with the kind, the na
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
 
+from harness.failures import PluginFailed
 from harness.plugins.registry import PluginError
 from harness.types import (
     EngineCapabilities,
     Problem,
+    Score,
     SearcherCapabilities,
     TaskCapabilities,
     TrainerCapabilities,
@@ -68,6 +72,40 @@ def check_task(task: object, name: str = "") -> list[str]:
                      for flag, method in TASK_METHODS.items()
                      if getattr(capabilities, flag) and not callable(getattr(task, method, None))]
     return problems + wrong
+
+
+def check_score(task: Any, problem: Problem, name: str = "") -> list[str]:
+    """Score one of the task's own problems against its reference (its reference completion, else its answer, else an
+    empty answer): the result must be a ``Score`` whose rewards are finite numbers holding its primary and every
+    component ``reward_weights`` names. Unlike the checks above, this one runs the task (the runner: on the first
+    eval problem, before the model loads), so a scorer that returns a plain float fails here, not mid-run."""
+    what = "an empty answer"
+    try:
+        reference = ""
+        if capabilities_of(task, TaskCapabilities).reference_completions:
+            reference, what = task.reference_completion(problem) or "", "its reference completion"
+        if not reference and problem.answer:
+            reference, what = problem.answer, "its reference answer"
+        score = task.score(problem, reference)
+    except PluginFailed:  # a --reward function's own failure, which names it
+        raise
+    except Exception as exc:
+        return [f"score(problem {problem.id!r}, {what}) raised {type(exc).__name__}: {_first_line(exc)}"]
+    call = f"score(problem {problem.id!r}, {what})"
+    if not isinstance(score, Score):
+        return [f"{call} returned {_short(score)}, not a Score"]
+    if not isinstance(score.rewards, dict) or not score.rewards:
+        return [f"{call} returned a Score whose rewards are {_short(score.rewards)}, not a dict of str -> number"]
+    problems = [f"{call}: reward {k!r} is {_short(v)}, not a finite number" for k, v in score.rewards.items()
+                if not (isinstance(v, numbers.Real) and math.isfinite(v))]
+    weights = getattr(task, "reward_weights", None)
+    missing = [k for k in weights if k not in score.rewards] if isinstance(weights, dict) else []
+    if missing:
+        problems.append(f"{call} gave no {', '.join(map(repr, missing))}, which reward_weights names (its rewards: "
+                        f"{', '.join(map(str, score.rewards))})")
+    if score.primary not in score.rewards:
+        problems.append(f"{call}: its primary {score.primary!r} is not one of its rewards")
+    return problems
 
 
 def check_searcher(searcher: object, name: str = "") -> list[str]:

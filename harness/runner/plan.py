@@ -22,7 +22,14 @@ from packaging.version import Version
 
 from harness.multi_answer import rollout_budget
 from harness.plugins import Plugins
-from harness.plugins.contract import check_engine_factory, check_searcher, check_task, check_trainer, require
+from harness.plugins.contract import (
+    check_engine_factory,
+    check_score,
+    check_searcher,
+    check_task,
+    check_trainer,
+    require,
+)
 from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters
 from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
@@ -30,6 +37,7 @@ from harness.runner.precision import RolloutPrecision
 from harness.runner.presets import preset_options, run_preset
 from harness.store.loggers import check_loggers
 from harness.store.run_folder import check_writable_folder
+from harness.task_guard import GuardedTask
 from harness.types import (
     EngineCapabilities,
     Problem,
@@ -69,16 +77,21 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     preset = run_preset(cfg.preset)
     limit = cfg.limit if cfg.limit is not None else preset["limit"]
     train_limit = cfg.train_limit if cfg.train_limit is not None else preset["train_limit"]
-    eval_problems = task.problems("eval", limit=limit, seed=cfg.seed)
+    plugin = plugins["task"].get(cfg.task).plugin
+    guarded = GuardedTask(task, cfg.task, plugin)  # whatever the task gets wrong from here on names it
+    eval_problems = guarded.problems("eval", limit=limit, seed=cfg.seed)
     if not eval_problems:
         raise ValueError(f"task {cfg.task!r} gave no eval problems")
-    if isinstance(task, WithRewards):
+    rewards = task.rewards if isinstance(task, WithRewards) else []
+    # its scorer on one of its own problems: a plain float is refused now, not after the model loads and every
+    # answer fails to score
+    require(check_score(task.unwrapped if rewards else task, eval_problems[0]), "task", cfg.task, plugin)
+    if rewards:
         task.check_components(eval_problems[0])
-    train_problems = task.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
+    train_problems = guarded.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
     loggers = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
     check_writable_folder(cfg.out, "--out")  # a file or a read-only folder: said now, not after the model loads
-    rewards = task.rewards if isinstance(task, WithRewards) else []
-    return Plan(cfg, task, trainer, searcher, options, eval_problems, train_problems, loggers, rewards)
+    return Plan(cfg, guarded, trainer, searcher, options, eval_problems, train_problems, loggers, rewards)
 
 
 def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
