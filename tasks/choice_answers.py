@@ -6,11 +6,12 @@ model wrote "**Answer: C**". Extraction here follows what chat models actually w
 1. committed mentions, anywhere in the text, the last one wins ("The answer is (B). Wait, no: the answer is (D)"),
    and reasoning after it does not undo it ("The answer is (D). Step by step: A is ..., C is ..."):
    "The answer is (X)" (the requested form), "the answer is X.", "**Answer: C**", "Answer: (D) photosynthesis",
-   "the correct option is E", "the correct answer is option G", "the initial answer of A", "I'd go with B", "I chose answer 1 (A)", "so it is
-   (B)", "Therefore, answer A", 'the correct answer "D"', "\\boxed{C}", "Option B is correct", "option 2 is correct",
-   "the answer is option 2" (an option named by its number), "The answer is b) ..." (lower case with a closing
-   parenthesis), an answer phrase followed by an option's text ("The answer is photosynthesis", "The answer is (i)
-   and (iii)" for "(i) and (iii) only") or naming one option in its sentence ("The answer is backed by option A");
+   "the correct option is E", "the correct answer is option G", "the initial answer of A", "I'd go with B",
+   "I chose answer 1 (A)", "so it is (B)", "Therefore, answer A", 'the correct answer "D"', "\\boxed{C}", "Option B
+   is correct", "option 2 is correct", "the answer is option 2" (an option named by its number), "The answer is: 2.
+   Kinetic friction" (its number and text), "The answer is b) ..." (lower case with a closing parenthesis), an
+   answer phrase followed by an option's text ("The answer is photosynthesis", "The answer is (i) and (iii)" for
+   "(i) and (iii) only") or naming one option in its sentence ("The answer is backed by option A");
    "none of the options is correct" (or "none of the above", when no option says so) commits to no option;
 2. otherwise a letter standing on its own line ("(F)", "**C**", "B.", "b)"), the last one, unless three or more
    letters stand alone (an echoed list); or a reply whose first line opens with a letter ("B) text", "c. text" when
@@ -46,6 +47,7 @@ LETTERS = "ABCDEFGHIJ"  # MMLU-Pro has up to 10 options
 _PHRASE = re.compile(
     r"(?i:(?:\b(?:(?:final|correct|right|best)\s+)?answer(?:\s+to\s+(?:the|this|your|that)\s+question)?"
     r"|\b(?:final|correct|right|best|my)\s+(?:option|choice|letter|response))"
+    r"(?:\s+(?:to|for)\s+(?:the|this|your|that)(?:\s+given)?(?:\s+answer)?\s+(?:question|choices|options))?"
     r"(?:\s*:|\s*=|\s+(?:is|would\s+be|should\s+be|will\s+be|must\s+be)"
     r"(?:\s+(?:therefore|thus|clearly|definitely|probably|likely|most\s+likely|indeed|actually|obviously|surely))?\b)"
     r"|\bi(?:\s+would|\s+will|['’]d|['’]ll)?\s+(?:choose|pick|select|go\s+with)\b"
@@ -170,6 +172,15 @@ def _option_at(text: str, at: int, options: Sequence[str]) -> str | None:
     return best[1] if best else None
 
 
+def _numbered_option(text: str, at: int, options: Sequence[str]) -> str | None:
+    """'The answer is: 2. Kinetic friction': an option's number followed by that option's own text."""
+    numbered = re.compile(r"[\s*_]*(\d{1,2})[.)]\s+").match(text, at)
+    if numbered is None or not 1 <= int(numbered.group(1)) <= len(options):
+        return None
+    letter = LETTERS[int(numbered.group(1)) - 1]
+    return letter if _option_at(text, numbered.end(), options) == letter else None
+
+
 def _lists_options(text: str, at: int, letter: str) -> bool:
     """Whether ``letter`` at ``at`` opens a line that the next line follows with another letter: an option list."""
     line_start = text.rfind("\n", 0, at) + 1
@@ -203,7 +214,7 @@ def _committed(text: str, options: Sequence[str]) -> list[tuple[int, Choice]]:
         if letter:
             form = "requested" if m.end() in requested else "phrase"
             found.append((m.end(), Choice(letter, form)))
-        elif (letter := _option_at(text, m.end(), options)) is not None:
+        elif (letter := _option_at(text, m.end(), options) or _numbered_option(text, m.end(), options)) is not None:
             found.append((m.end(), Choice(letter, "phrase-text")))
         elif invalid:
             found.append((m.end(), _INVALID))
