@@ -66,3 +66,24 @@ def test_grpo_trains_on_a_chat_dataset_with_a_batch_reward_reading_its_column(tm
     for s in train:  # what the function returned is the component GRPO trained on
         easy = by_question[s["prompt"]]["difficulty"] == "easy"
         assert s["rewards"]["by_difficulty"] == (1 / (1 + len(s["text"])) if easy else 0.0)
+
+
+def test_sft_trains_on_a_conversational_dataset_s_completions(tmp_path: Path) -> None:
+    import datasets
+
+    rows = [{"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {i} + 1?"}],
+             "completion": [{"role": "assistant", "content": f"{i} + 1 = {i + 1}, so \\boxed{{{i + 1}}}"}],
+             "answer": str(i + 1)} for i in range(12)]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "sums"))
+    done = _cli(["run", "--model", "tiny-random", "--task", "math", "--trainer", "sft", "--steps", "1", "--limit", "1",
+                 "--train-limit", "3", "--k", "1", "--threads", "1", "--no-save-model", "--set", "trainer.batch_size=2",
+                 "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4", "--set", "task.source=hub",
+                 "--set", "task.hub_id=./sums", "--set", "task.question=prompt", "--set", "task.eval_fraction=0.5",
+                 "--out", "runs"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = only_run(tmp_path / "runs")
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    targets = [s["text"] for s in samples if s["phase"] == "train-sft"]
+    completions = {r["completion"][0]["content"] for r in rows}
+    assert len(targets) == 3 and set(targets) <= completions  # the data's completions, not "\boxed{answer}"
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
