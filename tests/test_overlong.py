@@ -14,7 +14,7 @@ from harness.testing import UppercaseTask
 from harness.trainers.advantages import group_relative
 from harness.trainers.grpo import GRPOTrainer
 from harness.trainers.overlong import loss_tokens, overlong_penalty, trained_rows
-from harness.types import SamplingParams
+from harness.types import Completion, Problem, SamplingParams
 
 
 def test_the_penalty_hand_computed():
@@ -87,3 +87,14 @@ def test_the_options_are_checked(plugins):
         GRPOTrainer(plugins=plugins, overlong_penalty=1.0, overlong_buffer=200, max_new_tokens=100)
     with pytest.raises(ValueError, match="overlong_penalty must be >= 0"):
         GRPOTrainer(plugins=plugins, overlong_penalty=-1.0, overlong_buffer=4)
+
+
+@pytest.mark.parametrize(("name", "options"), [("vpo", {}), ("vspo", {"behaviour": "conciseness"})])
+def test_the_penalty_reaches_the_subclasses_shaping(plugins, name, options):
+    """VPO and VSPO keep GRPO's loop; VSPO's own shaping() replaces GRPO's, and its shaping_value() still hands
+    the overlong component on: 6 tokens of an 8-token budget with a 4-token buffer is -0.5, whatever the answer."""
+    trainer = plugins["trainer"].get(name).load()(plugins=plugins, max_new_tokens=8, overlong_penalty=2.0,
+                                                 overlong_buffer=4, **options)
+    completion = Completion(prompt_index=0, sample_index=0, prompt_ids=[1], token_ids=[5] * 6, logprobs=[0.0] * 6,
+                            text="x", finished=True)
+    assert trainer.shaping_value("overlong", Problem(id="p", prompt="q"), completion, "x") == -0.5

@@ -9,6 +9,10 @@ Rollouts sampled in another precision than the update computes in (``--rollout-d
 recomputed and a truncated importance weight per token (trainers/rollout_precision.py). Each step logs where its
 time went as ``time/<section>`` (trainers/step_timer.py).
 
+Options TRL / verl users rely on, each off by default: DAPO's dynamic sampling (trainers/dynamic_sampling.py), its
+overlong filtering and soft overlong penalty (trainers/overlong.py), GSPO's sequence-level ratio
+(``importance_sampling_level``, trainers/losses.py) and TR-DPO's reference sync (trainers/ref_sync.py).
+
 Reward shaping (the VSPO paper's baseline): ``behaviour=NAME, behaviour_weight=lambda`` adds a component
 ``behaviour/NAME`` (a registered behaviour scorer's score of each answer) to the reward vector with weight lambda, so
 the scalar reward is r0 + lambda * behaviour(answer, problem). Subclasses add their own components through
