@@ -97,27 +97,38 @@ def test_a_second_writer_of_a_running_folder_is_refused_naming_the_first(tmp_pat
     assert _outcome(folder) == expected
 
 
-def test_a_grid_started_twice_leaves_the_running_cell_alone(tmp_path, baseline):
-    """Rerunning a grid that is still running: before, the second moved the live cell's folder aside and that
-    cell died (`No such file ... samples.jsonl`), or a `FileExistsError` traceback. Now the second refuses the cell
-    (exit 2, naming the first's pid) and the first finishes it where it is."""
+def test_a_grid_started_twice_shares_its_cells_and_both_exit_0(tmp_path, baseline):
+    """Rerunning a grid that is still running: at first the second moved the live cell's folder aside and that cell
+    died (`No such file ... samples.jsonl`); then it refused the cell and both exited 2 ("1 of 2 grid cells
+    failed") though every cell ended complete. Now the second leaves the running cell alone, runs the other one,
+    waits for the first's, and counts it done: both exit 0, and each cell ran once, where it was started."""
     experiment = tmp_path / "grid.toml"
-    experiment.write_text(f'out = "{tmp_path / "grid"}"\n')
+    experiment.write_text(f'out = "{tmp_path / "grid"}"\nseed = [0, 1]\n')
     grid = [*RUN, "--config", str(experiment)]
     pause = tmp_path / "paused"
     first = _start(grid, HARNESS_PAUSE=f"generate:3:{pause}")
     try:
         _held(first, pause)
-        second = _harness(grid)
-        assert second.returncode == 2 and "Traceback" not in second.stderr, second.stderr
-        assert f"pid {first.pid}" in _lines(second.stderr)[-1]
+        log = tmp_path / "second.log"
+        with open(log, "w") as out:
+            second = subprocess.Popen([sys.executable, "-m", "harness", *grid], stdout=out, stderr=subprocess.STDOUT,
+                                      env=harness_env(PYTHONUNBUFFERED="1"), text=True)
+        deadline = time.monotonic() + CEILING
+        while f"waiting for pid {first.pid}" not in log.read_text():  # it ran the other cell, and now waits
+            assert second.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the second grid never came to wait for the first's cell"
+            time.sleep(0.1)
     finally:
         pause.unlink(missing_ok=True)
     code, err = _finish(first)
     assert code == 0, err[-2000:]
+    assert second.wait(timeout=CEILING) == 0, log.read_text()[-2000:]
+    said = log.read_text()
+    assert f"running in another process (pid {first.pid})" in said and f"complete (run by pid {first.pid})" in said
+    assert said.count(": running\n") == 1  # the second ran one cell; the first ran the other and skipped this one
     cells = [p for p in (tmp_path / "grid").iterdir() if p.is_dir()]
-    assert len(cells) == 1 and ".incomplete-" not in cells[0].name
-    assert json.loads((cells[0] / "manifest.json").read_text())["status"] == "complete"
+    assert len(cells) == 2 and not [c for c in cells if ".incomplete-" in c.name]
+    assert all(json.loads((c / "manifest.json").read_text())["status"] == "complete" for c in cells)
 
 
 def test_a_dead_writers_lock_never_blocks_a_resume(killed, tmp_path, baseline):

@@ -120,43 +120,71 @@ def run_grid(cells: list[RunConfig], plugins: Any = None, echo=print) -> list[Pa
     together at the end, after every other cell has run.
 
     Each cell is locked while this grid checks, moves and runs it (harness/store/lock.py), and its folder's own
-    lock is taken before it is moved: a cell another process is running (the same grid started twice, or a
-    `--resume` of the cell's folder) is left alone and counted as failed, naming that process."""
+    lock is taken before it is moved. A cell another process is running (the same grid started twice, or a
+    `--resume` of the cell's folder) is left alone while this grid runs the others, then waited for: complete
+    there, it counts as done here; two processes started on one grid share its cells and both exit 0."""
     from harness.plugins import get_plugin_manager
-    from harness.run import run
 
     plugins = plugins or get_plugin_manager(local=cells[0].plugins if cells else ())  # not an axis: shared by all
     for cfg in cells:  # a misspelt name or option fails the grid now, not after hours of the cells before it
         check_cell(cfg, plugins)
     for out in dict.fromkeys(cfg.out for cfg in cells):  # where the cells' locks go, and their folders
         check_writable_folder(out, "--out").mkdir(parents=True, exist_ok=True)
-    done: list[Path] = []
+    done: dict[int, Path] = {}
     failed: list[str] = []
+    elsewhere: list[tuple[int, RunConfig, str]] = []  # (cell, its configuration, the pid running it)
     for i, cfg in enumerate(cells, 1):
-        folder = Path(cfg.out) / str(cfg.name)
+        label = f"[{i}/{len(cells)}] {cfg.name}"
         try:
-            cell_lock = lock_grid_cell(cfg.out, str(cfg.name))
+            done[i] = _run_cell(cfg, label, plugins, echo)
         except FolderBusy as exc:
-            print(f"harness: cell {cfg.name} skipped: {exc}", file=sys.stderr)
-            failed.append(f"{cfg.name} ({exc})")
-            continue
-        try:
-            if is_complete(folder):
-                echo(f"[{i}/{len(cells)}] {cfg.name}: complete, skipped")
-                done.append(folder)
-                continue
-            if folder.exists():
-                move_aside(folder, echo, f"[{i}/{len(cells)}] {cfg.name}")
-            echo(f"[{i}/{len(cells)}] {cfg.name}: running")
-            done.append(run(cfg, plugins=plugins, echo=echo))
+            echo(f"{label}: running in another process (pid {exc.holder}); waited for after the other cells")
+            elsewhere.append((i, cfg, exc.holder))
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             print(f"harness: cell {cfg.name} failed: {exc}", file=sys.stderr)
             failed.append(f"{cfg.name} ({exc})")
-        finally:
-            cell_lock.release()
+    for i, cfg, holder in elsewhere:
+        label = f"[{i}/{len(cells)}] {cfg.name}"
+        echo(f"{label}: waiting for pid {holder} to finish it")
+        folder = _wait_for_cell(cfg)
+        if is_complete(folder):
+            echo(f"{label}: complete (run by pid {holder})")
+            done[i] = folder
+        else:
+            print(f"harness: cell {cfg.name} failed: pid {holder} left it unfinished", file=sys.stderr)
+            failed.append(f"{cfg.name} (pid {holder} left it unfinished; rerun the grid to run it)")
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(cells)} grid cells failed: {'; '.join(failed)}")
-    return done
+    return [done[i] for i in sorted(done)]
+
+
+def _run_cell(cfg: RunConfig, label: str, plugins: Any, echo) -> Path:
+    """One cell under its lock: skipped when complete, else (an unfinished folder moved aside) run. ``FolderBusy``
+    when another process holds the cell or its folder."""
+    from harness.run import run
+
+    folder = Path(cfg.out) / str(cfg.name)
+    cell_lock = lock_grid_cell(cfg.out, str(cfg.name))
+    try:
+        if is_complete(folder):
+            echo(f"{label}: complete, skipped")
+            return folder
+        if folder.exists():
+            move_aside(folder, echo, label)
+        echo(f"{label}: running")
+        return run(cfg, plugins=plugins, echo=echo)
+    finally:
+        cell_lock.release()
+
+
+def _wait_for_cell(cfg: RunConfig) -> Path:
+    """Wait until no other process holds the cell or its folder (a grid running it, a `--resume` of it); returns
+    the folder, as that process left it."""
+    folder = Path(cfg.out) / str(cfg.name)
+    lock_grid_cell(cfg.out, str(cfg.name), wait=True).release()
+    if folder.exists():
+        lock_run_folder(folder, wait=True).release()
+    return folder
 
 
 def move_aside(folder: Path, echo, label: str) -> None:

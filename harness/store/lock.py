@@ -17,23 +17,28 @@ LOCK_FILE = ".lock"  # inside a run folder
 
 
 class FolderBusy(RuntimeError):
-    """Another live process holds the lock; the message names it."""
+    """Another live process holds the lock; the message names it, ``holder`` is its pid (or "unknown")."""
+
+    def __init__(self, message: str, holder: str = "unknown") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class WriterLock:
     """``WriterLock(path, what)`` takes the lock on file ``path`` or raises ``FolderBusy`` at once (no waiting):
-    "WHAT is being written by another process (pid N)". ``release()`` (or the process's end) lets it go."""
+    "WHAT is being written by another process (pid N)"; with ``wait``, it waits for the holder to let go instead.
+    ``release()`` (or the process's end) lets it go."""
 
-    def __init__(self, path: Path | str, what: str) -> None:
+    def __init__(self, path: Path | str, what: str, wait: bool = False) -> None:
         self.path = Path(path)
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             holder = _read_pid(self._fd)
             self.release()
             raise FolderBusy(f"{what} is being written by another process (pid {holder}); wait for it to end, or "
-                             f"stop it first") from None
+                             f"stop it first", holder) from None
         except BaseException:
             self.release()
             raise
@@ -49,15 +54,15 @@ class WriterLock:
                 os.close(fd)
 
 
-def lock_run_folder(folder: Path | str) -> WriterLock:
+def lock_run_folder(folder: Path | str, wait: bool = False) -> WriterLock:
     """The lock of one run folder (``<folder>/.lock``): held by ``harness run`` and ``--resume`` writing it."""
-    return WriterLock(Path(folder) / LOCK_FILE, f"run folder {folder}")
+    return WriterLock(Path(folder) / LOCK_FILE, f"run folder {folder}", wait)
 
 
-def lock_grid_cell(out: Path | str, name: str) -> WriterLock:
+def lock_grid_cell(out: Path | str, name: str, wait: bool = False) -> WriterLock:
     """The lock of a grid cell, beside its folder (``<out>/.<name>.lock``): the cell's folder may be moved aside
     and made again while the lock is held, so the lock cannot live inside it."""
-    return WriterLock(Path(out) / f".{name}.lock", f"grid cell {name} (under {out})")
+    return WriterLock(Path(out) / f".{name}.lock", f"grid cell {name} (under {out})", wait)
 
 
 def _read_pid(fd: int) -> str:
