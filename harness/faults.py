@@ -2,7 +2,8 @@
 itself the N-th time it reaches ``fault_point(POINT)``. Points: ``generate`` (a decoding step), ``optimizer_step``
 (between backward and the optimizer's step), ``json_write`` (inside an atomic JSON write, before the rename),
 ``jsonl_write`` (half-way through a JSONL line), ``checkpoint`` (between writing a checkpoint and publishing it),
-``report`` (after `harness report` has indexed its runs, before it renders them).
+``report`` (after `harness report` has indexed its runs, before it renders them), ``index`` (after a rebuild of
+the index has read the folders, before it renames the new index into place).
 
 With ``HARNESS_PAUSE=POINT:N:FILE`` the process instead writes its pid to FILE the N-th time it reaches POINT and
 waits there until FILE is deleted: how a test holds a writer at an exact place while a second process tries the
@@ -22,7 +23,7 @@ from pathlib import Path
 ENV = "HARNESS_FAULT"
 LOG_ENV = "HARNESS_FAULT_LOG"  # a file each point reached is appended to: how a test learns where it can kill
 PAUSE_ENV = "HARNESS_PAUSE"
-POINTS = ("generate", "optimizer_step", "json_write", "jsonl_write", "checkpoint", "report")
+POINTS = ("generate", "optimizer_step", "json_write", "jsonl_write", "checkpoint", "report", "index")
 _hits: dict[str, int] = {}
 
 

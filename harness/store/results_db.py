@@ -23,10 +23,11 @@ import math
 import os
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.faults import fault_point
 from harness.store.orphans import new_temp_file, remove_orphans
 from harness.store.reading import read_json, read_jsonl
 from harness.store.run_folder import check_writable_folder, new_file_mode
@@ -130,13 +131,21 @@ def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> No
         raise
 
 
-def rebuild(db: Path | str, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None) -> int:
+def rebuild(db: Path | str, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None,
+            find: Callable[[], Iterable[Path]] | None = None) -> int:
     """Index every given run folder into a new file and rename it into place as ``db``; returns how many were
     indexed. With ``skipped``, a folder that cannot be read is added there as (folder, reason) instead of stopping
-    the rebuild. Until the rename the old index is untouched."""
+    the rebuild. Until the rename the old index is untouched. With ``find`` (the folders, found again), runs that
+    completed or appeared during the rebuild are read again just before the rename (``catch_up``)."""
     tmp, count = build_index(Path(db), run_dirs, skipped)
-    publish(tmp, Path(db))
-    return count
+    fault_point("index")
+    caught: list[int] = []
+
+    def last() -> None:
+        caught.append(catch_up(tmp, find(), skipped))
+
+    publish(tmp, Path(db), last if find else None)
+    return count + sum(caught)
 
 
 def build_index(db: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None
@@ -169,17 +178,47 @@ def build_index(db: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, st
     return tmp, count
 
 
-def publish(tmp: Path, db: Path) -> None:
+def publish(tmp: Path, db: Path, last: Callable[[], Any] | None = None) -> None:
     """Rename the index ``tmp`` into place as ``db``, while no connection to ``db`` is open; the old file's -wal
-    and -shm (left only by a crash) go with it, or SQLite would apply them to the new file."""
+    and -shm (left only by a crash) go with it, or SQLite would apply them to the new file. ``last`` runs just
+    before the rename, while no process can write ``db`` (a run indexing itself waits, then writes the new file)."""
     try:
         os.chmod(tmp, new_file_mode(db))
         with swap_lock(db, exclusive=True):
+            if last is not None:
+                last()
             os.replace(tmp, db)
             for suffix in ("-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
     finally:
         discard(tmp)
+
+
+def catch_up(tmp: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None) -> int:
+    """Read again into the new index ``tmp`` every folder whose manifest is not the one indexed there: a run that
+    completed (and indexed itself into the old file, which the rename replaces) or appeared while the new index
+    was built. Called under the swap lock, so no run is between indexing itself and the rename. Returns how many
+    runs it added; a folder it can now read leaves ``skipped``."""
+    conn = connect(tmp)
+    added = 0
+    try:
+        indexed = {r["run_dir"]: r["manifest"] for r in conn.execute("SELECT run_dir, manifest FROM runs")}
+        for run_dir in map(Path, run_dirs):
+            key = str(run_dir.resolve())
+            try:
+                if json.dumps(read_json(run_dir / "manifest.json"), default=str) == indexed.get(key):
+                    continue
+                rows = read_run(run_dir.resolve())
+            except ValueError:  # unreadable now: as the build found it (indexed, or skipped with its reason)
+                continue
+            _insert(conn, run_dir.resolve(), rows)
+            added += key not in indexed
+            if skipped is not None:
+                skipped[:] = [(folder, why) for folder, why in skipped if Path(folder).resolve() != run_dir.resolve()]
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+    return added
 
 
 def discard(tmp: Path) -> None:
@@ -191,7 +230,8 @@ def reindex(folder: Path | str, echo=print) -> int:
     """`harness index FOLDER`: rebuild FOLDER/results.sqlite from the run folders under it, saying which it
     skipped and why; returns how many it indexed."""
     skipped: list[tuple[Path, str]] = []
-    count = rebuild(Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped)
+    count = rebuild(Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped,
+                    find=lambda: find_runs([folder]))
     for run_dir, why in sorted(skipped):
         echo(f"skipped {run_dir}: {why}")
     return count
