@@ -1,4 +1,5 @@
-"""The README's plugin section, taken verbatim from README.md, installed as a package and used through the CLI."""
+"""The guide's plugin example (docs/guide/write-a-plugin.md, once the README's), taken verbatim from the page,
+installed as a package and used through the CLI."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "write-a-plugin.md"
 
 
 def readme_files() -> dict[str, str]:
-    """Code blocks introduced by a line "`harness-echo/<file>`:" in the README."""
+    """Code blocks introduced by a line "`harness-echo/<file>`:" on the page."""
     pattern = re.compile(r"^`harness-echo/([^`]+)`:\n```\w*\n(.*?)^```", re.S | re.M)
-    return dict(pattern.findall(README.read_text()))
+    return dict(pattern.findall(PAGE.read_text()))
 
 
 def test_readme_plugin_installs_lists_and_runs(tmp_path):

@@ -1,4 +1,4 @@
-"""The reliability claims of the README's reliability section, as an adversarial user would test them, one test
+"""The reliability claims of docs/design/reliability.md, as an adversarial user would test them, one test
 each. Tiny model, `--threads 1`, real processes: a second writer runs while the first is held at an exact point
 (``HARNESS_PAUSE``, harness/faults.py), so nothing waits on a guessed sleep; the time limits are ceilings against
 hangs only.

@@ -270,9 +270,10 @@ def test_a_plugin_file_s_task_is_listed_and_runs(folder: Path, tmp_path: Path, c
     assert {s["problem_id"] for s in _samples(run)} == {"add-0", "add-1"}  # FakeTask's problems, as Doubles'
 
 
-def test_the_readme_s_plugin_works_from_its_file_without_installing(folder: Path, capsys) -> None:
-    """README.md: `--plugin harness-echo/harness_echo.py` (the example's module, verbatim, not installed)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_guide_s_plugin_works_from_its_file_without_installing(folder: Path, capsys) -> None:
+    """docs/guide/write-a-plugin.md: `--plugin harness-echo/harness_echo.py` (the example's module, verbatim, not
+    installed)."""
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "write-a-plugin.md").read_text()
     assert "--plugin harness-echo/harness_echo.py --task echo" in readme
     (module,) = re.findall(r"^`harness-echo/harness_echo\.py`:\n```python\n(.*?)^```", readme, re.S | re.M)
     (folder / "harness-echo").mkdir()
