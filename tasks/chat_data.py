@@ -19,6 +19,13 @@ from harness.types import Messages, Problem
 
 ROLES = ("system", "user", "assistant")
 COMPLETION = "completion"  # TRL's name for the column of reference completions
+PROMPT = "prompt"  # TRL's name for the question's column
+
+
+def question_column(row: Mapping[str, Any], field: str) -> str:
+    """The column holding a row's question: the task's own name (``field``), else TRL's ``prompt``, so a dataset
+    made for TRL is read without ``--set task.question=prompt``."""
+    return field if field in row or PROMPT not in row else PROMPT
 
 
 def read_prompt(value: Any, at: str, field: str) -> tuple[str, Messages | None]:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.tasks.chat_data import PROMPT
+
 RAW_ANSWER = "raw_answer"  # where a pattern's input is kept in the problem's meta (GSM8K's worked solution)
 
 
@@ -69,7 +71,8 @@ class Columns:
         available = list(available)
         skip = set(optional)
         for field, column in self.columns.items():
-            if field not in skip and column not in available:
+            trl_prompt = column == self.defaults[field] and field in ("problem", "question") and PROMPT in available
+            if field not in skip and column not in available and not trl_prompt:  # TRL's "prompt" is read instead
                 raise ValueError(f"{where}: no column {column!r} for the {self.option(field)} (columns: "
                                  f"{', '.join(available) or 'none'}); map it with --set task.{self.option(field)}"
                                  "=COLUMN")

@@ -50,7 +50,7 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
-from harness.tasks.chat_data import COMPLETION, ask, other_columns, read_completion, read_prompt
+from harness.tasks.chat_data import COMPLETION, ask, other_columns, question_column, read_completion, read_prompt
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.math_answers import (
@@ -96,28 +96,28 @@ class MathTask:
     def __init__(
         self,
         *,
-        source: str = "gym-arithmetic",
-        path: str | None = None,
-        hub_id: str = HENDRYCKS,
-        hub_config: str | None = None,
-        hub_revision: str | None = None,
-        terms: int = 2,
-        min_digits: int = 1,
-        max_digits: int = 2,
-        operators: str | Iterable[str] = "+-",
-        pool_size: int = 2000,
-        eval_fraction: float = 0.2,
-        boxed_weight: float = 0.5,
-        length_weight: float = 0.0,
-        strict_weight: float = 0.0,
-        length_target: int = 200,
-        length_cap: int = 800,
-        misleading_hint: bool | str = False,
-        instruction: str = INSTRUCTION,
-        question: str = "problem",
-        answer: str = "answer",
-        answer_pattern: str | None = None,
-        worked_reference: bool | str = False,
+        source: str = "gym-arithmetic",  # gym-arithmetic (offline), champ, jsonl or hub (module docstring)
+        path: str | None = None,  # source=jsonl: the file of problems
+        hub_id: str = HENDRYCKS,  # source=hub: a hub dataset id in MATH's schema, or a local copy
+        hub_config: str | None = None,  # the hub dataset's config (GSM8K: main)
+        hub_revision: str | None = None,  # the hub dataset's revision (a commit, tag or branch)
+        terms: int = 2,  # gym-arithmetic: numbers in each expression
+        min_digits: int = 1,  # gym-arithmetic: fewest digits of a number
+        max_digits: int = 2,  # gym-arithmetic: most digits of a number
+        operators: str | Iterable[str] = "+-",  # gym-arithmetic: the operators drawn from, of "+-*/"
+        pool_size: int = 2000,  # gym-arithmetic: problems generated before the split
+        eval_fraction: float = 0.2,  # a single pool's share of eval problems, by a hash of each problem
+        boxed_weight: float = 0.5,  # reward weight of "boxed": the committed answer is a boxed value
+        length_weight: float = 0.0,  # reward weight of "length" (concise completions); 0: reported only
+        strict_weight: float = 0.0,  # reward weight of "strict" (right and boxed); 0: not in the reward
+        length_target: int = 200,  # characters up to which "length" is 1
+        length_cap: int = 800,  # characters from which "length" is 0
+        misleading_hint: bool | str = False,  # every problem carries a wrong hint (VSPO's robustness behaviour)
+        instruction: str = INSTRUCTION,  # the request that follows each problem in the prompt
+        question: str = "problem",  # own data: the column holding the problem
+        answer: str = "answer",  # own data: the column holding the reference answer
+        answer_pattern: str | None = None,  # own data: a regex whose first group is the answer within its column
+        worked_reference: bool | str = False,  # reference completions work the sum out before the box
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"math: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -372,7 +372,8 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
         at = f"{where} {label(i)}"
         if not isinstance(row, Mapping):
             raise ValueError(f"{at}: expected an object with 'problem' and 'answer', got {type(row).__name__}")
-        problem, conversation = read_prompt(row.get("problem"), at, "problem")
+        field = question_column(row, "problem")
+        problem, conversation = read_prompt(row.get(field), at, field)
         answer = row.get("answer")
         if isinstance(answer, (int, float)) and not isinstance(answer, bool):
             answer = str(answer)
@@ -385,8 +386,8 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
                 raise ValueError(f"{at}: duplicate id {pid!r} for a different problem")
             continue  # the same problem twice
         texts_by_id[pid] = normalise(problem)
-        meta = {k: v for k, v in row.items() if k not in ("id", "problem", "answer", COMPLETION) and v is not None}
-        own = {} if columns is None else other_columns(columns.source_row(row), columns.columns["problem"])
+        meta = {k: v for k, v in row.items() if k not in ("id", field, "answer", COMPLETION) and v is not None}
+        own = {} if columns is None else other_columns(columns.source_row(row), columns.columns["problem"], field)
         problems.append(Problem(id=pid, prompt=problem, answer=answer.strip(), meta=meta, messages=conversation,
                                 completion=read_completion(row.get(COMPLETION), at), columns=own))
     return problems

