@@ -42,7 +42,8 @@ def _files(tmp: Path, model: str | None = None) -> dict[str, str]:
     (tmp / "bomb.yaml").write_text("\n".join(levels) + "\n")
     done = tmp / "done"
     done.mkdir(exist_ok=True)
-    (done / "manifest.json").write_text(json.dumps({"status": "complete"}))
+    (done / "manifest.json").write_text(json.dumps({"status": "complete", "seed": 0, "config": {
+        "task": "math", "trainer": "none", "searcher": "best-of-k", "model": "tiny-random"}}))
     index_run(tmp / "results.sqlite", done)  # complete and indexed: nothing left to do
     subs = {"tmp": str(tmp)}
     if model:  # the tiny model with its weights cut in half, as an interrupted copy leaves them
@@ -138,6 +139,18 @@ def test_searcher_sizes_no_run_needs_are_refused_before_the_model_loads(option, 
                  str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
+
+
+@pytest.mark.parametrize("kind", ["searcher", "trainer"])
+def test_a_generation_budget_beyond_the_model_s_context_is_refused_before_it_loads(kind, tmp_path, capsys,
+                                                                                  no_model_load):
+    """tiny-random reads 2048 tokens (its config's max_position_embeddings): a budget of 2048 new tokens leaves no
+    room for the prompt. Before, the model loaded and decoded past its positions."""
+    trainer = "grpo" if kind == "trainer" else "none"
+    assert main(["run", "--model", "tiny-random", "--trainer", trainer, "--set", f"{kind}.max_new_tokens=2048",
+                 "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{kind}.max_new_tokens=2048: model 'tiny-random' reads at most 2048 tokens" in err[0], err
 
 
 def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, capsys, tiny_policy_spec):

@@ -33,6 +33,7 @@ from harness.plugins.contract import (
 from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters
 from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
+from harness.runner.context_budget import check_generation_budget
 from harness.runner.precision import RolloutPrecision
 from harness.runner.presets import preset_options, run_preset
 from harness.store.loggers import check_loggers
@@ -72,6 +73,7 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     task, trainer, searcher, options = build_plugins(cfg, plugins, resuming=resuming)
     trainer_caps = capabilities_of(trainer, TrainerCapabilities)
     options["engine"] = check_engine(cfg, plugins, trainer_caps)
+    check_generation_budget(cfg, plugins["model"], options)  # against the model's context, from its config
     if world_size > 1:
         check_data_parallel(plugins, cfg.trainer, trainer_caps if trainer else None, world_size)
     preset = run_preset(cfg.preset)
