@@ -6,7 +6,7 @@ and third-party packages (entry-point group ``harness``) register through exactl
 Registration hooks return nothing: they call ``registry.add(name, factory, description=...)``. A factory is a
 callable or a ``"module:attribute"`` string; strings are imported only when the plugin is used, so listing plugins
 never imports torch. A factory that declares a parameter named ``plugins`` also receives the ``Plugins`` object (the
-registries), to look up behaviours or estimators by name. docs/hooks.md is generated from these docstrings
+registries), to look up behaviours or estimators by name. docs/reference/hooks.md is generated from these docstrings
 (``python -m harness.plugins.hook_reference``).
 """
 
@@ -53,8 +53,8 @@ def harness_register_searchers(registry: Registry) -> None:
     task's ``max_new_tokens`` in place of the preset's, ``seed`` (``--seed``) and ``k`` (``--k``), the run-level
     options its ``SearcherCapabilities`` declares it takes (``answers_per_rollout``, ``behaviours``, ``resume``),
     then ``--set searcher.KEY=VALUE``. It returns a ``Searcher``: ``search(...)`` writes every candidate with
-    ``store.write_samples`` (docs/hooks.md lists a record's keys) and returns flat numeric metrics, all of which
-    the report shows."""
+    ``store.write_samples`` (docs/reference/hooks.md lists a record's keys) and returns flat numeric metrics, all of
+    which the report shows."""
 
 
 @hookspec

@@ -1,5 +1,5 @@
-"""Meta-tests of the plugin contract (after datasette's): every hook has a docstring, docs/hooks.md is what the
-generator writes from the code, every hook has a test of its own, and the page's worked example is right."""
+"""Meta-tests of the plugin contract (after datasette's): every hook has a docstring, docs/reference/hooks.md is what
+the generator writes from the code, every hook has a test of its own, and the page's worked example is right."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def test_every_hook_has_a_docstring(hook):
 
 def test_docs_hooks_md_is_up_to_date():
     page = hook_reference.PAGE.read_text()
-    assert hook_reference.update(page) == page, "docs/hooks.md is out of date: python -m harness.plugins.hook_reference"
+    assert hook_reference.update(page) == page, \
+        "docs/reference/hooks.md is out of date: python -m harness.plugins.hook_reference"
     for hook in HOOKS:
         assert f"### `{hook}`" in page
     assert "- `batch_scoring: bool = False`: has ``score_many``" in page  # a field comment from harness/types.py
@@ -41,7 +42,7 @@ def test_a_changed_docstring_makes_the_page_stale(monkeypatch):
     monkeypatch.setattr(hookspecs.harness_register_models, "__doc__", "Add model aliases; a changed docstring.")
     assert hook_reference.update(page) != page
     assert hook_reference.main(["--check"]) == 1
-    with pytest.raises(ValueError, match=r"^docs/hooks.md has no section <!-- generated: hooks -->"):
+    with pytest.raises(ValueError, match=r"^docs/reference/hooks.md has no section <!-- generated: hooks -->"):
         hook_reference.update("# a page without markers\n")
 
 
@@ -53,7 +54,8 @@ def test_every_hook_has_a_test_of_its_own(hook):
 
 def test_the_pages_worked_example_is_right():
     blocks = re.findall(r"^```python\n(>>> .*?)^```", hook_reference.PAGE.read_text(), re.S | re.M)
-    test = doctest.DocTestParser().get_doctest("".join(blocks), {}, "docs/hooks.md", str(hook_reference.PAGE), 0)
+    test = doctest.DocTestParser().get_doctest("".join(blocks), {}, "docs/reference/hooks.md",
+                                               str(hook_reference.PAGE), 0)
     assert len(test.examples) == 3
     result = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS).run(test)
     assert result.failed == 0

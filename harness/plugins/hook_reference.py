@@ -1,6 +1,6 @@
-"""Generate the reference parts of docs/hooks.md from the code, so the page cannot drift from it.
+"""Generate the reference parts of docs/reference/hooks.md from the code, so the page cannot drift from it.
 
-docs/hooks.md is hand-written except between marker lines ``<!-- generated: NAME -->`` and
+docs/reference/hooks.md is hand-written except between marker lines ``<!-- generated: NAME -->`` and
 ``<!-- end generated: NAME -->``, which this module rewrites:
 
 - ``hooks``: every ``harness_*`` hookspec in harness/hookspecs.py, in file order: its signature and docstring;
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness import hookspecs, types
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "hooks.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "hooks.md"
 CAPABILITIES = (types.TaskCapabilities, types.EngineCapabilities, types.SearcherCapabilities,
                 types.TrainerCapabilities)
 
@@ -84,7 +84,7 @@ def update(page: str) -> str:
     for name, render in SECTIONS.items():
         pattern = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end generated: {name} -->)", re.S)
         if not pattern.search(page):
-            raise ValueError(f"docs/hooks.md has no section <!-- generated: {name} --> ... "
+            raise ValueError(f"docs/reference/hooks.md has no section <!-- generated: {name} --> ... "
                              f"<!-- end generated: {name} -->")
         page = pattern.sub(lambda m, r=render: f"{m[1]}\n{r()}\n{m[2]}", page)
     return page

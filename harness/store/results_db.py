@@ -35,7 +35,7 @@ from harness.store.run_record import check_manifest, check_metrics, check_sample
 
 RESULTS_DB = "results.sqlite"
 # What a sample record (samples.jsonl, written by a searcher through store.write_samples) must carry for the report
-# to recompute pass@k (success) and best@k (scalar) per problem, and so their intervals; see docs/hooks.md.
+# to recompute pass@k (success) and best@k (scalar) per problem, and so their intervals; see docs/reference/hooks.md.
 REQUIRED_SAMPLE_KEYS = ("problem_id", "phase", "success", "scalar")
 
 SCHEMA = """
