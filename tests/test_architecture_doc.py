@@ -1,6 +1,6 @@
-"""docs/architecture.md stays true where it names files: its "Where each thing lives" table has one row per module of
-harness/, tasks/, trainers/ and searchers/ (a new module needs its row; a removed one loses it), and every
-repository path the page mentions exists."""
+"""docs/design/architecture.md, the map, stays true where it names files: its "Where each thing lives" table has one
+row per module of harness/, tasks/, trainers/ and searchers/ (a new module needs its row; a removed one loses it),
+and every repository path it and the other design notes (docs/design/*.md) mention exists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "architecture.md"
+PAGE = ROOT / "docs" / "design" / "architecture.md"
+NOTES = sorted((ROOT / "docs" / "design").glob("*.md"))
 PACKAGES = ("harness", "tasks", "trainers", "searchers")
 TOP = ("harness", "tasks", "trainers", "searchers", "tests", "bench", "experiments", "docs")
 
@@ -30,7 +31,17 @@ def test_every_module_has_one_row_and_every_row_names_a_real_path():
     assert sorted(modules - set(named)) == []
 
 
+def _mentioned(page: Path) -> set[str]:
+    return set(re.findall(rf"(?<![\w/.~-])((?:{'|'.join(TOP)})/[\w./-]*\w)", page.read_text()))
+
+
 def test_every_path_the_page_mentions_exists():
-    mentioned = set(re.findall(rf"(?<![\w/.~-])((?:{'|'.join(TOP)})/[\w./-]*\w)", PAGE.read_text()))
+    mentioned = _mentioned(PAGE)
     assert len(mentioned) > 50
     assert sorted(p for p in mentioned if not (ROOT / p).exists()) == []
+
+
+def test_every_path_the_design_notes_mention_exists():
+    assert len(NOTES) > 15 and PAGE in NOTES
+    missing = [f"{page.name}: {p}" for page in NOTES for p in sorted(_mentioned(page)) if not (ROOT / p).exists()]
+    assert missing == []

@@ -36,7 +36,7 @@ CRITERION_TEXT = {
                 " direction; score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept"),
 }
 # The probe strength of the preference criterion, in units of the layer's activation norm: the middle of the range
-# that changes generations on SmolLM2-135M without breaking them (0.15-0.3 at layers 16-26, docs/architecture.md).
+# that changes generations on SmolLM2-135M without breaking them (0.15-0.3 at layers 16-26, docs/design/steering.md).
 PROBE_BETA = 0.15
 
 
@@ -209,7 +209,7 @@ def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs:
     layers on SmolLM2-135M, so this finds the full scan's peak at a fraction of the cost).
     ``"cohen_d"`` keeps the layer whose direction best separates the two sets' activations: it costs nothing extra,
     but on SmolLM2-135M it picked layer 9, where adding the conciseness direction made answers *longer* (the
-    preference ranks layers as generation goes; docs/architecture.md has the figures). Both scores are recorded in
+    preference ranks layers as generation goes; docs/design/steering.md has the figures). Both scores are recorded in
     provenance. The embedding output is not a candidate (module docstring).
     ``progress``: called with (layer, preference) after each probed layer; False hides the progress bar.
     ``provenance`` adds entries (e.g. the teacher's call and token counts from ``ContrastivePairs.provenance()``)."""
