@@ -6,6 +6,8 @@ Problems are reasoning-gym's own items, scored by the dataset's own ``score_answ
   anything else                                    a field of the dataset's config dataclass, e.g.
                                                    ``--set task.max_terms=3 --set task.operators=+,-``; strings are
                                                    converted to the field's annotated type (int, bool, lists, ...)
+                                                   by the shared converter (harness/plugins/options.py);
+                                                   ``harness options task rg:<dataset>`` lists them
 
 Answer extraction: reasoning-gym expects ``<answer>...</answer>`` (the prompt asks for it; its content is passed
 as is, stripped, since reasoning-gym's scorers compare strings); a chat model that forgets the tags is read from
@@ -17,26 +19,23 @@ answer tags were used).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import datetime
 import difflib
 import enum
 import importlib.metadata
 import math
 import re
-import types
-import typing
-from collections.abc import Sequence
 from typing import Any
 
+from harness.plugins.option_help import Option, describe_dataclass
+from harness.plugins.options import make_config
 from harness.tasks.math_answers import boxed_contents, clean_answer
 from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 INSTRUCTION = ("Reason briefly, then write your final answer between <answer> and </answer> tags, with nothing "
                "else inside them.")
-TASK_OPTIONS = ("pool_size", "pool_seed", "eval_fraction")
+MANAGED = {"seed": "pool_seed", "size": "pool_size"}  # config fields the task sets: the pool's
 MAX_LAST_LINE_CHARS = 100  # a longer last line is prose, not an answer: reported as unparsed
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
@@ -54,8 +53,15 @@ class ReasoningGymTask:
     version = "rg-bridge-v1"  # bump on any change of prompt, extraction, scoring or pool handling
     capabilities = TaskCapabilities(max_new_tokens=256)
 
-    def __init__(self, dataset: str = "", *, pool_size: int = 500, pool_seed: int = POOL_SEED,
-                 eval_fraction: float = 0.2, **config: Any) -> None:
+    def __init__(
+        self,
+        dataset: str = "",  # the reasoning-gym dataset (rg:<dataset>)
+        *,
+        pool_size: int = 500,  # items generated once, then deduplicated and split into train and eval
+        pool_seed: int = POOL_SEED,  # the seed of that one generation
+        eval_fraction: float = 0.2,  # the pool's share that is eval problems (by content hash)
+        **config: Any,  # fields of the dataset's config dataclass (`harness options task rg:<dataset>`)
+    ) -> None:
         from reasoning_gym.factory import DATASETS  # lazy: importing reasoning-gym takes a second or more
 
         if dataset not in DATASETS:
@@ -65,7 +71,10 @@ class ReasoningGymTask:
         if self.pool_size < 1 or not 0.0 < self.eval_fraction <= 1.0:
             raise ValueError(f"{self.name}: need pool_size >= 1 and 0 < eval_fraction <= 1")
         dataset_cls, config_cls = DATASETS[dataset]
-        self.config = make_config(config_cls, config, self.name)
+        managed = sorted(set(config) & set(MANAGED))
+        if managed:
+            raise ValueError(f"{self.name}: {', '.join(managed)} is set by the task: use {MANAGED[managed[0]]}")
+        self.config = make_config(config_cls, config, self.name, exclude=tuple(MANAGED))
         self.config.seed, self.config.size = self.pool_seed, self.pool_size
         try:
             self._generator = dataset_cls(config=self.config)  # validates the config (with asserts)
@@ -74,6 +83,13 @@ class ReasoningGymTask:
         self.reward_weights = {"correct": 1.0, "format": 0.5}  # "score" (partial credit) is reported
         self._splits: dict[str, list[Problem]] | None = None
         self._duplicates = 0
+
+    @staticmethod
+    def options_for(dataset: str) -> list[Option]:
+        """The dataset's own options: its config dataclass's fields, less those the task sets (seed, size)."""
+        from reasoning_gym.factory import DATASETS
+
+        return describe_dataclass(DATASETS[dataset][1], exclude=tuple(MANAGED)) if dataset in DATASETS else []
 
     # ------------------------------------------------------------------------------------------------------------
     # Task protocol
@@ -179,101 +195,8 @@ def _fallbacks(text: str):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Options -> the dataset's config dataclass
+# Options -> the dataset's config dataclass (through the shared converter, harness/plugins/options.py)
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def make_config(config_cls: type, options: dict[str, Any], who: str) -> Any:
-    """``config_cls(**options)``, with strings (from ``--set``) converted to each field's annotated type."""
-    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.name not in ("seed", "size")}
-    bad = sorted(set(options) - set(fields))
-    if bad:
-        managed = [k for k in bad if k in ("seed", "size")]
-        hint = f" ({', '.join(managed)}: set by the task, use pool_seed / pool_size)" if managed else ""
-        raise ValueError(f"{who}: unknown option(s) {', '.join(bad)}{hint}; dataset options: "
-                         f"{', '.join(fields) or '(none)'}; task options: {', '.join(TASK_OPTIONS)}")
-    try:
-        hints = typing.get_type_hints(config_cls)
-    except Exception:  # an annotation that does not resolve: fall back to what the dataclass recorded
-        hints = {name: f.type for name, f in fields.items()}
-    typed = {}
-    for key, value in options.items():
-        try:
-            typed[key] = convert(value, hints.get(key, Any)) if isinstance(value, str) else value
-        except (TypeError, ValueError, SyntaxError):
-            raise ValueError(f"{who}: option {key}={value!r}: expected {_type_name(hints.get(key))}") from None
-    try:
-        return config_cls(**typed)
-    except (AssertionError, ValueError, TypeError) as exc:  # configs that check themselves in __post_init__
-        raise ValueError(f"{who}: invalid options: {_one_line(exc)}") from None
-
-
-def convert(text: str, hint: Any) -> Any:
-    """A command-line string as a value of type ``hint``: int, float, bool, str, Optional, Literal, Enum, dates,
-    and lists/tuples of those ("+,-" or "['+', '-']"). Raises ValueError (or TypeError) when it does not fit."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    text = text.strip()
-    if hint is Any:
-        return _literal_or_text(text)
-    if origin in (typing.Union, types.UnionType):
-        if type(None) in args and text.lower() in ("none", "null", ""):
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return convert(text, arg)
-            except (TypeError, ValueError, SyntaxError):
-                continue
-        raise ValueError(text)
-    if origin is typing.Literal:
-        for arg in args:
-            if str(arg) == text:
-                return arg
-        raise ValueError(text)
-    if hint is bool:
-        if text.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return text.lower() in ("1", "true", "yes", "on")
-        raise ValueError(text)
-    if hint is int:
-        number = float(text)
-        if number != int(number):
-            raise ValueError(text)
-        return int(number)
-    if hint in (float, str):
-        return hint(text)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        for member in hint:
-            if text.lower() in (member.name.lower(), str(member.value).lower()):
-                return member
-        raise ValueError(text)
-    if hint in (datetime.date, datetime.time, datetime.datetime):
-        return hint.fromisoformat(text)
-    if origin in (list, tuple, Sequence) or hint in (list, tuple):
-        items = _items(text)
-        element = args[0] if args else Any
-        if origin is tuple and len(args) > 1 and args[1] is not Ellipsis:  # a fixed tuple[int, str]
-            return tuple(convert(str(v), a) for v, a in zip(items, args, strict=True))
-        values = [convert(str(v), element) if isinstance(v, str) or element is not Any else v for v in items]
-        return tuple(values) if tuple in (origin, hint) else values
-    raise TypeError(f"cannot set a {_type_name(hint)} from the command line")
-
-
-def _items(text: str) -> list[Any]:
-    """"[1, 2]" or "(1, 2)" as a Python literal; otherwise comma-separated words ("+,-")."""
-    if text[:1] in "[(":
-        value = ast.literal_eval(text)
-        return list(value) if isinstance(value, (list, tuple)) else [value]
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _literal_or_text(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def _plain(value: Any) -> Any:

@@ -58,8 +58,9 @@ def _files(tmp: Path, model: str | None = None) -> dict[str, str]:
 CASES = [
     ("unknown task", ["run", "--task", "mathz"], "unknown task 'mathz'; available:"),
     ("unknown trainer in a grid", ["run", "--trainer", "grpo,grpoo"], "unknown trainer 'grpoo'"),
-    ("unknown plugin option", ["run", "--set", "searcher.nn=4"], "unknown option(s) nn"),
-    ("wrong option type", ["run", "--trainer", "grpo", "--set", "trainer.lr=fast"], "lr='fast' should be a float"),
+    ("unknown plugin option", ["run", "--set", "searcher.nn=4"],
+     "unknown option nn; did you mean n (candidate answers per problem)?"),
+    ("wrong option type", ["run", "--trainer", "grpo", "--set", "trainer.lr=fast"], "option lr='fast': expected float"),
     ("malformed --set", ["run", "--set", "lr=1"], "expected KIND.KEY=VALUE"),
     ("k larger than n", ["run", "--k", "1,8"], "every k must be in 1..n=1"),
     ("dataset row missing a field", ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/bad_row.jsonl"],

@@ -279,8 +279,8 @@ def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folde
 
 @pytest.mark.parametrize(("extra", "expected"), [
     (["--engine", "vllm-server"], "engine 'vllm-server': missing option(s) url (--set engine.url=...)"),
-    (["--engine-url", "http://127.0.0.1:9"], "engine 'transformers': unknown option(s) url; known: max_batch_rows, "
-     "rollout_dtype, sync_every"),
+    (["--engine-url", "http://127.0.0.1:9"], "engine 'transformers': unknown option url (`harness options engine "
+     "transformers` lists the 3 options)"),
     (["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"],
      "trainer 'vspo' samples under steering vectors, which engine 'vllm-server' cannot do; use --engine transformers"),
     (["--engine", "sglang"], "unknown engine 'sglang'; available: transformers, vllm, vllm-server"),

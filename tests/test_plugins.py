@@ -97,7 +97,8 @@ def test_cli_bad_option_is_one_line_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "harness", "run", "--model", "tiny-random", "--out", str(tmp_path),
                              "--set", "trainer.lrr=1"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
-    assert "unknown option(s) lrr" in result.stderr.strip().splitlines()[-1]
+    assert result.stderr.strip().splitlines()[-1] == ("harness: error: trainer 'grpo': unknown option lrr; did you "
+                                                      "mean lr (AdamW learning rate)?")
     assert not any(tmp_path.iterdir())  # refused before a run folder was made
 
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.tasks.reasoning_gym_bridge import ReasoningGymTask, convert, extract_answer
+from harness.plugins.options import convert
+from harness.tasks.reasoning_gym_bridge import ReasoningGymTask, extract_answer
 from harness.tasks.splits import normalise
 from harness.types import Task
 
@@ -181,7 +182,8 @@ def test_string_options_are_converted_to_the_config_types() -> None:
     [
         ({"max_terms": "many"}, "max_terms='many': expected int"),
         ({"whitespace": "lots"}, "whitespace='lots'"),
-        ({"bogus": "1"}, "unknown option(s) bogus; dataset options: min_terms"),
+        ({"bogus": "1"}, "unknown option bogus"),
+        ({"max_term": "1"}, "unknown option max_term; did you mean max_terms"),
         ({"seed": "3"}, "use pool_seed"),
         ({"min_terms": "5", "max_terms": "3"}, "invalid options"),  # the config's own check
         ({"eval_fraction": "0"}, "eval_fraction"),

@@ -62,8 +62,8 @@ class SFTConfig:
     steps: int = 20  # optimizer steps
     batch_size: int = 4  # (prompt, target) pairs per optimizer step
     lr: float = 1e-5  # AdamW learning rate
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradients are clipped to this total norm
     max_target_tokens: int = 128  # targets are cut here (no EOS then); also the sampling budget of "self"/"teacher"
     micro_batch: int = 4  # pairs per forward/backward; gradients accumulate to the full batch
     seed: int = 0  # order of the pairs and the sampling seed
@@ -112,6 +112,8 @@ class Example:
 
 
 class SFTTrainer:
+    config_class = SFTConfig  # its options (`harness options trainer sft`)
+
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(SFTConfig, options, "sft")
         self.capabilities = TrainerCapabilities(steps=self.config.steps)  # its budget, said before the model loads

@@ -1,48 +1,177 @@
-"""Plugin options: user values (CLI strings, config-file values) typed into a config dataclass, checked against a
-factory's parameters, and the plugin built from its registry entry."""
+"""Plugin options: user values (``--set`` text, TOML and YAML values) typed by one converter, checked against what a
+factory takes (harness/plugins/option_help.py describes it), and the plugin built from its registry entry."""
 
 from __future__ import annotations
 
-import dataclasses
+import ast
+import datetime
+import difflib
+import enum
 import inspect
 import math
+import types
+import typing
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from harness.plugins.option_help import Option, describe, describe_dataclass, takes_any, type_name
+
 T = TypeVar("T")
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def make_config(cls: type[T], options: dict[str, Any], who: str) -> T:
-    """``cls(**options)`` with unknown keys refused in one line and strings converted to each field's default type."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(options) - set(fields))
+def make_config(cls: type[T], options: dict[str, Any], who: str, exclude: tuple[str, ...] = ()) -> T:
+    """``cls(**options)``: unknown keys refused in one line naming the closest known ones, each value typed by
+    ``coerce`` to its field's type and checked against its declared bounds; ``exclude``: fields not set this way.
+    A config that checks itself (``__post_init__``) and refuses is one line too."""
+    described = {o.name: o for o in describe_dataclass(cls, exclude)}
+    unknown = sorted(set(options) - set(described))
     if unknown:
-        raise ValueError(f"{who}: unknown option(s) {', '.join(unknown)}; known: {', '.join(fields)}")
-    typed = {}
-    for key, value in options.items():
-        default = fields[key].default
-        try:
-            typed[key] = coerce(value, default)
-        except (TypeError, ValueError):
-            raise ValueError(f"{who}: option {key}={value!r} should be a {type(default).__name__}") from None
-    return cls(**typed)
+        raise ValueError(f"{who}: {unknown_options(unknown, list(described.values()))}")
+    typed = {key: typed_value(described[key], value, who) for key, value in options.items()}
+    try:
+        return cls(**typed)
+    except (AssertionError, TypeError) as exc:  # configs that check themselves with asserts; a wrong kind
+        raise ValueError(f"{who}: invalid options: {_one_line(exc)}") from None
 
 
-def coerce(value: Any, default: Any) -> Any:
-    """Convert ``value`` to the type of ``default`` (bool, int, float, str); other types pass through."""
-    if default is None or default is dataclasses.MISSING or isinstance(value, type(default)):
+def typed_value(option: Option, value: Any, who: str) -> Any:
+    """``value`` converted to ``option``'s type and checked against its bounds; a one-line ValueError naming it."""
+    try:
+        typed = coerce(value, option.default, option.hint)
+    except (TypeError, ValueError, SyntaxError):
+        raise ValueError(f"{who}: option {option.name}={value!r}: expected {option.type or type_name(option.hint)}"
+                         ) from None
+    if option.bounds is not None and not option.bounds.check(typed):
+        raise ValueError(f"{who}: option {option.name}={value!r} is out of its bounds ({option.bounds})")
+    return typed
+
+
+def coerce(value: Any, default: Any = None, hint: Any = None) -> Any:
+    """The one converter of option values: ``value`` as type ``hint`` (else the type of ``default``: bool, int,
+    float, str; else unchanged). Text (``--set``) is parsed by ``convert``; a TOML or YAML value of another type is
+    kept, except that a whole float fills an int, an int a float, a number a str. Raises ValueError or TypeError."""
+    if hint is None and isinstance(default, (bool, int, float, str)):
+        hint = type(default)
+    if hint is None or hint is Any:
         return value
-    if isinstance(default, bool):
-        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return value.lower() in ("1", "true", "yes", "on")
+    if isinstance(value, str):
+        return convert(value, hint)
+    if hint is bool and not isinstance(value, bool):
         raise ValueError(value)
-    if isinstance(default, int):
-        number = float(value)
-        if number != int(number):
+    if hint is int and isinstance(value, float):
+        if value != int(value):
             raise ValueError(value)
-        return int(number)
-    if isinstance(default, (float, str)):
-        return type(default)(value)
+        return int(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
     return value
+
+
+def convert(text: str, hint: Any) -> Any:
+    """Text as a value of type ``hint``: int, float, bool, str, Optional, unions, Literal, Enum, dates, and
+    lists/tuples of those ("+,-" or "['+', '-']"). A union that takes str keeps the text (after "none" / "null" /
+    "" for None), for the plugin to read. Raises ValueError (or TypeError) when it does not fit."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is str:
+        return text
+    text = text.strip()
+    if hint is Any:
+        return _literal_or_text(text)
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args and text.lower() in ("none", "null", ""):
+            return None
+        if str in args:
+            return text
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return convert(text, arg)
+            except (TypeError, ValueError, SyntaxError):
+                continue
+        raise ValueError(text)
+    if origin is typing.Literal:
+        for arg in args:
+            if str(arg) == text:
+                return arg
+        raise ValueError(text)
+    if hint is bool:
+        if text.lower() in (*TRUE, *FALSE):
+            return text.lower() in TRUE
+        raise ValueError(text)
+    if hint is int:
+        try:
+            return int(text)
+        except ValueError:
+            number = float(text)  # "1e3"
+        if number != int(number):
+            raise ValueError(text)
+        return int(number)
+    if hint is float:
+        return float(text)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        for member in hint:
+            if text.lower() in (member.name.lower(), str(member.value).lower()):
+                return member
+        raise ValueError(text)
+    if hint in (datetime.date, datetime.time, datetime.datetime):
+        return hint.fromisoformat(text)
+    if origin in (list, tuple, Sequence) or hint in (list, tuple):
+        items = _items(text)
+        element = args[0] if args else Any
+        if origin is tuple and len(args) > 1 and args[1] is not Ellipsis:  # a fixed tuple[int, str]
+            return tuple(convert(str(v), a) for v, a in zip(items, args, strict=True))
+        values = [convert(str(v), element) if isinstance(v, str) or element is not Any else v for v in items]
+        return tuple(values) if tuple in (origin, hint) else values
+    raise TypeError(f"cannot set a {type_name(hint)} from text")
+
+
+def _items(text: str) -> list[Any]:
+    """"[1, 2]" or "(1, 2)" as a Python literal; otherwise comma-separated words ("+,-")."""
+    if text[:1] in "[(":
+        value = ast.literal_eval(text)
+        return list(value) if isinstance(value, (list, tuple)) else [value]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _literal_or_text(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def closest(name: str, known: list[str], cutoff: float = 0.6) -> list[str]:
+    """The known names most like ``name`` (difflib's ratio >= ``cutoff``, and within 0.1 of the best), best first."""
+    scores = {k: difflib.SequenceMatcher(None, name, k).ratio() for k in known}
+    best = max(scores.values(), default=0.0)
+    if best < cutoff:
+        return []
+    return sorted((k for k, v in scores.items() if v >= best - 0.1), key=lambda k: -scores[k])[:3]
+
+
+def unknown_options(unknown: list[str], known: list[Option], listed_by: str = "") -> str:
+    """"unknown option lrr; did you mean lr (AdamW learning rate)?": the closest known names with their help, in
+    one line, instead of every name. ``listed_by``: the command that lists them all, said when some has none close."""
+    names = {o.name: o for o in known}
+    guesses = {}
+    for name in unknown:
+        close = closest(name, list(names))
+        if close:
+            guesses[name] = " or ".join(f"{c} ({names[c].summary})" if names[c].summary else c for c in close)
+    if len(unknown) == 1:
+        text = f"unknown option {unknown[0]}" + (f"; did you mean {guesses[unknown[0]]}?" if guesses else "")
+    else:
+        text = f"unknown options {', '.join(unknown)}" + "".join(f"; for {name} did you mean {guess}?"
+                                                                 for name, guess in guesses.items())
+    if listed_by and len(guesses) < len(unknown):
+        text += f" (`{listed_by}` lists the {len(known)} options)" if known else " (it takes no options)"
+    return text
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -59,23 +188,23 @@ def factory_parameters(factory: Any) -> dict[str, inspect.Parameter]:
 
 
 def check_options(kind: str, name: str, factory: Any, options: dict[str, Any], given_later: tuple[str, ...] = (),
-                  positional: int = 0) -> None:
-    """Refuse, in one line, options the factory does not take and required ones missing. ``given_later``: what the
-    caller passes itself (an engine's policy); ``positional``: leading arguments passed by position (a family's
-    member name)."""
-    params = factory_parameters(factory)
-    if not params:
-        return
-    named = [p for p in params.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][positional:]
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(options) - {p.name for p in named})
-        if unknown:
-            known = [p.name for p in named if p.name not in ("plugins", *given_later)]
-            raise ValueError(f"{kind} {name!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    missing = [p.name for p in named if p.default is p.empty and p.name not in options and
-               p.name not in ("plugins", *given_later)]
+                  positional: int = 0, member: str | None = None) -> dict[str, Any]:
+    """Refuse, in one line, options the factory does not take (naming the closest it does, with their help) and
+    required ones missing; return ``options`` typed by ``coerce``. ``given_later``: what the caller passes itself
+    (an engine's policy); ``positional``: leading arguments passed by position (a family's member name)."""
+    if not factory_parameters(factory):
+        return dict(options)
+    described = [o for o in describe(factory, kind=kind, member=member, skip=positional) if o.name not in given_later]
+    by_name = {o.name: o for o in described}
+    unknown = sorted(set(options) - set(by_name))
+    if unknown and not takes_any(factory, member):
+        listed_by = f"harness options {kind} {name}"
+        raise ValueError(f"{kind} {name!r}: {unknown_options(unknown, described, listed_by)}")
+    missing = [o.name for o in described if o.required and o.name not in options]
     if missing:
         raise ValueError(f"{kind} {name!r}: missing option(s) {', '.join(missing)} (--set {kind}.{missing[0]}=...)")
+    return {key: typed_value(by_name[key], value, f"{kind} {name!r}") if key in by_name else value
+            for key, value in options.items()}
 
 
 def check_finite(kind: str, name: str, options: dict[str, Any]) -> None:
@@ -98,8 +227,9 @@ def build_plugin(plugins: Any, kind: str, name: str, options: dict[str, Any]) ->
     receives the registries (GRPO finds its advantage estimator there)."""
     entry = plugins[kind].get(name)
     factory = entry.load()
-    check_options(kind, name, factory, options, positional=1 if entry.member is not None else 0)
     check_finite(kind, name, options)
+    options = check_options(kind, name, factory, options, positional=1 if entry.member is not None else 0,
+                            member=entry.member)
     if "plugins" in factory_parameters(factory):
         options = {**options, "plugins": plugins}
     try:

@@ -30,7 +30,8 @@ from harness.plugins.contract import (
     check_trainer,
     require,
 )
-from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters
+from harness.plugins.option_help import SUPPLIED, describe
+from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters, unknown_options
 from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
 from harness.runner.context_budget import check_generation_budget
@@ -49,7 +50,7 @@ from harness.types import (
 )
 
 # What an engine factory receives from the runner itself, not from the user's options
-ENGINE_ARGUMENTS = ("policy", "main_process", "progress")
+ENGINE_ARGUMENTS = SUPPLIED["engine"]
 
 
 @dataclass
@@ -210,8 +211,8 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
         if declared in options:
             raise ValueError(f"{flag} and --set engine.{declared} set the same thing; give one")
         options[declared] = value
-    check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
     check_finite("engine", cfg.engine, options)
+    options = check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
     if trainer.steering and not caps.steering:
         able = [n for n in plugins["engine"].names()
                 if capabilities_of(plugins["engine"].get(n).load(), EngineCapabilities).steering]
@@ -261,9 +262,9 @@ def check_passthrough(engine: str, factory: Any, caps: EngineCapabilities, optio
     fields = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
     unknown = [key for key in extra if key not in fields]
     if unknown:
-        known = sorted(own - set(ENGINE_ARGUMENTS))
-        raise ValueError(f"engine {engine!r}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}, "
-                         f"and any field of {name} ({module})")
+        described = describe(factory, kind="engine")
+        raise ValueError(f"engine {engine!r}: {unknown_options(unknown, described)} (neither its own, listed by "
+                         f"`harness options engine {engine}`, nor a field of {name}, {module})")
 
 
 def check_data_parallel(plugins: Plugins, name: str, trainer: TrainerCapabilities | None, world_size: int) -> None:
