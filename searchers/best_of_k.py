@@ -99,11 +99,22 @@ class BestOfK:
 
     capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True)
 
-    def __init__(self, n: int = 8, k: Sequence[int] | str | int = (1, 4, 8), max_new_tokens: int = 128,
-                 temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_prompts: int = 8,
-                 answers_per_rollout: int = 1, delimiter: str = DELIMITER, embedding_diversity: bool | str = True,
-                 coverage_threshold: float = 1.0, behaviours: str | Sequence[str] = "",
-                 plugins: Any = None) -> None:
+    def __init__(
+        self,
+        n: int = 8,  # candidate answers per problem
+        k: Sequence[int] | str | int = (1, 4, 8),  # the k of pass@k and best@k, each <= n ("1,4,8")
+        max_new_tokens: int = 128,  # generation budget per rollout
+        temperature: float = 1.0,  # sampling temperature; 0 is greedy
+        top_p: float = 1.0,  # nucleus sampling: the smallest set of tokens holding this probability
+        seed: int = 0,  # sampling seed (each sample's stream derives from it, the prompt and its index)
+        batch_prompts: int = 8,  # problems sampled together
+        answers_per_rollout: int = 1,  # M: answers written in one rollout, separated by `delimiter` (VPO)
+        delimiter: str = DELIMITER,  # separates the M answers of a rollout
+        embedding_diversity: bool | str = True,  # also report the candidates' embedding diversity (MiniLM, offline)
+        coverage_threshold: float = 1.0,  # a reward component is covered when a candidate scores at least this
+        behaviours: str | Sequence[str] = "",  # registered behaviour scorers to report, comma-separated
+        plugins: Any = None,
+    ) -> None:
         self.n = int(n)
         self.ks = _parse_ks(k)
         self.m = int(answers_per_rollout)

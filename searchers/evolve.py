@@ -175,15 +175,42 @@ class Evolve:
 
     capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True, resume=True)
 
-    def __init__(self, seeds: int = 4, children: int = 4, generations: int = 0, calls: int = 16,
-                 candidates: int = 0, tokens: int = 0, islands: int = 2, bins: int = 2, exploit: float = 0.5,
-                 explore: float = 0.3, random: float = 0.2, migration_interval: int = 2, migrants: int = 1,
-                 features: str | Sequence[str] = "", mode: str = "rewrite", top: int = 1, diverse: int = 1,
-                 max_chars: int = 1200, max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 1.0,
-                 seed: int = 0, batch_prompts: int = 8, workers: int = 2, stop_on_success: bool | str = True,
-                 k: Sequence[int] | str | int = "", resume: str = "", behaviours: str | Sequence[str] = "",
-                 executor: str = "local", answers_per_rollout: int = 1, delimiter: str = DELIMITER,
-                 child_max_new_tokens: int = 0, plugins: Any = None) -> None:
+    def __init__(
+        self,
+        seeds: int = 4,  # first samples per problem, drawn as best-of-k draws them
+        children: int = 4,  # children written per problem each generation
+        generations: int = 0,  # generations per problem at most; 0: no limit
+        calls: int = 16,  # model calls per problem at most; 0: no limit
+        candidates: int = 0,  # evaluated candidates per problem at most; 0: no limit
+        tokens: int = 0,  # generated tokens per problem at most (may overrun by one generation); 0: no limit
+        islands: int = 2,  # candidate populations evolving apart, exchanging migrants
+        bins: int = 2,  # cells per reward component on each axis of the MAP-Elites grid
+        exploit: float = 0.5,  # chance a parent is its island's best
+        explore: float = 0.3,  # chance a parent is a random elite of its island
+        random: float = 0.2,  # chance a parent is a random elite of any island
+        migration_interval: int = 2,  # generations between migrations along the ring of islands
+        migrants: int = 1,  # best elites each island sends per migration
+        features: str | Sequence[str] = "",  # reward components that are the grid's axes, comma-separated; "": all
+        mode: str = "rewrite",  # a child is a whole rewrite, or SEARCH/REPLACE edits of its parent (diff)
+        top: int = 1,  # best candidates shown in a child's prompt
+        diverse: int = 1,  # candidates with other trade-offs shown in a child's prompt
+        max_chars: int = 1200,  # each text shown in a child's prompt is cut to this
+        max_new_tokens: int = 128,  # generation budget of a seed rollout
+        temperature: float = 1.0,  # sampling temperature
+        top_p: float = 1.0,  # nucleus sampling: the smallest set of tokens holding this probability
+        seed: int = 0,  # sampling and parent-selection seed
+        batch_prompts: int = 8,  # problems searched together (one engine call per generation)
+        workers: int = 2,  # candidates evaluated at once (local executor)
+        stop_on_success: bool | str = True,  # a problem stops at its first success
+        k: Sequence[int] | str | int = "",  # call counts c reported as solved@c; "": 1, 2, 4, ... up to the budget
+        resume: str = "",  # an old run folder whose evolve checkpoints each problem continues from
+        behaviours: str | Sequence[str] = "",  # registered behaviour scorers to report, comma-separated
+        executor: str = "local",  # where candidates are evaluated: local (threads) or ray
+        answers_per_rollout: int = 1,  # M: answers in a seed rollout, separated by `delimiter` (VPO)
+        delimiter: str = DELIMITER,  # separates the M answers of a seed rollout
+        child_max_new_tokens: int = 0,  # generation budget of a child; 0: one answer's share of max_new_tokens
+        plugins: Any = None,
+    ) -> None:
         self.seeds, self.children, self.generations = int(seeds), int(children), int(generations)
         self.budget = {"calls": int(calls), "candidates": int(candidates), "tokens": int(tokens)}
         self.m, self.delimiter = int(answers_per_rollout), str(delimiter)

@@ -103,11 +103,24 @@ class CodeTask:
     version = "code-v2"  # bump on any change of data, prompt, extraction or scoring (v2: the judge decides)
     capabilities = TaskCapabilities(max_new_tokens=384, batch_scoring=True, feedback=True)
 
-    def __init__(self, *, source: str = "humaneval", path: str | None = None, hub_id: str = HUMANEVAL,
-                 hub_config: str | None = None, hub_revision: str | None = None, eval_fraction: float = 0.5,
-                 test_slots: int = 8, timeout_s: float = 10.0, memory_mb: int = 512, workers: int = 2,
-                 executor: str = "local", prompt: str = "prompt", entry_point: str = "entry_point",
-                 tests: str = "tests") -> None:
+    def __init__(
+        self,
+        *,
+        source: str = "humaneval",  # humaneval (offline), hub or jsonl (module docstring)
+        path: str | None = None,  # source=jsonl: the file of problems
+        hub_id: str = HUMANEVAL,  # source=hub: a hub dataset id or a local copy (HumanEval, MBPP, LiveCodeBench)
+        hub_config: str | None = None,  # the hub dataset's config (MBPP: full or sanitized; LiveCodeBench's version)
+        hub_revision: str | None = None,  # the hub dataset's revision (a commit, tag or branch)
+        eval_fraction: float = 0.5,  # a single pool's share of eval problems, by a hash of each prompt
+        test_slots: int = 8,  # K: reward components test_0..test_{K-1}, each a group of the problem's tests
+        timeout_s: float = 10.0,  # seconds one sandboxed run of a program may take
+        memory_mb: int = 512,  # memory one sandboxed run may use (>= 64)
+        workers: int = 2,  # programs run at once (local executor)
+        executor: str = "local",  # where programs run: local (threads) or ray
+        prompt: str = "prompt",  # own data: the column holding the prompt
+        entry_point: str = "entry_point",  # own data: the column holding the function's name
+        tests: str = "tests",  # own data: the column holding the tests
+    ) -> None:
         if source not in SOURCES:
             raise ValueError(f"code: unknown source {source!r}; available: {', '.join(SOURCES)}")
         if source == "jsonl" and not path:

@@ -49,8 +49,16 @@ class MazeTask:
     # warm-up targets: the path alone; the policy's own maze answers ramble past the budget (docs/trainers.md)
     capabilities = TaskCapabilities(max_new_tokens=160, reference_completions=True, warmup_targets="extracted")
 
-    def __init__(self, *, min_size: int = 4, max_size: int = 6, wall_density: float = 0.3, min_distance: int = 3,
-                 pool_size: int = 2000, eval_fraction: float = 0.2) -> None:
+    def __init__(
+        self,
+        *,
+        min_size: int = 4,  # fewest rows (and columns) of a grid
+        max_size: int = 6,  # most rows (and columns) of a grid
+        wall_density: float = 0.3,  # chance that a cell is a wall
+        min_distance: int = 3,  # fewest moves from start to goal
+        pool_size: int = 2000,  # mazes generated before the split
+        eval_fraction: float = 0.2,  # the pool's share of eval mazes, by content hash
+    ) -> None:
         self.min_size, self.max_size = int(min_size), int(max_size)
         self.wall_density, self.min_distance = float(wall_density), int(min_distance)
         self.pool_size, self.eval_fraction = int(pool_size), float(eval_fraction)

@@ -96,13 +96,13 @@ class PersonaTask:
     def __init__(
         self,
         *,
-        source: str = "builtin",
-        path: str | None = None,
-        personas: str | Sequence[str] = DEFAULT_PERSONAS,
-        reward_models: str | Mapping[str, str] | None = None,
-        success_threshold: float = 0.8,
-        eval_fraction: float = 0.25,
-        embedding_model: str | None = None,
+        source: str = "builtin",  # builtin (50 questions written for this task) or jsonl
+        path: str | None = None,  # source=jsonl: the file of questions
+        personas: str | Sequence[str] = DEFAULT_PERSONAS,  # built-in personas scoring each answer, comma-separated
+        reward_models: str | Mapping[str, str] | None = None,  # more personas: "name=hub_id_or_path,..." models
+        success_threshold: float = 0.8,  # an answer succeeds when some persona's reward reaches this
+        eval_fraction: float = 0.25,  # share of eval questions, by a hash of the question
+        embedding_model: str | None = None,  # a sentence-embedding model's folder; none: all-MiniLM-L6-v2 offline
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"persona: unknown source {source!r}; available: {', '.join(SOURCES)}")

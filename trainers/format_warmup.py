@@ -61,16 +61,16 @@ class FormatWarmupOptions:
     # structure only, and for a one-answer rollout (M = 1), which has no structure, that the task read an answer
     # from it (code: a program; its Score.extracted)
     warmup_format: str = ""
-    warmup_check_every: int = 8
-    warmup_target_rate: float = 0.9
+    warmup_check_every: int = 8  # warm-up steps between measurements of the well-formed rate
+    warmup_target_rate: float = 0.9  # the warm-up stops once this share of sampled rollouts is well formed
     # stop once this many checks in a row found the rate, already above 0, no higher than its best so far (a plateau:
     # on code at 135M, 62% after 8 steps, then 56% after 16); 0 never stops early
     warmup_patience: int = 1
     warmup_samples: int = 8  # samples per problem the warm-up draws to build its targets (>= M)
     warmup_problems: int = 16  # problems the targets come from (sampling them all would cost more than RL)
     warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
-    warmup_lr: float = 1e-4  # SmolLM2-135M wrote no well-formed VPO rollout after 8 steps at 2e-5
-    warmup_batch_size: int = 4
+    warmup_lr: float = 1e-4  # the warm-up's learning rate (at 2e-5 SmolLM2-135M wrote no well-formed VPO rollout)
+    warmup_batch_size: int = 4  # (prompt, target) pairs per warm-up step
     # "worked": M of its answers with their reasoning, each answer put in the task's form; "extracted": the answers
     # alone in that form; "self": as written; "auto": the task's choice, else worked with reference completions,
     # else self (module docstring)

@@ -100,18 +100,18 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     group_size: int = 8  # G: completions per problem; advantages are relative within these
     max_new_tokens: int = 96  # generation budget per completion (Dr. GRPO's constant normaliser too)
     temperature: float = 1.0  # sampling temperature; log-probs are taken at the same temperature
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this probability
     lr: float = 3e-5  # AdamW learning rate (lower rates learned nothing in 10 steps on SmolLM2-135M)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradients are clipped to this total norm
     eps_low: float = 0.2  # ratio clip below 1
     eps_high: float = 0.2  # ratio clip above 1 (DAPO's clip-higher uses 0.28)
     beta: float = 0.0  # k3 KL coefficient to the frozen initial policy; 0 skips the reference model entirely
     # TR-DPO's reference sync (trainers/ref_sync.py; beta > 0, full fine-tuning): every ref_model_sync_steps steps
     # the KL reference becomes ref_model_mixup_alpha * policy + (1 - ref_model_mixup_alpha) * reference
     sync_ref_model: bool = False
-    ref_model_sync_steps: int = 512  # TRL's default; it must not exceed `steps`, or no sync would happen
-    ref_model_mixup_alpha: float = 0.6  # 1: the reference becomes the policy
+    ref_model_sync_steps: int = 512  # steps between reference syncs (TRL's default; at most `steps`)
+    ref_model_mixup_alpha: float = 0.6  # the policy's share in each sync (1: the reference becomes the policy)
     loss_norm: str = "sequence"  # "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO)
     # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
     # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
@@ -129,7 +129,7 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     overlong_buffer: int = 0  # the tokens before max_new_tokens over which the penalty grows (DAPO: 4096 of 20480)
     advantage: str = "grpo"  # a registered advantage estimator
     answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
-    delimiter: str = DELIMITER
+    delimiter: str = DELIMITER  # separates the M answers of a rollout
     draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
     # VPO's trade-offs (trainers/advantages.py trade_offs): "task" centres them on the task's reward weights, so VPO
     # pursues GRPO's objective; "uniform" is the method's unweighted Dirichlet(1)
@@ -146,7 +146,7 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # stop, with the weights of the last healthy step, when rollouts or an update show a collapsed policy
     # (trainers/collapse_watch.py); false: train on whatever happens
     stop_on_collapse: bool = True
-    seed: int = 0
+    seed: int = 0  # seed of problem order, sampling and estimator draws
 
     def __post_init__(self) -> None:
         if self.loss_norm not in LOSS_NORMS:

@@ -39,7 +39,7 @@ class PostTrainingOptions:
 
     lora_r: int = 0  # LoRA rank; 0 trains every weight
     lora_alpha: float = 32.0  # LoRA scale alpha (the update is alpha / r * B A)
-    lora_dropout: float = 0.0
+    lora_dropout: float = 0.0  # dropout on the LoRA adapters' input
     lora_target_modules: str = "all-linear"  # peft's target_modules: "all-linear" or comma-separated module names
     save_merged: bool = False  # LoRA: also save the adapters merged into the weights (<run>/model-merged/)
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~1/3 more compute

@@ -97,7 +97,7 @@ class VSPOConfig(GRPOConfig):
     probe_pairs: int = 8  # pairs the layer criterion steers with (harness.steering.vectors.build_vector)
     probe_every: int = 4  # probe every k-th layer, then climb to the best neighbour (build.probe_layers)
     betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
-    beta_unit: str = "activation_norm"  # or "absolute" / "raw_norm" (harness.steering.vectors.BETA_UNITS)
+    beta_unit: str = "activation_norm"  # what a beta is measured in: activation_norm, absolute or raw_norm
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)
     # "behaviour" (alpha * the behaviour scorer's score of what was written), "strength" (alpha * beta, the paper's
     # form) or "auto": behaviour when one is named, else strength; the module docstring says why

@@ -86,8 +86,15 @@ class TransformersEngine:
     capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows", rollout_dtype="rollout_dtype",
                                       phase_dtype=True, samples_per_prompt=True)
 
-    def __init__(self, policy: Policy, max_batch_rows: int = 64, progress: bool = True,
-                 main_process: bool = True, rollout_dtype: str = "", sync_every: int | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        max_batch_rows: int = 64,  # rows (samples) decoded together (--batch-size)
+        progress: bool = True,
+        main_process: bool = True,
+        rollout_dtype: str = "",  # float32, bfloat16 or float16: sample under autocast to it; "": the weights'
+        sync_every: int | None = None,  # decoding steps between reads of the sampled tokens; none: 1 on CPU, 8 on GPU
+    ) -> None:
         self.policy = policy
         self._set_precision(rollout_dtype)
         # Decoding steps between reads of the sampled tokens on the host (which rows ended, who joins): each read

@@ -122,10 +122,20 @@ class VLLMEngine(VLLMContract):
                                       batch_size="max_num_seqs",  # --batch-size N: vLLM's sequences per step
                                       rollout_dtype="dtype")  # --rollout-dtype D: vLLM's dtype
 
-    def __init__(self, policy, *, dtype: str | None = None, kv_cache_gib: float | None = None,
-                 gpu_memory_utilization: float | None = None, enforce_eager: bool | None = None,
-                 max_model_len: int | None = None, sleep: bool = False, progress: bool = True,
-                 main_process: bool = True, **llm_kwargs: Any) -> None:
+    def __init__(
+        self,
+        policy,
+        *,
+        dtype: str | None = None,  # the precision vLLM computes and samples in (--rollout-dtype); none: the policy's
+        kv_cache_gib: float | None = None,  # memory for the KV cache; none: 1 GiB on CPU, from the share on a GPU
+        gpu_memory_utilization: float | None = None,  # share of the GPU's memory vLLM may take; none: 0.3
+        enforce_eager: bool | None = None,  # no CUDA graphs or torch.compile; none: true on CPU, false on a GPU
+        max_model_len: int | None = None,  # the longest prompt + completion; none: the model's
+        sleep: bool = False,  # vLLM's sleep mode: its memory is freed for each update
+        progress: bool = True,
+        main_process: bool = True,
+        **llm_kwargs: Any,  # any field of vLLM's EngineArgs, passed to vllm.LLM
+    ) -> None:
         super().__init__(policy, progress and main_process)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: syncs pass tensors
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")

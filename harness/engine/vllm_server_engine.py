@@ -202,9 +202,19 @@ class VLLMServerEngine(VLLMContract):
     capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True,
                                       rollout_dtype="dtype")  # --rollout-dtype D: the dtype the server must serve in
 
-    def __init__(self, policy, url: str, *, weights_dir: str | Path | None = None,
-                 transport: WeightTransport | None = None, timeout: float = 600.0, max_concurrency: int = 64,
-                 progress: bool = True, main_process: bool = True, dtype: str | None = None) -> None:
+    def __init__(
+        self,
+        policy,
+        url: str,  # the server's address (--engine-url)
+        *,
+        weights_dir: str | Path | None = None,  # a folder both machines mount, for weight pushes (--engine-weights-dir)
+        transport: WeightTransport | None = None,  # another way to push weights (Python only, not from text)
+        timeout: float = 600.0,  # seconds any one request may take
+        max_concurrency: int = 64,  # requests in flight at once
+        progress: bool = True,
+        main_process: bool = True,
+        dtype: str | None = None,  # the precision the server must compute in (--rollout-dtype); none: any
+    ) -> None:
         if transport is not None and weights_dir is not None:
             raise ValueError("give either weights_dir (for the shared-folder push) or a transport, not both")
         super().__init__(policy, progress and main_process)
