@@ -243,6 +243,15 @@ def build_parser() -> argparse.ArgumentParser:
                                        "behaviours, engines, models, loggers) with the package that added it")
     _plugin_flag(list_p)
     list_p.set_defaults(func=cmd_list)
+
+    options_p = sub.add_parser(
+        "options", parents=[common], help="every option of a plugin with its type, default and help",
+        description="Print every option a plugin takes (--set KIND.KEY=VALUE), with its type, default, bounds and "
+                    "help, e.g. `harness options trainer grpo`. docs/options.md lists every built-in's.")
+    options_p.add_argument("kind", choices=("task", "trainer", "searcher", "engine", "logger"))
+    options_p.add_argument("name", help="the plugin's name, as `harness list` shows it (a family member: rg:maze)")
+    _plugin_flag(options_p)
+    options_p.set_defaults(func=cmd_options)
     return parser
 
 
@@ -386,6 +395,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         print()
     for label, message in plugins.broken.items():
         print(f"broken plugin {label}: {message}")
+    return 0
+
+
+def cmd_options(args: argparse.Namespace) -> int:
+    from harness.plugins import get_plugin_manager
+    from harness.plugins.options_reference import options_text
+
+    print(options_text(get_plugin_manager(local=args.plugins or ()), args.kind, args.name))
     return 0
 
 
