@@ -186,7 +186,7 @@ def test_a_package_with_a_misspelt_hook_is_skipped_not_fatal(monkeypatch, capsys
                _EntryPoint("fine", "fine-dist", _tasks_plugin("fine-task")))
     plugins = get_plugin_manager()
     assert plugins.broken == {"typo-dist:typo": "not loaded: unknown hook(s) harness_register_taskz (misspelt? every "
-                                                "hook is listed in docs/hooks.md)"}
+                                                "hook is listed in docs/reference/hooks.md)"}
     assert "half-a-plugin" not in plugins["trainer"] and plugins.manager.get_plugin("typo-dist:typo") is None
     assert "fine-task" in plugins["task"]  # the other package is unaffected
     warning = f"warning: plugin 'typo-dist:typo': {plugins.broken['typo-dist:typo']}"

@@ -108,7 +108,7 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
             if unknown:
                 pm.unregister(name=label)  # none of its hooks run: half a plugin would be harder to understand
                 broken[label] = (f"not loaded: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is "
-                                 f"listed in docs/hooks.md)")
+                                 f"listed in docs/reference/hooks.md)")
                 continue
             third_party.add(label)
 
@@ -155,7 +155,7 @@ def _register_local(pm: pluggy.PluginManager, specs: Sequence[str]) -> list[Loca
         unknown = _unknown_hooks(pm, plugin.label)
         if unknown:
             raise PluginError(f"--plugin {spec}: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is listed "
-                              "in docs/hooks.md)")
+                              "in docs/reference/hooks.md)")
         if not pm.get_hookcallers(plugin.module):
             raise PluginError(f"--plugin {spec}: implements no hook; decorate its harness_register_* functions with "
                               "harness.hookspecs.hookimpl")
