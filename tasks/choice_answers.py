@@ -257,8 +257,22 @@ def _on_a_line(text: str, options: Sequence[str]) -> Choice:
         if separator != ")" and not own:
             return NO_CHOICE
     if {m.group(1).upper() for m in openings} != {letter.upper()} or letter.upper() not in valid:
-        return NO_CHOICE
+        return _after_the_list(text, valid)
     return Choice(letter.upper(), "line")
+
+
+def _after_the_list(text: str, valid: str) -> Choice:
+    """The option list echoed, then one option line alone in a paragraph after it ("A. ...\nB. ...\nC. ...\nD. ...
+    \n\nD. ..."): that option is the one chosen."""
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    if len(paragraphs) < 2 or "\n" in paragraphs[-1]:
+        return NO_CHOICE
+    last = _OPENING_LINE.match(paragraphs[-1])
+    listed = {m.group(1).upper() for m in _OPENING_LINE.finditer("\n\n".join(paragraphs[:-1]))}
+    # a repeat of a listed option, not the list's own next item ("A. ...\n\nB. ...\n\nC. ...\n\nD. ...")
+    if last is None or len(listed) < 3 or last.group(1).upper() not in listed or last.group(1).upper() not in valid:
+        return NO_CHOICE
+    return Choice(last.group(1).upper(), "line")
 
 
 def _written_out(text: str, options: Sequence[str]) -> Choice:
@@ -293,6 +307,8 @@ def extract_choice(text: str, options: Sequence[str]) -> Choice:
     options = [o if isinstance(o, str) else str(o) for o in options][: len(LETTERS)]
     committed = _committed(text, options)
     decisive = [(at, choice) for at, choice in committed if choice is not _INVALID]  # reasoning after stays
+    if len(options) >= 3 and {c.letter for _, c in decisive} >= set(option_letters(len(options))):
+        return NO_CHOICE  # "1. The answer is A ... 4. The answer is D": every option in turn is an enumeration
     if decisive:
         return NO_CHOICE if decisive[-1][1] is _NONE_OF_THEM else decisive[-1][1]
     if committed:  # only letters beyond the options: no answer, and no weaker reading either

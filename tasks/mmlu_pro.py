@@ -70,7 +70,8 @@ class MMLUProTask:
     # bump on any change of data, prompt, extraction or scoring (v2: extraction tells committed answers from
     # mentions: option numbers, "b)", letters beyond the options and "none of the options" are no longer misread; v3:
     # the options enumerated on one line, "A) x B) y C) z", are not a choice of A); v4: "the initial answer of A",
-    # "The answer is: 2. Kinetic friction", "the correct option for the given answer choices is (B)")
+    # "The answer is: 2. Kinetic friction", "the correct option for the given answer choices is (B)"; every option
+    # named "the answer" in turn is an enumeration; one option line repeated after the echoed list is chosen)
     version = "mmlu-pro-v4"
     # room for a short chain of thought before "The answer is (X)"
     capabilities = TaskCapabilities(max_new_tokens=256, misleading_hints=True)

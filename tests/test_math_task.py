@@ -135,7 +135,7 @@ def test_extraction_agrees_with_labels_read_by_hand(batch: str) -> None:
     and labelled afterwards) and hand-written forms (synthetic): tests/fixtures/extraction/README.md.
     python bench/extraction_agreement.py prints the figures, the old extractor's beside them."""
     rows = [r for r in _rows() if _batch(r) == batch]
-    assert len(rows) >= 20
+    assert len(rows) >= 16
     misses = [(r["id"], r["label"], read) for r in rows if not _agrees(r["label"], read := _as_the_task_reads(r))]
     assert (len(rows) - len(misses)) / len(rows) >= 0.95, misses
     # Rows labelled "commits to nothing" must stay unparsed: no value may be read into them by luck.
