@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import sqlite3
 import sys
 from typing import Any
 
@@ -30,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _error(f"no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
                       "written before is kept: free space, then `harness run --resume RUN_DIR`")
+    except sqlite3.OperationalError as exc:  # the results store (index, report) on a full or read-only disk
+        if args.debug:
+            raise
+        return _error(f"the results store could not be written: {exc}; the run folders are untouched: free space, "
+                      "then run the command again")
     except KeyboardInterrupt:
         return _error("interrupted; everything written so far is kept in the run folder", code=130)
 

@@ -5,6 +5,7 @@ that never halts in test_sandbox.py; a broken third-party plugin is skipped and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -209,5 +210,32 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial_copy(
         (folder,) = [p for p in disk.iterdir() if p.is_dir()]
         assert not (folder / ".checkpoint.tmp").exists()
         assert json.loads((folder / "manifest.json").read_text())["status"] == "failed"
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_index_and_report_on_a_full_disk_are_one_line_each(tmp_path, capsys, tiny_policy_spec):
+    """A folder of runs on a disk with no space left: `harness index` and `harness report` each end in one line
+    (before: a sqlite3.OperationalError traceback from the results store), and the run folders are untouched."""
+    runs = tmp_path / "runs"
+    assert main(["run", *[a for pair in TINY for a in pair], "--out", str(runs)]) == 0
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "size=512k")
+    try:
+        (run,) = [p for p in runs.iterdir() if p.is_dir()]
+        shutil.copytree(run, disk / run.name)
+        manifest = (disk / run.name / "manifest.json").read_text()
+        with contextlib.suppress(OSError), open(disk / "filler", "wb") as filler:  # fill what is left
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        capsys.readouterr()
+        assert main(["index", str(disk)]) == 2
+        assert main(["report", str(disk), "--out", str(disk / "report")]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(err) == 2 and all(line.startswith("harness: error: the results store could not be written")
+                                     for line in err), err
+        SEEN.append(("index on a full disk", err[0]))
+        assert (disk / run.name / "manifest.json").read_text() == manifest
     finally:
         subprocess.run(["umount", str(disk)], check=True)

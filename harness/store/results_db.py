@@ -58,13 +58,17 @@ ADDED_COLUMNS = (("problems", "outcomes", "TEXT"), ("problems", "behaviours", "T
 def connect(db: Path | str) -> sqlite3.Connection:
     Path(db).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(db), timeout=120)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.executescript(SCHEMA)
-    for table, column, kind in ADDED_COLUMNS:
-        if column not in {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}:
-            with contextlib.suppress(sqlite3.OperationalError):  # another process added it in between
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(SCHEMA)
+        for table, column, kind in ADDED_COLUMNS:
+            if column not in {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process added it in between
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    except sqlite3.Error:
+        conn.close()  # a full disk: no open file is left behind on it
+        raise
     return conn
 
 
