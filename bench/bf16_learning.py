@@ -51,16 +51,28 @@ def train_curve(policy, plugins, precision: str, seed: int, args) -> dict:
     engine = TransformersEngine(run_policy, progress=False, rollout_dtype=rollout_dtype)
     task = BrevityTask(policy.tokenizer, args.max_new_tokens)
     store = FakeStore()
-    trainer = GRPOTrainer(plugins=plugins, steps=args.steps, prompts_per_step=args.prompts,
-                          group_size=args.group_size, max_new_tokens=args.max_new_tokens,
-                          micro_batch=args.group_size, lr=args.lr, seed=seed, autocast=update_dtype)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=args.steps,
+        prompts_per_step=args.prompts,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        micro_batch=args.group_size,
+        lr=args.lr,
+        seed=seed,
+        autocast=update_dtype,
+    )
     started = time.perf_counter()
     trainer.train(run_policy, engine, task, task.problems("train"), store=store)
-    return {"precision": precision, "seed": seed, "seconds": time.perf_counter() - started,
-            "reward_mean": [m["reward_mean"] for m in store.steps],
-            "mismatch_abs_log_ratio": [m["mismatch/abs_log_ratio_mean"] for m in store.steps],
-            "tis_clipped_fraction": [m["mismatch/tis_clipped_fraction"] for m in store.steps],
-            "completion_tokens_mean": [m["completion_tokens_mean"] for m in store.steps]}
+    return {
+        "precision": precision,
+        "seed": seed,
+        "seconds": time.perf_counter() - started,
+        "reward_mean": [m["reward_mean"] for m in store.steps],
+        "mismatch_abs_log_ratio": [m["mismatch/abs_log_ratio_mean"] for m in store.steps],
+        "tis_clipped_fraction": [m["mismatch/tis_clipped_fraction"] for m in store.steps],
+        "completion_tokens_mean": [m["completion_tokens_mean"] for m in store.steps],
+    }
 
 
 def main() -> None:
@@ -81,22 +93,43 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     plugins = get_plugin_manager(autoload=False)
     policy = load_policy(args.model, plugins["model"])
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else "?"
+    )
     native = bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
     print(f"machine: {cpu}, {os.cpu_count()} cores, native bf16 {'yes' if native else 'no'}")
-    print(f"model {args.model}, brevity reward, {args.steps} steps of {args.prompts} prompts x {args.group_size} x "
-          f"{args.max_new_tokens} tokens, lr {args.lr}, seeds {seeds}, threads {args.threads}, load "
-          f"{os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"model {args.model}, brevity reward, {args.steps} steps of {args.prompts} prompts x {args.group_size} x "
+        f"{args.max_new_tokens} tokens, lr {args.lr}, seeds {seeds}, threads {args.threads}, load "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     runs = []
     for seed in seeds:  # every precision of a seed back to back, the order alternating with the seed
-        for precision in (list(PRECISIONS) if seed % 2 == 0 else list(PRECISIONS)[::-1]):
+        for precision in list(PRECISIONS) if seed % 2 == 0 else list(PRECISIONS)[::-1]:
             r = train_curve(policy, plugins, precision, seed, args)
             runs.append(r)
-            gap = (f"  |log-ratio| {statistics.mean(r['mismatch_abs_log_ratio']):.4f}, clipped "
-                   f"{statistics.mean(r['tis_clipped_fraction']):.4f}" if precision != "fp32" else "")
-            print(f"  {precision} seed {seed}: reward " + " ".join(f"{x:.3f}" for x in r["reward_mean"])
-                  + f"  ({r['seconds']:.0f} s){gap}", flush=True)
+            gap = (
+                f"  |log-ratio| {statistics.mean(r['mismatch_abs_log_ratio']):.4f}, clipped "
+                f"{statistics.mean(r['tis_clipped_fraction']):.4f}"
+                if precision != "fp32"
+                else ""
+            )
+            print(
+                f"  {precision} seed {seed}: reward "
+                + " ".join(f"{x:.3f}" for x in r["reward_mean"])
+                + f"  ({r['seconds']:.0f} s){gap}",
+                flush=True,
+            )
 
     print(f"\nper step, mean [min, max] over {len(seeds)} seeds:")
     spread = []
@@ -115,12 +148,31 @@ def main() -> None:
         print(f"  step {step}: {cells}   mean within fp32 range: {within}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "benchmark": "bf16_learning", "model": args.model, "seeds": seeds, "steps": args.steps,
-        "prompts": args.prompts, "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "lr": args.lr,
-        "threads": args.threads, "cpus": os.cpu_count(), "cpu": cpu, "native_bf16": native,
-        "python": platform.python_version(),
-        "torch": torch.__version__, "loadavg_end": os.getloadavg(), "runs": runs, "per_step": spread}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "bf16_learning",
+                "model": args.model,
+                "seeds": seeds,
+                "steps": args.steps,
+                "prompts": args.prompts,
+                "group_size": args.group_size,
+                "max_new_tokens": args.max_new_tokens,
+                "lr": args.lr,
+                "threads": args.threads,
+                "cpus": os.cpu_count(),
+                "cpu": cpu,
+                "native_bf16": native,
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "loadavg_end": os.getloadavg(),
+                "runs": runs,
+                "per_step": spread,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

@@ -70,8 +70,9 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {"cores": os.cpu_count(), "cpu": "unknown", "avx512_bf16": False}
     with contextlib.suppress(OSError):
         lines = Path("/proc/cpuinfo").read_text().splitlines()
-        info["cpu"] = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
-                           "unknown")
+        info["cpu"] = next(
+            (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown"
+        )
     info["avx512_bf16"] = "avx512_bf16" in cpu_flags()  # the flags --rollout-dtype auto reads
     with contextlib.suppress(OSError):
         info["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
@@ -122,8 +123,12 @@ def run_cell(command: list[str], cell: Path) -> dict[str, Any]:
     started = time.monotonic()
     with open(cell / "harness.log", "w") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-    record = {"exit": code, "minutes": (time.monotonic() - started) / 60, "command": command,
-              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    record = {
+        "exit": code,
+        "minutes": (time.monotonic() - started) / 60,
+        "command": command,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     (cell / "bench.json").write_text(json.dumps(record, indent=1) + "\n")
     return record
 
@@ -151,7 +156,7 @@ def _interval(low: float | None, high: float | None, signed: bool) -> str:
 
 
 def before_after(metrics: dict[str, Any], name: str, difference: Any) -> str:
-    """"v0 -> v1, +d [lo, hi]" for metric ``name``; the paired interval where the index gave one."""
+    """ "v0 -> v1, +d [lo, hi]" for metric ``name``; the paired interval where the index gave one."""
     before, after = metrics.get(f"before/{name}"), metrics.get(f"after/{name}")
     if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
         return "-"
@@ -182,7 +187,7 @@ def eval_value(db: Path, run_dir: Path, metrics: dict[str, Any], name: str) -> s
 
 
 def training_curve(metrics: dict[str, Any]) -> str:
-    """"reward first -> last" of the training steps (an SFT run: its loss), "-" without steps."""
+    """ "reward first -> last" of the training steps (an SFT run: its loss), "-" without steps."""
     for key, label in (("train/reward_mean", "reward"), ("train/loss", "loss")):
         values = [v for v in metrics.get(key) or [] if isinstance(v, (int, float))]
         if values:
@@ -205,9 +210,13 @@ def empty_rate(samples: Path, phase: str) -> str:
 def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
     """What one cell's newest run folder says (see the module docstring for each field)."""
     run_dir, manifest = latest_run(cell)
-    row: dict[str, Any] = {"cell": cell.name, "exit": record.get("exit"), "minutes": record.get("minutes"),
-                           "status": manifest.get("status", "no run folder"),
-                           "run": str(run_dir) if run_dir else None}
+    row: dict[str, Any] = {
+        "cell": cell.name,
+        "exit": record.get("exit"),
+        "minutes": record.get("minutes"),
+        "status": manifest.get("status", "no run folder"),
+        "run": str(run_dir) if run_dir else None,
+    }
     warnings = [str(w) for w in manifest.get("warnings") or []]
     if manifest.get("status") not in (None, "complete") and manifest.get("error"):
         warnings.append(f"error: {manifest['error']}")
@@ -247,29 +256,61 @@ def describe(cell: Path, record: dict[str, Any]) -> dict[str, Any]:
 def record_minutes(rows: list[dict[str, Any]], info: dict[str, Any], busy: bool = False) -> int:
     """Merge the cells' minutes into MEASURED (harness/runner/expected_time.py), replacing the same cells."""
     data = read_json(MEASURED)
-    machine_line = (f"{info['cpu']}, {info['cores']} cores"
-                    + (", avx512_bf16" if info["avx512_bf16"] else ", no avx512_bf16"))
+    machine_line = f"{info['cpu']}, {info['cores']} cores" + (
+        ", avx512_bf16" if info["avx512_bf16"] else ", no avx512_bf16"
+    )
     key = ("task", "trainer", "searcher", "seed")
-    fresh = [{**{k: r[k] for k in key}, "exit": r["exit"], "minutes": round(r["minutes"], 2),
-              "recorded": time.strftime("%Y-%m-%d"), **({"busy": True} if busy else {})}
-             for r in rows if r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float))]
-    kept = [r for r in data.get("rows", []) if tuple(r.get(k) for k in key) not in {tuple(f[k] for k in key)
-                                                                                    for f in fresh}]
+    fresh = [
+        {
+            **{k: r[k] for k in key},
+            "exit": r["exit"],
+            "minutes": round(r["minutes"], 2),
+            "recorded": time.strftime("%Y-%m-%d"),
+            **({"busy": True} if busy else {}),
+        }
+        for r in rows
+        if r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float))
+    ]
+    kept = [
+        r for r in data.get("rows", []) if tuple(r.get(k) for k in key) not in {tuple(f[k] for k in key) for f in fresh}
+    ]
     if data.get("machine") not in (None, machine_line):
         kept = []  # one machine per file: figures from two machines would not say which is which
-    MEASURED.write_text(json.dumps({"machine": machine_line, "rows": sorted(kept + fresh, key=lambda r: [
-        str(r[k]) for k in key])}, indent=1) + "\n")
+    MEASURED.write_text(
+        json.dumps(
+            {"machine": machine_line, "rows": sorted(kept + fresh, key=lambda r: [str(r[k]) for k in key])}, indent=1
+        )
+        + "\n"
+    )
     return len(fresh)
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    header = ["cell", "exit", "minutes", "training", "primary: before -> after, change [95% paired]", "behaviour",
-              "empty after", "collapse", "warnings"]
+    header = [
+        "cell",
+        "exit",
+        "minutes",
+        "training",
+        "primary: before -> after, change [95% paired]",
+        "behaviour",
+        "empty after",
+        "collapse",
+        "warnings",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         minutes = f"{r['minutes']:.1f}" if isinstance(r["minutes"], (int, float)) else "-"
-        cells = [r["cell"], "-" if r["exit"] is None else str(r["exit"]), minutes, r["training"], r["primary"],
-                 r["behaviour"], r["empty_after"], "yes" if r["collapse"] else "no", "; ".join(r["warnings"]) or "-"]
+        cells = [
+            r["cell"],
+            "-" if r["exit"] is None else str(r["exit"]),
+            minutes,
+            r["training"],
+            r["primary"],
+            r["behaviour"],
+            r["empty_after"],
+            "yes" if r["collapse"] else "no",
+            "; ".join(r["warnings"]) or "-",
+        ]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -282,21 +323,38 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trainers", default=TRAINERS, help=f"comma list (default {TRAINERS})")
     parser.add_argument("--searchers", default=SEARCHERS, help=f"comma list (default {SEARCHERS})")
     parser.add_argument("--out", default="runs/defaults_matrix", help="one folder per cell in it")
-    parser.add_argument("--extra", action="append", default=[],
-                        help='arguments appended to every `harness run`, e.g. --extra="--limit 2 --steps 1" '
-                             "(repeatable; part of each cell's name)")
-    parser.add_argument("--extra-train", action="append", default=[],
-                        help="arguments appended to every `harness run` with a trainer (not `none`), e.g. "
-                             '--extra-train="--set trainer.max_new_tokens=8" (repeatable)')
-    parser.add_argument("--skip-failed", action="store_true",
-                        help="report a cell whose last attempt failed as it was, instead of running it again")
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        help='arguments appended to every `harness run`, e.g. --extra="--limit 2 --steps 1" '
+        "(repeatable; part of each cell's name)",
+    )
+    parser.add_argument(
+        "--extra-train",
+        action="append",
+        default=[],
+        help="arguments appended to every `harness run` with a trainer (not `none`), e.g. "
+        '--extra-train="--set trainer.max_new_tokens=8" (repeatable)',
+    )
+    parser.add_argument(
+        "--skip-failed",
+        action="store_true",
+        help="report a cell whose last attempt failed as it was, instead of running it again",
+    )
     parser.add_argument("--json", default=None, help="where to write the rows (default OUT/defaults_matrix.json)")
-    parser.add_argument("--busy", action="store_true",
-                        help="with --record: mark the minutes as measured beside other work (an upper bound)")
-    parser.add_argument("--record", action="store_true",
-                        help="also merge each cell's minutes, as it finishes, into "
-                             "harness/runner/measured_minutes.json, which `harness run` at its defaults reads to "
-                             "say its expected time (default model, no --extra/--extra-train only)")
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="with --record: mark the minutes as measured beside other work (an upper bound)",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="also merge each cell's minutes, as it finishes, into "
+        "harness/runner/measured_minutes.json, which `harness run` at its defaults reads to "
+        "say its expected time (default model, no --extra/--extra-train only)",
+    )
     args = parser.parse_args(argv)
     model = args.model or default_model()
     extra = [a for chunk in args.extra for a in shlex.split(chunk)]
@@ -307,11 +365,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     searchers = [s.strip() for s in args.searchers.split(",") if s.strip()]
     out = Path(args.out)
     info = machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}, "
-          f"load {' '.join(info.get('loadavg', ['?']))}")
-    print(f"model {model}, tasks {','.join(tasks)}, seeds {','.join(map(str, seeds))}, out {out}"
-          + (f", extra: {shlex.join(extra)}" if extra else "")
-          + (f", extra with a trainer: {shlex.join(extra_train)}" if extra_train else ""))
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores, avx512_bf16 {'yes' if info['avx512_bf16'] else 'no'}, "
+        f"load {' '.join(info.get('loadavg', ['?']))}"
+    )
+    print(
+        f"model {model}, tasks {','.join(tasks)}, seeds {','.join(map(str, seeds))}, out {out}"
+        + (f", extra: {shlex.join(extra)}" if extra else "")
+        + (f", extra with a trainer: {shlex.join(extra_train)}" if extra_train else "")
+    )
     recording = args.record and not extra and not (extra_train and trainers != ["none"]) and model == default_model()
     if args.record and not recording:
         print("--record: nothing will be recorded: these cells are not the defaults (--extra, --extra-train, --model)")
@@ -319,15 +381,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     # the rows of complete cells from an earlier sitting: kept when their run folders are not here (another checkout)
     earlier = {r["cell"]: r for r in read_json(path).get("rows", []) if r.get("status") == "complete"}
     rows = []
-    cells = [(task, seed, searcher, trainer) for task in tasks for seed in seeds for searcher in searchers
-             for trainer in trainers]
+    cells = [
+        (task, seed, searcher, trainer)
+        for task in tasks
+        for seed in seeds
+        for searcher in searchers
+        for trainer in trainers
+    ]
     for task, seed, searcher, trainer in cells:
         cell_extra = extra + (extra_train if trainer != "none" else [])
         cell = out / cell_name(model, task, trainer, searcher, seed, cell_extra)
         record = read_json(cell / "bench.json")
         _, manifest = latest_run(cell)
-        done = manifest.get("status") == "complete" or (args.skip_failed and record.get("exit") not in
-                                                         (None, 0))
+        done = manifest.get("status") == "complete" or (args.skip_failed and record.get("exit") not in (None, 0))
         if not done and cell.name in earlier:  # measured in an earlier sitting whose run folders are gone
             print(f"{cell.name}: complete in {path} already, skipped", flush=True)
             rows.append(earlier[cell.name])
@@ -335,9 +401,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         if done:
             print(f"{cell.name}: {manifest.get('status') or 'failed'} already, skipped", flush=True)
         else:
-            command = [sys.executable, "-m", "harness", "run", "--task", task, "--trainer", trainer,
-                       "--searcher", searcher, "--seed", str(seed), "--model", model, "--out", str(cell),
-                       *cell_extra]
+            command = [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                "--task",
+                task,
+                "--trainer",
+                trainer,
+                "--searcher",
+                searcher,
+                "--seed",
+                str(seed),
+                "--model",
+                model,
+                "--out",
+                str(cell),
+                *cell_extra,
+            ]
             print(f"{cell.name}: running ...", end=" ", flush=True)
             record = run_cell(command, cell)
             print(f"exit {record['exit']} in {record['minutes']:.1f} min", flush=True)
@@ -346,8 +428,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows.append(row)
         # after every cell, so a sitting cut short keeps what it measured
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"machine": info, "model": model, "tasks": tasks, "extra": extra,
-                                    "extra_train": extra_train, "rows": rows}, indent=1) + "\n")
+        path.write_text(
+            json.dumps(
+                {
+                    "machine": info,
+                    "model": model,
+                    "tasks": tasks,
+                    "extra": extra,
+                    "extra_train": extra_train,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         if recording and not done:
             record_minutes([row], info, busy=args.busy)
     print()

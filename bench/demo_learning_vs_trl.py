@@ -88,29 +88,51 @@ def boxed_operand(problem: Problem, score: Score) -> bool:
 
 def sample_row(task, problem: Problem, text: str, score: Score, tokens: int) -> dict:
     """One rollout, as both sides record it: what the table and JSON need."""
-    return {"problem_id": problem.id, "answer": problem.answer, "text": text, "extracted": score.extracted,
-            "boxed": score.rewards["boxed"], "correct": score.rewards["correct"], "unparsed": bool(score.unparsed),
-            "boxed_operand": boxed_operand(problem, score), "reward": scalarize(score.rewards, task.reward_weights),
-            "tokens": tokens}
+    return {
+        "problem_id": problem.id,
+        "answer": problem.answer,
+        "text": text,
+        "extracted": score.extracted,
+        "boxed": score.rewards["boxed"],
+        "correct": score.rewards["correct"],
+        "unparsed": bool(score.unparsed),
+        "boxed_operand": boxed_operand(problem, score),
+        "reward": scalarize(score.rewards, task.reward_weights),
+        "tokens": tokens,
+    }
 
 
 def step_figures(rows: list[dict]) -> dict:
     def rate(key: str) -> float:
         return sum(float(r[key]) for r in rows) / len(rows)
 
-    return {"boxed": rate("boxed"), "correct": rate("correct"), "unparsed": rate("unparsed"),
-            "boxed_operand": rate("boxed_operand"), "reward_mean": rate("reward"), "tokens_mean": rate("tokens"),
-            "problems": sorted({r["problem_id"] for r in rows})}
+    return {
+        "boxed": rate("boxed"),
+        "correct": rate("correct"),
+        "unparsed": rate("unparsed"),
+        "boxed_operand": rate("boxed_operand"),
+        "reward_mean": rate("reward"),
+        "tokens_mean": rate("tokens"),
+        "problems": sorted({r["problem_id"] for r in rows}),
+    }
 
 
-def side_result(rollouts: list[list[dict]], marks: list[tuple[float, float]], start: tuple[float, float],
-                setup_cpu_s: float) -> dict:
+def side_result(
+    rollouts: list[list[dict]], marks: list[tuple[float, float]], start: tuple[float, float], setup_cpu_s: float
+) -> dict:
     """Per-step figures from each step's rollouts and the clock marks taken at the end of each step."""
     steps, previous = [], start
     for k, (rows, mark) in enumerate(zip(rollouts, marks, strict=True)):
-        steps.append({"step": k, "cpu_s": mark[0] - previous[0], "wall_s": mark[1] - previous[1],
-                      "cum_cpu_min": (mark[0] - start[0]) / 60, "cum_wall_min": (mark[1] - start[1]) / 60,
-                      **step_figures(rows)})
+        steps.append(
+            {
+                "step": k,
+                "cpu_s": mark[0] - previous[0],
+                "wall_s": mark[1] - previous[1],
+                "cum_cpu_min": (mark[0] - start[0]) / 60,
+                "cum_wall_min": (mark[1] - start[1]) / 60,
+                **step_figures(rows),
+            }
+        )
         previous = mark
     last = [r for rows in rollouts[-KEEP_LAST:] for r in rows]
     return {"setup_cpu_s": setup_cpu_s, "steps": steps, "last_completions": last}
@@ -181,19 +203,46 @@ def train_trl(policy, task, problems: list[Problem], options: dict, out_dir: str
     micro = options["micro_batch"] if rows % options["micro_batch"] == 0 else rows
     loss = loss_options()["grpo"][1]  # loss_type grpo, scale_rewards group: our loss_norm sequence, advantage grpo
     args = TRLConfig(
-        output_dir=out_dir, per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
-        num_generations=options["group_size"], max_completion_length=options["max_new_tokens"],
-        max_steps=options["steps"], learning_rate=options["lr"], lr_scheduler_type="constant", optim="adamw_torch",
-        weight_decay=options["weight_decay"], max_grad_norm=options["max_grad_norm"], beta=0.0,
-        epsilon=options["eps_low"], epsilon_high=options["eps_high"], temperature=options["temperature"],
-        top_p=options["top_p"], top_k=0, use_vllm=False, use_cpu=not torch.cuda.is_available(), bf16=False,
-        fp16=False, gradient_checkpointing=False, shuffle_dataset=False, report_to="none", logging_steps=1,
-        save_strategy="no", disable_tqdm=True, seed=options["seed"], **loss,
+        output_dir=out_dir,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=rows // micro,
+        num_generations=options["group_size"],
+        max_completion_length=options["max_new_tokens"],
+        max_steps=options["steps"],
+        learning_rate=options["lr"],
+        lr_scheduler_type="constant",
+        optim="adamw_torch",
+        weight_decay=options["weight_decay"],
+        max_grad_norm=options["max_grad_norm"],
+        beta=0.0,
+        epsilon=options["eps_low"],
+        epsilon_high=options["eps_high"],
+        temperature=options["temperature"],
+        top_p=options["top_p"],
+        top_k=0,
+        use_vllm=False,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        shuffle_dataset=False,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=options["seed"],
+        **loss,
     )
     dataset = Dataset.from_list([{"prompt": task.messages(p), "problem_id": p.id} for p in problems])
     marks = StepMarks()
-    trainer = TRLTrainer(model=fresh_model(policy.model), reward_funcs=task_reward, args=args, train_dataset=dataset,
-                         processing_class=policy.tokenizer, callbacks=[marks])
+    trainer = TRLTrainer(
+        model=fresh_model(policy.model),
+        reward_funcs=task_reward,
+        args=args,
+        train_dataset=dataset,
+        processing_class=policy.tokenizer,
+        callbacks=[marks],
+    )
     trainer.remove_callback(PrinterCallback)  # it prints every log dict
     setup = time.process_time() - t0
     start = clocks()
@@ -227,12 +276,15 @@ def summarise(sides: dict[str, dict]) -> dict:
         steps = side["steps"]
         span = steps[-1]["cum_cpu_min"]
         out[name] = {
-            "cpu_min_total": span, "wall_min_total": steps[-1]["cum_wall_min"],
+            "cpu_min_total": span,
+            "wall_min_total": steps[-1]["cum_wall_min"],
             "cpu_s_per_step_median": statistics.median(s["cpu_s"] for s in steps),
             "wall_s_per_step_median": statistics.median(s["wall_s"] for s in steps),
             **{f"cpu_min_to_boxed_{t}": first_reach(steps, "boxed", t) for t in THRESHOLDS},
-            "final_boxed": steps[-1]["boxed"], "final_correct": steps[-1]["correct"],
-            "final_unparsed": steps[-1]["unparsed"], "final_boxed_operand": steps[-1]["boxed_operand"],
+            "final_boxed": steps[-1]["boxed"],
+            "final_correct": steps[-1]["correct"],
+            "final_unparsed": steps[-1]["unparsed"],
+            "final_boxed_operand": steps[-1]["boxed_operand"],
             **{f"auc_{k}_per_cpu_min": area_per_minute(steps, k, span) for k in ("boxed", "correct")},
             **{f"auc_{k}_per_cpu_min_common": area_per_minute(steps, k, common) for k in ("boxed", "correct")},
         }
@@ -241,12 +293,16 @@ def summarise(sides: dict[str, dict]) -> dict:
 
 def print_side(name: str, side: dict) -> None:
     print(f"\n{name}: setup {side['setup_cpu_s']:.1f} CPU-s before train()")
-    print(f"{'step':>4s} {'cpu_s':>7s} {'wall_s':>7s} {'cum CPU-min':>11s} {'boxed':>6s} {'correct':>7s} "
-          f"{'unparsed':>8s} {'box-op':>6s} {'reward':>6s} {'tokens':>6s}")
+    print(
+        f"{'step':>4s} {'cpu_s':>7s} {'wall_s':>7s} {'cum CPU-min':>11s} {'boxed':>6s} {'correct':>7s} "
+        f"{'unparsed':>8s} {'box-op':>6s} {'reward':>6s} {'tokens':>6s}"
+    )
     for s in side["steps"]:
-        print(f"{s['step']:4d} {s['cpu_s']:7.1f} {s['wall_s']:7.1f} {s['cum_cpu_min']:11.2f} {s['boxed']:6.3f} "
-              f"{s['correct']:7.3f} {s['unparsed']:8.3f} {s['boxed_operand']:6.3f} {s['reward_mean']:6.3f} "
-              f"{s['tokens_mean']:6.1f}")
+        print(
+            f"{s['step']:4d} {s['cpu_s']:7.1f} {s['wall_s']:7.1f} {s['cum_cpu_min']:11.2f} {s['boxed']:6.3f} "
+            f"{s['correct']:7.3f} {s['unparsed']:8.3f} {s['boxed_operand']:6.3f} {s['reward_mean']:6.3f} "
+            f"{s['tokens_mean']:6.1f}"
+        )
 
 
 def source_state(module) -> dict:
@@ -258,9 +314,11 @@ def source_state(module) -> dict:
         done = subprocess.run(["git", *cmd], cwd=path.parent, capture_output=True, text=True, check=False)
         return done.stdout.strip()
 
-    return {"file": str(path.relative_to(git("rev-parse", "--show-toplevel"))),
-            "commit": git("log", "-1", "--format=%h %s", "--", path.name),
-            "modified": bool(git("status", "--porcelain", "--", path.name))}
+    return {
+        "file": str(path.relative_to(git("rev-parse", "--show-toplevel"))),
+        "commit": git("log", "-1", "--format=%h %s", "--", path.name),
+        "modified": bool(git("status", "--porcelain", "--", path.name)),
+    }
 
 
 def minutes(x: float | None) -> str:
@@ -273,9 +331,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads, both sides")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
-                        help="a math task or GRPO option, e.g. --set task.max_digits=1 --set trainer.lr=3e-5 "
-                             "(repeatable; the trainer options reach both sides)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KIND.KEY=VALUE",
+        help="a math task or GRPO option, e.g. --set task.max_digits=1 --set trainer.lr=3e-5 "
+        "(repeatable; the trainer options reach both sides)",
+    )
     parser.add_argument("--out", default="bench/results/demo_learning_vs_trl.json")
     args = parser.parse_args()
 
@@ -288,10 +352,15 @@ def main() -> None:
         parser.error("only task.KEY=VALUE and trainer.KEY=VALUE options apply")
     plugins = get_plugin_manager(autoload=False)
     # the demo's options: the quick preset's task options, train problems and GRPO options (steps and seed ours)
-    task = build_plugin(plugins, "task", "math", {**preset_options(plugins, "quick", "task", "math"),
-                                                  **overrides["task"]})
-    grpo = {**preset_options(plugins, "quick", "trainer", "grpo"), **overrides["trainer"], "steps": args.steps,
-            "seed": args.seed}
+    task = build_plugin(
+        plugins, "task", "math", {**preset_options(plugins, "quick", "task", "math"), **overrides["task"]}
+    )
+    grpo = {
+        **preset_options(plugins, "quick", "trainer", "grpo"),
+        **overrides["trainer"],
+        "steps": args.steps,
+        "seed": args.seed,
+    }
     options = GRPOTrainer(plugins=plugins, **grpo).describe()  # every option, defaults included, for TRL's side
     train = task.problems("train", limit=run_preset("quick")["train_limit"], seed=args.seed)
     # the problems our trainer draws, in its order; TRL's dataset is exactly these, unshuffled
@@ -299,10 +368,12 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     policy = load_policy(args.model, plugins["model"])
-    print(f"model {args.model}, task {task.name} {task.version}, {args.steps} steps of {options['prompts_per_step']} "
-          f"prompts x {options['group_size']} samples x {options['max_new_tokens']} tokens, lr {options['lr']}, "
-          f"threads {args.threads}; torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"trl {trl.__version__}; load {os.getloadavg()[0]:.2f}")
+    print(
+        f"model {args.model}, task {task.name} {task.version}, {args.steps} steps of {options['prompts_per_step']} "
+        f"prompts x {options['group_size']} samples x {options['max_new_tokens']} tokens, lr {options['lr']}, "
+        f"threads {args.threads}; torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"trl {trl.__version__}; load {os.getloadavg()[0]:.2f}"
+    )
     source = source_state(sys.modules[type(task).__module__])
     print(f"prompt: {task.messages(order[0])[-1]['content']!r}\ntask source: {source}")
 
@@ -321,22 +392,43 @@ def main() -> None:
     summary = summarise(sides)
     same_order = [s["problems"] for s in sides["ours"]["steps"]] == [s["problems"] for s in sides["trl"]["steps"]]
     print(f"\nsame problems at every step: {same_order}; common span {summary['common_span_cpu_min']:.2f} CPU-min")
-    print(f"{'':5s} {'CPU-min to boxed 0.5':>20s} {'to 0.9':>12s} {'final boxed':>11s} {'correct':>7s} "
-          f"{'CPU-s/step':>10s} {'wall-s/step':>11s} {'AUC boxed':>9s} {'correct':>7s} {'(common span)':>13s}")
+    print(
+        f"{'':5s} {'CPU-min to boxed 0.5':>20s} {'to 0.9':>12s} {'final boxed':>11s} {'correct':>7s} "
+        f"{'CPU-s/step':>10s} {'wall-s/step':>11s} {'AUC boxed':>9s} {'correct':>7s} {'(common span)':>13s}"
+    )
     for name in sides:
         s = summary[name]
-        print(f"{name:5s} {minutes(s['cpu_min_to_boxed_0.5']):>20s} {minutes(s['cpu_min_to_boxed_0.9']):>12s} "
-              f"{s['final_boxed']:11.3f} {s['final_correct']:7.3f} {s['cpu_s_per_step_median']:10.1f} "
-              f"{s['wall_s_per_step_median']:11.1f} {s['auc_boxed_per_cpu_min']:9.3f} "
-              f"{s['auc_correct_per_cpu_min']:7.3f}   {s['auc_boxed_per_cpu_min_common']:.3f} / "
-              f"{s['auc_correct_per_cpu_min_common']:.3f}")
+        print(
+            f"{name:5s} {minutes(s['cpu_min_to_boxed_0.5']):>20s} {minutes(s['cpu_min_to_boxed_0.9']):>12s} "
+            f"{s['final_boxed']:11.3f} {s['final_correct']:7.3f} {s['cpu_s_per_step_median']:10.1f} "
+            f"{s['wall_s_per_step_median']:11.1f} {s['auc_boxed_per_cpu_min']:9.3f} "
+            f"{s['auc_correct_per_cpu_min']:7.3f}   {s['auc_boxed_per_cpu_min_common']:.3f} / "
+            f"{s['auc_correct_per_cpu_min_common']:.3f}"
+        )
 
-    report = {"model": args.model, "steps": args.steps, "threads": args.threads, "seed": args.seed,
-              "task": {"name": task.name, "version": task.version, "options": overrides["task"],
-                       "prompt_example": task.messages(order[0]), "source": source},
-              "grpo": options, "same_problem_order": same_order, "loadavg_before_after": loads,
-              "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-              "transformers": transformers.__version__, "trl": trl.__version__, "summary": summary, **sides}
+    report = {
+        "model": args.model,
+        "steps": args.steps,
+        "threads": args.threads,
+        "seed": args.seed,
+        "task": {
+            "name": task.name,
+            "version": task.version,
+            "options": overrides["task"],
+            "prompt_example": task.messages(order[0]),
+            "source": source,
+        },
+        "grpo": options,
+        "same_problem_order": same_order,
+        "loadavg_before_after": loads,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "summary": summary,
+        **sides,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

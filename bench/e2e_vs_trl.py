@@ -146,8 +146,11 @@ class StepStore(NullStore):
 
     def log_step(self, step, metrics, stage="train") -> None:
         if self.engine.sampler is not None:
-            metrics = {**metrics, "peak_rss_mb": self.engine.sampler.end()[0],
-                       "start_rss_mb": self.engine.sampler.start}
+            metrics = {
+                **metrics,
+                "peak_rss_mb": self.engine.sampler.end()[0],
+                "start_rss_mb": self.engine.sampler.start,
+            }
             self.engine.open = False
         super().log_step(step, metrics, stage)
 
@@ -173,18 +176,30 @@ def run_ours(policy, plugins, problems, args, dtype: str, steps: int, sampler: R
     step_policy.model = fresh_model(policy.model)
     engine = StepEngine(TransformersEngine(step_policy, progress=False, rollout_dtype=dtype), sampler, args.no_eos)
     options = {**loss_options()["grpo"][0], "beta": 0.0}
-    trainer = our_trainer(plugins, len(problems) * args.group_size, args.group_size, args.max_new_tokens, options,
-                          steps=steps, lr=args.lr, seed=args.seed)
+    trainer = our_trainer(
+        plugins,
+        len(problems) * args.group_size,
+        args.group_size,
+        args.max_new_tokens,
+        options,
+        steps=steps,
+        lr=args.lr,
+        seed=args.seed,
+    )
     store = StepStore(engine)
     started = time.perf_counter()
     trainer.train(step_policy, engine, HashRewardTask(problems), problems, store=store)
     wall = time.perf_counter() - started
     tokens = sum(len(c.token_ids) for c in engine.completions)
-    return {"seconds": wall, "tokens": tokens, "tokens_per_s": tokens / wall,
-            "step_seconds": [m["rollout_seconds"] + m["update_seconds"] for m in store.steps],
-            "peak_rss_mb": [m.get("peak_rss_mb") for m in store.steps],
-            "start_rss_mb": [m.get("start_rss_mb") for m in store.steps],
-            "reward_mean": [m["reward_mean"] for m in store.steps]}
+    return {
+        "seconds": wall,
+        "tokens": tokens,
+        "tokens_per_s": tokens / wall,
+        "step_seconds": [m["rollout_seconds"] + m["update_seconds"] for m in store.steps],
+        "peak_rss_mb": [m.get("peak_rss_mb") for m in store.steps],
+        "start_rss_mb": [m.get("start_rss_mb") for m in store.steps],
+        "reward_mean": [m["reward_mean"] for m in store.steps],
+    }
 
 
 def run_trl(policy, problems, args, bf16: bool, steps: int, out_dir: str, sampler: RssSampler | None = None) -> dict:
@@ -206,9 +221,19 @@ def run_trl(policy, problems, args, bf16: bool, steps: int, out_dir: str, sample
                 memory["start"].append(start)
 
     options = {**loss_options()["grpo"][1], "beta": 0.0, "max_steps": steps, "bf16": bf16}
-    trainer = trl_trainer(model, policy.tokenizer, problems, len(problems) * args.group_size, args.group_size,
-                          args.max_new_tokens, options, out_dir, lr=args.lr, seed=args.seed,
-                          callbacks=[clock.callback, Memory()])
+    trainer = trl_trainer(
+        model,
+        policy.tokenizer,
+        problems,
+        len(problems) * args.group_size,
+        args.group_size,
+        args.max_new_tokens,
+        options,
+        out_dir,
+        lr=args.lr,
+        seed=args.seed,
+        callbacks=[clock.callback, Memory()],
+    )
     original = trainer._generate_and_score_completions
     tokens = [0]
 
@@ -229,20 +254,28 @@ def run_trl(policy, problems, args, bf16: bool, steps: int, out_dir: str, sample
     trainer.train()
     wall = time.perf_counter() - started
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    return {"seconds": wall, "tokens": tokens[0], "tokens_per_s": tokens[0] / wall, "step_seconds": clock.seconds,
-            "peak_rss_mb": memory["peak"] or [None] * len(clock.seconds),
-            "start_rss_mb": memory["start"] or [None] * len(clock.seconds), "reward_mean": rewards}
+    return {
+        "seconds": wall,
+        "tokens": tokens[0],
+        "tokens_per_s": tokens[0] / wall,
+        "step_seconds": clock.seconds,
+        "peak_rss_mb": memory["peak"] or [None] * len(clock.seconds),
+        "start_rss_mb": memory["start"] or [None] * len(clock.seconds),
+        "reward_mean": rewards,
+    }
 
 
-def run_method(method: str, policy, plugins, problems, args, steps: int, out_dir: str,
-               sampler: RssSampler | None = None) -> dict:
+def run_method(
+    method: str, policy, plugins, problems, args, steps: int, out_dir: str, sampler: RssSampler | None = None
+) -> dict:
     side, precision = method.split("-")
     with thread_setting(args.threads, ours=side == "ours"):
         plan = harness_threads.current()  # ours at --threads auto: the counts harness/threads.py chose, kept
         threads = plan.describe() if plan is not None else {"setting": torch.get_num_threads()}
         if side == "ours":
-            result = run_ours(policy, plugins, problems, args, {"fp32": "float32", "bf16": "bfloat16"}[precision],
-                              steps, sampler)
+            result = run_ours(
+                policy, plugins, problems, args, {"fp32": "float32", "bf16": "bfloat16"}[precision], steps, sampler
+            )
         else:
             result = run_trl(policy, problems, args, precision == "bf16", steps, out_dir, sampler)
     return {**result, "threads": threads}
@@ -261,39 +294,54 @@ def end_to_end(policy, plugins, problems, args, methods, out_dir) -> dict:
         for method in methods if repeat % 2 == 0 else methods[::-1]:
             r = run_method(method, policy, plugins, problems, args, args.steps, out_dir)
             runs[method].append(r)
-            print(f"  repeat {repeat} {method:10s}: {r['tokens']:5d} tokens in {r['seconds']:6.1f} s = "
-                  f"{r['tokens_per_s']:6.1f} tok/s", flush=True)
-    summary = {m: {"tokens_per_s_median": median(r["tokens_per_s"] for r in rs),
-                   "tokens_per_s_min": min(r["tokens_per_s"] for r in rs),
-                   "tokens_per_s_max": max(r["tokens_per_s"] for r in rs),
-                   "tokens_median": median(r["tokens"] for r in rs),
-                   "seconds_median": median(r["seconds"] for r in rs)} for m, rs in runs.items()}
+            print(
+                f"  repeat {repeat} {method:10s}: {r['tokens']:5d} tokens in {r['seconds']:6.1f} s = "
+                f"{r['tokens_per_s']:6.1f} tok/s",
+                flush=True,
+            )
+    summary = {
+        m: {
+            "tokens_per_s_median": median(r["tokens_per_s"] for r in rs),
+            "tokens_per_s_min": min(r["tokens_per_s"] for r in rs),
+            "tokens_per_s_max": max(r["tokens_per_s"] for r in rs),
+            "tokens_median": median(r["tokens"] for r in rs),
+            "seconds_median": median(r["seconds"] for r in rs),
+        }
+        for m, rs in runs.items()
+    }
     trl = [m for m in methods if m.startswith("trl")]
     best = max(trl, key=lambda m: summary[m]["tokens_per_s_median"]) if trl else None
     for m in methods:
-        summary[m]["ratio_to_trl_best"] = (summary[m]["tokens_per_s_median"] / summary[best]["tokens_per_s_median"]
-                                           if best else None)
+        summary[m]["ratio_to_trl_best"] = (
+            summary[m]["tokens_per_s_median"] / summary[best]["tokens_per_s_median"] if best else None
+        )
         if best:  # each repeat's ratio to that repeat's TRL best: steadier when the load moves
             summary[m]["ratio_to_trl_best_per_repeat_median"] = median(
-                runs[m][i]["tokens_per_s"] / max(runs[t][i]["tokens_per_s"] for t in trl)
-                for i in range(args.repeats))
-    print(f"\n{'method':10s} {'tok/s':>7s} {'min':>7s} {'max':>7s} {'tokens':>7s} {'seconds':>8s} "
-          f"{'/TRL best':>9s} {'per-repeat':>10s}")
+                runs[m][i]["tokens_per_s"] / max(runs[t][i]["tokens_per_s"] for t in trl) for i in range(args.repeats)
+            )
+    print(
+        f"\n{'method':10s} {'tok/s':>7s} {'min':>7s} {'max':>7s} {'tokens':>7s} {'seconds':>8s} "
+        f"{'/TRL best':>9s} {'per-repeat':>10s}"
+    )
     for m in methods:
         s = summary[m]
         ratio = f"{s['ratio_to_trl_best']:.2f}x" if best else ""
         per = f"{s['ratio_to_trl_best_per_repeat_median']:.2f}x" if best else ""
-        print(f"{m:10s} {s['tokens_per_s_median']:7.1f} {s['tokens_per_s_min']:7.1f} {s['tokens_per_s_max']:7.1f} "
-              f"{s['tokens_median']:7.0f} {s['seconds_median']:8.1f} {ratio:>9s} {per:>10s}")
+        print(
+            f"{m:10s} {s['tokens_per_s_median']:7.1f} {s['tokens_per_s_min']:7.1f} {s['tokens_per_s_max']:7.1f} "
+            f"{s['tokens_median']:7.0f} {s['seconds_median']:8.1f} {ratio:>9s} {per:>10s}"
+        )
     if best:
         print(f"(TRL's best here: {best})")
     return {"runs": runs, "summary": summary, "trl_best": best}
 
 
 def scaling(policy, plugins, problems, args, methods, out_dir) -> dict:
-    configs = [(g, args.max_new_tokens) for g in args.group_sizes] + \
-              [(args.group_size, b) for b in args.token_budgets if (args.group_size, b) not in
-               [(g, args.max_new_tokens) for g in args.group_sizes]]
+    configs = [(g, args.max_new_tokens) for g in args.group_sizes] + [
+        (args.group_size, b)
+        for b in args.token_budgets
+        if (args.group_size, b) not in [(g, args.max_new_tokens) for g in args.group_sizes]
+    ]
     rows = []
     with RssSampler() as sampler:
         for group_size, budget in configs:
@@ -302,23 +350,37 @@ def scaling(policy, plugins, problems, args, methods, out_dir) -> dict:
                 run_method(method, policy, plugins, problems, sized, 1, out_dir)  # warm-up at this size
                 r = run_method(method, policy, plugins, problems, sized, args.steps, out_dir, sampler)
                 peaks = [p for p in r["peak_rss_mb"] if p is not None]
-                growth = [p - s for p, s in zip(r["peak_rss_mb"], r["start_rss_mb"], strict=True)
-                          if p is not None and s is not None]
-                rows.append({"group_size": group_size, "max_new_tokens": budget, "method": method,
-                             "seconds_per_step_median": median(r["step_seconds"]),
-                             "peak_rss_mb": max(peaks, default=None), "step_rss_growth_mb": max(growth, default=None),
-                             "tokens": r["tokens"], "run": r})
+                growth = [
+                    p - s
+                    for p, s in zip(r["peak_rss_mb"], r["start_rss_mb"], strict=True)
+                    if p is not None and s is not None
+                ]
+                rows.append(
+                    {
+                        "group_size": group_size,
+                        "max_new_tokens": budget,
+                        "method": method,
+                        "seconds_per_step_median": median(r["step_seconds"]),
+                        "peak_rss_mb": max(peaks, default=None),
+                        "step_rss_growth_mb": max(growth, default=None),
+                        "tokens": r["tokens"],
+                        "run": r,
+                    }
+                )
                 row = rows[-1]
-                print(f"  G={group_size:3d} budget={budget:4d} {method:10s}: {row['seconds_per_step_median']:7.2f} "
-                      f"s/step, peak RSS {row['peak_rss_mb'] or float('nan'):7.0f} MiB (+"
-                      f"{row['step_rss_growth_mb'] or float('nan'):5.0f} in the step), {r['tokens']} tokens",
-                      flush=True)
+                print(
+                    f"  G={group_size:3d} budget={budget:4d} {method:10s}: {row['seconds_per_step_median']:7.2f} "
+                    f"s/step, peak RSS {row['peak_rss_mb'] or float('nan'):7.0f} MiB (+"
+                    f"{row['step_rss_growth_mb'] or float('nan'):5.0f} in the step), {r['tokens']} tokens",
+                    flush=True,
+                )
     print(f"\n{'G':>3s} {'budget':>6s} " + " ".join(f"{m + ' s/step':>16s} {m + ' MiB':>14s}" for m in methods))
     for group_size, budget in configs:
         cells = []
         for m in methods:
-            row = next(r for r in rows if (r["group_size"], r["max_new_tokens"], r["method"]) ==
-                       (group_size, budget, m))
+            row = next(
+                r for r in rows if (r["group_size"], r["max_new_tokens"], r["method"]) == (group_size, budget, m)
+            )
             cells.append(f"{row['seconds_per_step_median']:16.2f} {row['peak_rss_mb'] or float('nan'):14.0f}")
         print(f"{group_size:3d} {budget:6d} " + " ".join(cells))
     return {"configs": configs, "rows": rows}
@@ -340,16 +402,20 @@ def main() -> None:
     parser.add_argument("--group-sizes", help="scaling mode: e.g. 4,8,16")
     parser.add_argument("--token-budgets", help="scaling mode: e.g. 64,128,256")
     parser.add_argument("--out", help="JSON (default bench/results/e2e_vs_trl.json, scaling: e2e_scaling.json)")
-    parser.add_argument("--no-eos", action="store_true",
-                        help="EOS masked while generating, on both sides and at any precision: every completion runs "
-                             "to --max-new-tokens, so each side generates the same tokens and tokens/s compare "
-                             "equal work (bf16 sides sample other lengths otherwise)")
+    parser.add_argument(
+        "--no-eos",
+        action="store_true",
+        help="EOS masked while generating, on both sides and at any precision: every completion runs "
+        "to --max-new-tokens, so each side generates the same tokens and tokens/s compare "
+        "equal work (bf16 sides sample other lengths otherwise)",
+    )
     args = parser.parse_args()
     scaling_mode = bool(args.group_sizes or args.token_budgets)
     args.group_sizes = [int(x) for x in args.group_sizes.split(",")] if args.group_sizes else []
     args.token_budgets = [int(x) for x in args.token_budgets.split(",")] if args.token_budgets else []
-    methods = args.methods.split(",") if args.methods else (["ours-fp32", "trl-fp32"] if scaling_mode
-                                                             else list(METHODS))
+    methods = (
+        args.methods.split(",") if args.methods else (["ours-fp32", "trl-fp32"] if scaling_mode else list(METHODS))
+    )
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
@@ -369,27 +435,50 @@ def main() -> None:
     native, found = native_bf16("cpu" if not torch.cuda.is_available() else "cuda")
     with tempfile.TemporaryDirectory(prefix="e2e-vs-trl-") as tmp:
         trl_default_bf16 = TRLConfig(output_dir=tmp, use_cpu=not torch.cuda.is_available(), report_to="none").bf16
-        print(f"model {args.model}, {args.prompts} prompts x G={args.group_size} x {args.max_new_tokens} tokens, "
-              f"{args.steps} steps, threads {args.threads}, {args.load} busy loop(s); torch {torch.__version__}, "
-              f"transformers {transformers.__version__}, trl {trl.__version__}, {os.cpu_count()} CPUs, load "
-              f"{os.getloadavg()[0]:.2f}\n--rollout-dtype auto picks {'bf16' if native else 'fp32'} for training "
-              f"rollouts here ({found}); TRL's default precision here: {'bf16' if trl_default_bf16 else 'fp32'}",
-              flush=True)
+        print(
+            f"model {args.model}, {args.prompts} prompts x G={args.group_size} x {args.max_new_tokens} tokens, "
+            f"{args.steps} steps, threads {args.threads}, {args.load} busy loop(s); torch {torch.__version__}, "
+            f"transformers {transformers.__version__}, trl {trl.__version__}, {os.cpu_count()} CPUs, load "
+            f"{os.getloadavg()[0]:.2f}\n--rollout-dtype auto picks {'bf16' if native else 'fp32'} for training "
+            f"rollouts here ({found}); TRL's default precision here: {'bf16' if trl_default_bf16 else 'fp32'}",
+            flush=True,
+        )
         load_start = os.getloadavg()
         with BusyLoad(args.load):
             if args.load:
                 time.sleep(1.0)
-            result = (scaling(policy, plugins, problems, args, methods, str(Path(tmp) / "trl")) if scaling_mode
-                      else end_to_end(policy, plugins, problems, args, methods, str(Path(tmp) / "trl")))
-    report = {"benchmark": "e2e_scaling" if scaling_mode else "e2e_vs_trl", "model": args.model,
-              "steps": args.steps, "prompts": args.prompts, "group_size": args.group_size,
-              "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "threads": args.threads,
-              "load": args.load, "lr": args.lr, "seed": args.seed, "methods": methods,
-              "auto_picks_bf16_here": native, "bf16_check": found, "trl_default_bf16": trl_default_bf16,
-              "cpus": os.cpu_count(), "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}),
-              "no_eos": args.no_eos, "python": platform.python_version(), "torch": torch.__version__,
-              "transformers": transformers.__version__, "trl": trl.__version__, "loadavg_start": load_start,
-              "loadavg_end": os.getloadavg(), **result}
+            result = (
+                scaling(policy, plugins, problems, args, methods, str(Path(tmp) / "trl"))
+                if scaling_mode
+                else end_to_end(policy, plugins, problems, args, methods, str(Path(tmp) / "trl"))
+            )
+    report = {
+        "benchmark": "e2e_scaling" if scaling_mode else "e2e_vs_trl",
+        "model": args.model,
+        "steps": args.steps,
+        "prompts": args.prompts,
+        "group_size": args.group_size,
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "load": args.load,
+        "lr": args.lr,
+        "seed": args.seed,
+        "methods": methods,
+        "auto_picks_bf16_here": native,
+        "bf16_check": found,
+        "trl_default_bf16": trl_default_bf16,
+        "cpus": os.cpu_count(),
+        "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}),
+        "no_eos": args.no_eos,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "loadavg_start": load_start,
+        "loadavg_end": os.getloadavg(),
+        **result,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"load average {load_start[0]:.2f} -> {report['loadavg_end'][0]:.2f}; wrote {out}")

@@ -107,8 +107,9 @@ class CountingEngine:
         return out
 
 
-def run_once(name: str, searcher: Any, engine: CountingEngine, task: Any, problems: list, folder: Path
-             ) -> dict[str, Any]:
+def run_once(
+    name: str, searcher: Any, engine: CountingEngine, task: Any, problems: list, folder: Path
+) -> dict[str, Any]:
     engine.reset()
     store = RunStore.create(folder, f"{name}-{time.monotonic_ns()}")
     started = time.perf_counter()
@@ -116,14 +117,22 @@ def run_once(name: str, searcher: Any, engine: CountingEngine, task: Any, proble
     seconds = time.perf_counter() - started
     store.close()
     calls = int(metrics.get("budget/calls", metrics.get("budget/rollouts", 0)))
-    return {"seconds": round(seconds, 3), "model_calls": calls, "tokens": int(metrics["budget/tokens"]),
-            "calls_per_s": round(calls / seconds, 3), "tokens_per_s": round(metrics["budget/tokens"] / seconds, 2),
-            "engine_calls": engine.calls, "prompt_tokens": engine.prompt_tokens,
-            "prefill_positions": engine.prefill_positions, "decode_steps": engine.decode_steps,
-            "rows_per_step": round(engine.decode_rows / max(1, engine.decode_steps), 1),
-            "generate_share": round(engine.seconds / seconds, 3),
-            "prefill_seconds": round(engine.prefill_seconds, 2), "decode_seconds": round(engine.decode_seconds, 2),
-            "solved": metrics.get(f"solved@{searcher_budget(searcher)}", metrics.get("success_rate"))}
+    return {
+        "seconds": round(seconds, 3),
+        "model_calls": calls,
+        "tokens": int(metrics["budget/tokens"]),
+        "calls_per_s": round(calls / seconds, 3),
+        "tokens_per_s": round(metrics["budget/tokens"] / seconds, 2),
+        "engine_calls": engine.calls,
+        "prompt_tokens": engine.prompt_tokens,
+        "prefill_positions": engine.prefill_positions,
+        "decode_steps": engine.decode_steps,
+        "rows_per_step": round(engine.decode_rows / max(1, engine.decode_steps), 1),
+        "generate_share": round(engine.seconds / seconds, 3),
+        "prefill_seconds": round(engine.prefill_seconds, 2),
+        "decode_seconds": round(engine.decode_seconds, 2),
+        "solved": metrics.get(f"solved@{searcher_budget(searcher)}", metrics.get("success_rate")),
+    }
 
 
 def searcher_budget(searcher: Any) -> int:
@@ -159,13 +168,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     def make(name: str, tokens: int, calls: int) -> Any:
         options = {**common, "max_new_tokens": tokens}
         if name == "evolve":
-            return Evolve(seeds=min(args.seeds, calls), children=args.children, calls=calls, stop_on_success=False,
-                          **options)
+            return Evolve(
+                seeds=min(args.seeds, calls), children=args.children, calls=calls, stop_on_success=False, **options
+            )
         return BestOfK(n=calls, k=1, embedding_diversity=False, **options)
 
-    print(f"model {args.model}, math, {len(problems)} problems x {args.calls} calls, max_new_tokens "
-          f"{args.max_new_tokens}, seed {args.seed}; evolve seeds {args.seeds} children {args.children}; torch "
-          f"threads {torch.get_num_threads()}, load {load_before}")
+    print(
+        f"model {args.model}, math, {len(problems)} problems x {args.calls} calls, max_new_tokens "
+        f"{args.max_new_tokens}, seed {args.seed}; evolve seeds {args.seeds} children {args.children}; torch "
+        f"threads {torch.get_num_threads()}, load {load_before}"
+    )
     names = ["evolve", "best-of-k"]
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="evolve-throughput-") as tmp:
@@ -173,46 +185,91 @@ def main(argv: Sequence[str] | None = None) -> None:
             run_once(name, make(name, 8, 2), engine, task, problems[:2], Path(tmp))
         for round_ in range(args.repeats):
             for name in names if round_ % 2 == 0 else names[::-1]:
-                record = {"round": round_, **run_once(name, make(name, args.max_new_tokens, args.calls), engine,
-                                                      task, problems, Path(tmp))}
+                record = {
+                    "round": round_,
+                    **run_once(name, make(name, args.max_new_tokens, args.calls), engine, task, problems, Path(tmp)),
+                }
                 records[name].append(record)
-                print(f"  round {round_} {name:9s}: {record['model_calls']} calls, {record['tokens']} tokens in "
-                      f"{record['seconds']:.1f}s = {record['calls_per_s']:.2f} calls/s, "
-                      f"{record['tokens_per_s']:.1f} tok/s; {record['engine_calls']} engine calls, "
-                      f"{record['prompt_tokens']} prompt tokens ({record['prefill_positions']} positions prefilled), "
-                      f"{record['decode_steps']} decoding steps of {record['rows_per_step']} rows; forward "
-                      f"passes: prefill {record['prefill_seconds']:.1f}s, decoding {record['decode_seconds']:.1f}s; "
-                      f"{record['generate_share']:.0%} in generate")
+                print(
+                    f"  round {round_} {name:9s}: {record['model_calls']} calls, {record['tokens']} tokens in "
+                    f"{record['seconds']:.1f}s = {record['calls_per_s']:.2f} calls/s, "
+                    f"{record['tokens_per_s']:.1f} tok/s; {record['engine_calls']} engine calls, "
+                    f"{record['prompt_tokens']} prompt tokens ({record['prefill_positions']} positions prefilled), "
+                    f"{record['decode_steps']} decoding steps of {record['rows_per_step']} rows; forward "
+                    f"passes: prefill {record['prefill_seconds']:.1f}s, decoding {record['decode_seconds']:.1f}s; "
+                    f"{record['generate_share']:.0%} in generate"
+                )
 
-    summary = {name: {key: statistics.median(r[key] for r in rows)
-                      for key in ("calls_per_s", "tokens_per_s", "seconds", "engine_calls", "prompt_tokens",
-                                  "prefill_positions", "decode_steps", "rows_per_step", "prefill_seconds",
-                                  "decode_seconds", "generate_share")}
-               for name, rows in records.items()}
-    per_round = [e["calls_per_s"] / b["calls_per_s"] for e, b in zip(records["evolve"], records["best-of-k"],
-                                                                      strict=True)]
-    ratio = {"calls_per_s": round(summary["evolve"]["calls_per_s"] / summary["best-of-k"]["calls_per_s"], 3),
-             "tokens_per_s": round(summary["evolve"]["tokens_per_s"] / summary["best-of-k"]["tokens_per_s"], 3),
-             "calls_per_s_per_round_median": round(statistics.median(per_round), 3)}
-    print(f"\n{'method':10s} {'calls/s':>8s} {'tok/s':>8s} {'sec':>7s} {'engine calls':>12s} {'prompt tok':>10s} "
-          f"{'prefilled':>9s} {'steps':>6s} {'rows/step':>9s} {'prefill s':>9s} {'decode s':>8s} {'in generate':>11s}")
+    summary = {
+        name: {
+            key: statistics.median(r[key] for r in rows)
+            for key in (
+                "calls_per_s",
+                "tokens_per_s",
+                "seconds",
+                "engine_calls",
+                "prompt_tokens",
+                "prefill_positions",
+                "decode_steps",
+                "rows_per_step",
+                "prefill_seconds",
+                "decode_seconds",
+                "generate_share",
+            )
+        }
+        for name, rows in records.items()
+    }
+    per_round = [
+        e["calls_per_s"] / b["calls_per_s"] for e, b in zip(records["evolve"], records["best-of-k"], strict=True)
+    ]
+    ratio = {
+        "calls_per_s": round(summary["evolve"]["calls_per_s"] / summary["best-of-k"]["calls_per_s"], 3),
+        "tokens_per_s": round(summary["evolve"]["tokens_per_s"] / summary["best-of-k"]["tokens_per_s"], 3),
+        "calls_per_s_per_round_median": round(statistics.median(per_round), 3),
+    }
+    print(
+        f"\n{'method':10s} {'calls/s':>8s} {'tok/s':>8s} {'sec':>7s} {'engine calls':>12s} {'prompt tok':>10s} "
+        f"{'prefilled':>9s} {'steps':>6s} {'rows/step':>9s} {'prefill s':>9s} {'decode s':>8s} {'in generate':>11s}"
+    )
     for name, s in summary.items():
-        print(f"{name:10s} {s['calls_per_s']:8.2f} {s['tokens_per_s']:8.1f} {s['seconds']:7.1f} "
-              f"{s['engine_calls']:12.0f} {s['prompt_tokens']:10.0f} {s['prefill_positions']:9.0f} "
-              f"{s['decode_steps']:6.0f} {s['rows_per_step']:9.1f} {s['prefill_seconds']:9.1f} "
-              f"{s['decode_seconds']:8.1f} {s['generate_share']:11.0%}")
-    print(f"evolve / best-of-k: {ratio['calls_per_s']:.2f}x calls/s (per-round median "
-          f"{ratio['calls_per_s_per_round_median']:.2f}x), {ratio['tokens_per_s']:.2f}x tokens/s; goal >= 0.5x "
-          f"calls/s: {'met' if ratio['calls_per_s'] >= 0.5 else 'not met'}")
+        print(
+            f"{name:10s} {s['calls_per_s']:8.2f} {s['tokens_per_s']:8.1f} {s['seconds']:7.1f} "
+            f"{s['engine_calls']:12.0f} {s['prompt_tokens']:10.0f} {s['prefill_positions']:9.0f} "
+            f"{s['decode_steps']:6.0f} {s['rows_per_step']:9.1f} {s['prefill_seconds']:9.1f} "
+            f"{s['decode_seconds']:8.1f} {s['generate_share']:11.0%}"
+        )
+    print(
+        f"evolve / best-of-k: {ratio['calls_per_s']:.2f}x calls/s (per-round median "
+        f"{ratio['calls_per_s_per_round_median']:.2f}x), {ratio['tokens_per_s']:.2f}x tokens/s; goal >= 0.5x "
+        f"calls/s: {'met' if ratio['calls_per_s'] >= 0.5 else 'not met'}"
+    )
     info = machine()
     info["loadavg_before"] = load_before
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "benchmark": "evolve_throughput", "model": args.model, "source": policy.source, "task": "math",
-        "problems": len(problems), "calls": args.calls, "seeds": args.seeds, "children": args.children,
-        "max_new_tokens": args.max_new_tokens, "seed": args.seed, "repeats": args.repeats, "machine": info,
-        "summary": summary, "ratio": ratio, "runs": records}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "evolve_throughput",
+                "model": args.model,
+                "source": policy.source,
+                "task": "math",
+                "problems": len(problems),
+                "calls": args.calls,
+                "seeds": args.seeds,
+                "children": args.children,
+                "max_new_tokens": args.max_new_tokens,
+                "seed": args.seed,
+                "repeats": args.repeats,
+                "machine": info,
+                "summary": summary,
+                "ratio": ratio,
+                "runs": records,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

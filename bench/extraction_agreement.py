@@ -66,8 +66,9 @@ def same_value(label: str | None, value: str | None) -> bool:
 def old_module(path: str):
     """tasks/<path> at BASELINE, imported as a module; None outside a git checkout that has that commit."""
     try:
-        source = subprocess.run(["git", "show", f"{BASELINE}:{path}"], cwd=REPO, capture_output=True, text=True,
-                                check=True).stdout
+        source = subprocess.run(
+            ["git", "show", f"{BASELINE}:{path}"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     folder = Path(tempfile.mkdtemp(prefix="old-extractor-"))
@@ -136,12 +137,16 @@ def main() -> None:
             if all("read_when_labelled" in r for r in data):
                 first = f"{agreement(data, lambda r: r['read_when_labelled'], same)[0] / len(data):.1%}"
             unlabelled = sum(r["label"] is None for r in data)
-            print(f"{name + ' ' + group:<22}{len(data):>6}{cells[0]:>10}{first:>10}{cells[1]:>9}{cells[2]:>13}   "
-                  f"{unlabelled}/{len(data)}")
+            print(
+                f"{name + ' ' + group:<22}{len(data):>6}{cells[0]:>10}{first:>10}{cells[1]:>9}{cells[2]:>13}   "
+                f"{unlabelled}/{len(data)}"
+            )
     if args.show:
         for name, m in shown:
-            print(f"\n[{name}] {m['id']} label={m['label']!r} read={m['read']!r} note={m.get('note')!r}\n"
-                  f"{m['text'][-400:]}")
+            print(
+                f"\n[{name}] {m['id']} label={m['label']!r} read={m['read']!r} note={m.get('note')!r}\n"
+                f"{m['text'][-400:]}"
+            )
 
 
 if __name__ == "__main__":

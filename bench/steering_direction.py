@@ -75,8 +75,9 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         store = VectorStore(Path(folder))
-        vector = SteeringVector.load(trainer.build_vector(policy, engine, task, plan.train_problems, store),
-                                     model=policy)
+        vector = SteeringVector.load(
+            trainer.build_vector(policy, engine, task, plan.train_problems, store), model=policy
+        )
     built = time.perf_counter() - started
     unit = vector.unit(cfg.beta_unit)
     strength = max(abs(b) for b in trainer.betas)
@@ -84,8 +85,13 @@ def main() -> int:
     problems = plan.eval_problems
     rows: dict[float, dict[str, dict[str, float]]] = {}
     for beta in (-strength, 0.0, strength):
-        params = SamplingParams(n=args.samples, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                top_p=cfg.top_p, seed=args.seed)  # the same seeds at every strength
+        params = SamplingParams(
+            n=args.samples,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            seed=args.seed,
+        )  # the same seeds at every strength
         steering = Steering(vector, [beta * unit] * args.samples) if beta else None
         completions = engine.generate([task.messages(p) for p in problems], params, steering=steering)
         figures: dict[str, dict[str, list[float]]] = {"tokens": {}, "behaviour": {}, "correct": {}}
@@ -97,13 +103,26 @@ def main() -> int:
             figures["correct"].setdefault(problem.id, []).append(float(score.rewards.get("correct", 0.0)))
         rows[beta] = {name: {pid: sum(v) / len(v) for pid, v in per.items()} for name, per in figures.items()}
 
-    print(f"{args.model} on {args.task}, behaviour {cfg.behaviour}: vector at layer {vector.layer} "
-          f"(preference {store.metrics.get('vspo/vector_preference')}), built in {built:.0f} s; "
-          f"{len(problems)} problems x {args.samples} answers per strength, seed {args.seed}; CPU {cpu_name()}")
-    out = {"model": args.model, "task": args.task, "behaviour": cfg.behaviour, "layer": vector.layer,
-           "preference": store.metrics.get("vspo/vector_preference"), "strength": strength, "unit": cfg.beta_unit,
-           "problems": len(problems), "samples": args.samples, "seed": args.seed, "cpu": cpu_name(),
-           "torch": torch.__version__, "strengths": {}}
+    print(
+        f"{args.model} on {args.task}, behaviour {cfg.behaviour}: vector at layer {vector.layer} "
+        f"(preference {store.metrics.get('vspo/vector_preference')}), built in {built:.0f} s; "
+        f"{len(problems)} problems x {args.samples} answers per strength, seed {args.seed}; CPU {cpu_name()}"
+    )
+    out = {
+        "model": args.model,
+        "task": args.task,
+        "behaviour": cfg.behaviour,
+        "layer": vector.layer,
+        "preference": store.metrics.get("vspo/vector_preference"),
+        "strength": strength,
+        "unit": cfg.beta_unit,
+        "problems": len(problems),
+        "samples": args.samples,
+        "seed": args.seed,
+        "cpu": cpu_name(),
+        "torch": torch.__version__,
+        "strengths": {},
+    }
     for beta, figures in rows.items():
         line = {}
         for name, per in figures.items():
@@ -113,9 +132,14 @@ def main() -> int:
                 change, _ = paired(per, rows[0.0][name])
                 line[name].update(change=change.value, low=change.low, high=change.high)
         out["strengths"][f"{beta:+g}"] = line
-        print(f"  strength {beta:+g} x {cfg.beta_unit}: " + "  ".join(
-            f"{name} {v['mean']:.3f}" + (f" ({v['change']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}])"
-                                         if "change" in v else "") for name, v in line.items()))
+        print(
+            f"  strength {beta:+g} x {cfg.beta_unit}: "
+            + "  ".join(
+                f"{name} {v['mean']:.3f}"
+                + (f" ({v['change']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}])" if "change" in v else "")
+                for name, v in line.items()
+            )
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0

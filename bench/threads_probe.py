@@ -99,16 +99,25 @@ def main() -> None:
     prompts = [task.messages(p) for p in task.problems("train")[: args.prompts]]
     engine = TransformersEngine(policy, progress=False)
     batch = engine.generate(prompts, SamplingParams(n=args.n, max_new_tokens=args.max_new_tokens, seed=0))
-    trainer = GRPOTrainer(plugins=plugins, prompts_per_step=args.prompts, group_size=args.n,
-                          max_new_tokens=args.max_new_tokens, micro_batch=args.prompts * args.n, lr=1e-7)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        prompts_per_step=args.prompts,
+        group_size=args.n,
+        max_new_tokens=args.max_new_tokens,
+        micro_batch=args.prompts * args.n,
+        lr=1e-7,
+    )
     rewards = torch.tensor([[[task.score(None, c.text).rewards["short"]]] for c in batch])
     advantages = trainer.estimator(rewards, torch.tensor([c.prompt_index for c in batch]), torch.tensor([1.0]))
     trained = copy.deepcopy(policy.model)
     optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-7)
     default_threads = torch.get_num_threads()
-    print(f"model {args.model}, {len(prompts)} prompts x n={args.n} x {args.max_new_tokens} tokens; update on "
-          f"{len(batch)} rows, {sum(len(c.token_ids) for c in batch)} tokens; torch {torch.__version__}, default "
-          f"threads {default_threads}, {os.cpu_count()} CPUs, nice {os.nice(0)}", flush=True)
+    print(
+        f"model {args.model}, {len(prompts)} prompts x n={args.n} x {args.max_new_tokens} tokens; update on "
+        f"{len(batch)} rows, {sum(len(c.token_ids) for c in batch)} tokens; torch {torch.__version__}, default "
+        f"threads {default_threads}, {os.cpu_count()} CPUs, nice {os.nice(0)}",
+        flush=True,
+    )
     for threads in thread_counts:  # warm-up: allocator, kernels
         torch.set_num_threads(threads)
         decode_rate(engine, prompts, 2, 8, 99)
@@ -124,34 +133,64 @@ def main() -> None:
                 order = thread_counts if round_ % 2 == 0 else thread_counts[::-1]
                 for threads in order:
                     torch.set_num_threads(threads)
-                    rows[threads]["decode"].append(decode_rate(engine, prompts, args.n, args.max_new_tokens,
-                                                               seed=round_))
-                    rows[threads]["update"].append(update_seconds(trainer, trained, policy.tokenizer, optimizer,
-                                                                  batch, advantages))
+                    rows[threads]["decode"].append(
+                        decode_rate(engine, prompts, args.n, args.max_new_tokens, seed=round_)
+                    )
+                    rows[threads]["update"].append(
+                        update_seconds(trainer, trained, policy.tokenizer, optimizer, batch, advantages)
+                    )
                     d = rows[threads]["decode"][-1]
-                    print(f"  load {load} round {round_} threads {threads}: decode {d['tokens_per_s']:6.1f} tok/s "
-                          f"({d['tokens']} tokens), update {rows[threads]['update'][-1]:6.2f} s", flush=True)
+                    print(
+                        f"  load {load} round {round_} threads {threads}: decode {d['tokens_per_s']:6.1f} tok/s "
+                        f"({d['tokens']} tokens), update {rows[threads]['update'][-1]:6.2f} s",
+                        flush=True,
+                    )
         after = os.getloadavg()
         for threads in thread_counts:
-            results.append({
-                "load": load, "threads": threads, "loadavg_before": before, "loadavg_after": after,
-                "decode_tokens_per_s_median": statistics.median(d["tokens_per_s"] for d in rows[threads]["decode"]),
-                "update_seconds_median": statistics.median(rows[threads]["update"]),
-                "decode": rows[threads]["decode"], "update_seconds": rows[threads]["update"]})
+            results.append(
+                {
+                    "load": load,
+                    "threads": threads,
+                    "loadavg_before": before,
+                    "loadavg_after": after,
+                    "decode_tokens_per_s_median": statistics.median(d["tokens_per_s"] for d in rows[threads]["decode"]),
+                    "update_seconds_median": statistics.median(rows[threads]["update"]),
+                    "decode": rows[threads]["decode"],
+                    "update_seconds": rows[threads]["update"],
+                }
+            )
     torch.set_num_threads(default_threads)
 
-    print(f"\n{'busy loops':>10s} {'threads':>7s} {'decode tok/s':>12s} {'update s':>9s}   load average before -> "
-          "after")
+    print(
+        f"\n{'busy loops':>10s} {'threads':>7s} {'decode tok/s':>12s} {'update s':>9s}   load average before -> after"
+    )
     for r in results:
-        print(f"{r['load']:10d} {r['threads']:7d} {r['decode_tokens_per_s_median']:12.1f} "
-              f"{r['update_seconds_median']:9.2f}   {r['loadavg_before'][0]:.2f} -> {r['loadavg_after'][0]:.2f}")
+        print(
+            f"{r['load']:10d} {r['threads']:7d} {r['decode_tokens_per_s_median']:12.1f} "
+            f"{r['update_seconds_median']:9.2f}   {r['loadavg_before'][0]:.2f} -> {r['loadavg_after'][0]:.2f}"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "benchmark": "threads_probe", "model": args.model, "prompts": len(prompts), "n": args.n,
-        "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "default_threads": default_threads,
-        "cpus": os.cpu_count(), "nice": os.nice(0), "python": platform.python_version(), "torch": torch.__version__,
-        "results": results}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "threads_probe",
+                "model": args.model,
+                "prompts": len(prompts),
+                "n": args.n,
+                "max_new_tokens": args.max_new_tokens,
+                "repeats": args.repeats,
+                "default_threads": default_threads,
+                "cpus": os.cpu_count(),
+                "nice": os.nice(0),
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "results": results,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

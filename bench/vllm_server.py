@@ -68,17 +68,28 @@ def main() -> None:
         in_process.sync_weights(policy.model)
         in_process_sync = round(in_process.sync_seconds - before, 3)
         print(f"in-process sync: {in_process_sync} s")
-        methods = {"vllm-server": engine_method(server, prompts, args.n),
-                   "vllm": engine_method(in_process, prompts, args.n)}
+        methods = {
+            "vllm-server": engine_method(server, prompts, args.n),
+            "vllm": engine_method(in_process, prompts, args.n),
+        }
         records = measure(methods, args.repeats, args.max_new_tokens)
     finally:
         stop_server(process)
     summary = summarise(records, "vllm-server")
     print_table(summary, "vllm-server", {})
-    result = {"model": args.model, "prompts": args.prompts, "n": args.n, "max_new_tokens": args.max_new_tokens,
-              "server_startup_s": round(startup, 1), "push_s": pushes, "in_process_sync_s": in_process_sync,
-              "push_mib": round(server.transport.bytes_written / server.syncs / 2**20, 1),
-              "summary": summary, "records": records, "machine": machine()}
+    result = {
+        "model": args.model,
+        "prompts": args.prompts,
+        "n": args.n,
+        "max_new_tokens": args.max_new_tokens,
+        "server_startup_s": round(startup, 1),
+        "push_s": pushes,
+        "in_process_sync_s": in_process_sync,
+        "push_mib": round(server.transport.bytes_written / server.syncs / 2**20, 1),
+        "summary": summary,
+        "records": records,
+        "machine": machine(),
+    }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.json}")

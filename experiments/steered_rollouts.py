@@ -25,16 +25,25 @@ def summarise(run_dir: Path) -> list[str]:
         return [f"{run_dir.name}: no steered training rollouts (not a VSPO run with reward=strength?)"]
     behaviours = sorted({k for r in train for k in r["rewards"] if k.startswith("behaviour/")})
     lines = [f"{run_dir.name}: {len(train)} training rollouts"]
-    for label, keep in (("beta < 0", lambda b: b < -1e-6), ("beta = 0", lambda b: abs(b) <= 1e-6),
-                        ("beta > 0", lambda b: b > 1e-6)):
+    for label, keep in (
+        ("beta < 0", lambda b: b < -1e-6),
+        ("beta = 0", lambda b: abs(b) <= 1e-6),
+        ("beta > 0", lambda b: b > 1e-6),
+    ):
         group = [r for r in train if keep(r["rewards"]["steering/beta"])]
         if not group:
             continue
-        figures = {"chars": _mean(len(r["text"]) for r in group), "correct": _mean(r["rewards"].get("correct", 0.0)
-                                                                                   for r in group)}
+        figures = {
+            "chars": _mean(len(r["text"]) for r in group),
+            "correct": _mean(r["rewards"].get("correct", 0.0) for r in group),
+        }
         figures.update({name: _mean(r["rewards"][name] for r in group) for name in behaviours})
-        lines.append(f"  {label}: {len(group):3d} rollouts  " + "  ".join(
-            f"{name} {value:.0f}" if name == "chars" else f"{name} {value:.3f}" for name, value in figures.items()))
+        lines.append(
+            f"  {label}: {len(group):3d} rollouts  "
+            + "  ".join(
+                f"{name} {value:.0f}" if name == "chars" else f"{name} {value:.3f}" for name, value in figures.items()
+            )
+        )
     return lines
 
 

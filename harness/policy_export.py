@@ -28,8 +28,9 @@ def save_policy(policy: Any, run_dir: Path, merged: bool = False) -> list[Path]:
     written = [_save(policy.adapter or policy.model, policy.tokenizer, Path(run_dir) / MODEL_DIR)]
     if merged and policy.adapter is not None:
         # merge into a copy: the run's own policy keeps its adapters (and the exact numbers they give)
-        written.append(_save(copy.deepcopy(policy.adapter).merge_and_unload(), policy.tokenizer,
-                             Path(run_dir) / MERGED_DIR))
+        written.append(
+            _save(copy.deepcopy(policy.adapter).merge_and_unload(), policy.tokenizer, Path(run_dir) / MERGED_DIR)
+        )
     return written
 
 
@@ -42,8 +43,10 @@ def _save(model: Any, tokenizer: Any, target: Path) -> Path:
     with atomic_folder(target, replace=True) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        if getattr(model, "generation_config", None) is not None and not (Path(tmp) / "generation_config.json"
-                                                                           ).exists():
+        if (
+            getattr(model, "generation_config", None) is not None
+            and not (Path(tmp) / "generation_config.json").exists()
+        ):
             model.generation_config.save_pretrained(tmp)
     return target
 
@@ -65,8 +68,13 @@ def model_card(manifest: dict[str, Any], metrics: dict[str, Any], adapter: bool 
         before, after = metrics.get(f"before/{key}"), metrics.get(f"after/{key}")
         if isinstance(after, (int, float)):
             rows.append(f"| {key} | {_fmt(before)} | {_fmt(after)} |")
-    front = ["---", "library_name: " + ("peft" if adapter else "transformers"), f"base_model: {base}",
-             "tags: [vector-harness, " + str(config.get("trainer", "")) + "]", "---"]
+    front = [
+        "---",
+        "library_name: " + ("peft" if adapter else "transformers"),
+        f"base_model: {base}",
+        "tags: [vector-harness, " + str(config.get("trainer", "")) + "]",
+        "---",
+    ]
     body = [
         f"# {config.get('trainer', '')} on {config.get('task', '')}: {Path(str(base)).name or base}",
         "",
@@ -82,14 +90,19 @@ def model_card(manifest: dict[str, Any], metrics: dict[str, Any], adapter: bool 
         *rows,
         "",
         "Evaluate it again: `harness run --model <this folder> --trainer none --task "
-        f"{config.get('task')} --seed {config.get('seed')}`" + (" (same options)" if config.get("options") else "")
+        f"{config.get('task')} --seed {config.get('seed')}`"
+        + (" (same options)" if config.get("options") else "")
         + ".",
         "",
         "## Run configuration",
         "",
         "```json",
-        json.dumps({"config": config, "resolved_options": manifest.get("resolved_options", {})}, indent=2,
-                   sort_keys=True, default=str),
+        json.dumps(
+            {"config": config, "resolved_options": manifest.get("resolved_options", {})},
+            indent=2,
+            sort_keys=True,
+            default=str,
+        ),
         "```",
         "",
     ]
@@ -107,8 +120,9 @@ def push_to_hub(run_dir: Path, repo_id: str, api: Any = None) -> str:
 
         api = HfApi()
     api.create_repo(repo_id, private=True, exist_ok=True)
-    commit = api.upload_folder(folder_path=str(folder), repo_id=repo_id,
-                               commit_message=f"vector-harness run {Path(run_dir).name}")
+    commit = api.upload_folder(
+        folder_path=str(folder), repo_id=repo_id, commit_message=f"vector-harness run {Path(run_dir).name}"
+    )
     return str(getattr(commit, "commit_url", commit))
 
 

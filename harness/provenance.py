@@ -42,8 +42,11 @@ def file_sha256(path: Path) -> str | None:
 def folder_digest(folder: Path, limit: int = FOLDER_DIGEST_LIMIT) -> tuple[str | None, int]:
     """(a short content hash of every file under ``folder``, names included, or None when they hold more than
     ``limit`` bytes or cannot be read; their total size). Hidden files (caches, locks) are left out."""
-    files = sorted(p for p in Path(folder).rglob("*")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files = sorted(
+        p
+        for p in Path(folder).rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
     total = sum(p.stat().st_size for p in files)
     if total > limit:
         return None, total

@@ -58,8 +58,13 @@ class RewardFunction:
         """For the manifest: what was asked for, and the file the function came from with its content digest."""
         module = inspect.getmodule(self.fn)
         path = getattr(module, "__file__", None)
-        return {"spec": self.spec, "name": self.name, "weight": self.weight, "file": path,
-                "sha256": file_sha256(Path(path)) if path else None}
+        return {
+            "spec": self.spec,
+            "name": self.name,
+            "weight": self.weight,
+            "file": path,
+            "sha256": file_sha256(Path(path)) if path else None,
+        }
 
     def value(self, problem: Problem, completion: str) -> float:
         """The function's value, as a float; a non-number is an error (raised inside the caller's ``blame``)."""
@@ -71,9 +76,13 @@ class RewardFunction:
             return [self.value(p, c) for p, c in zip(problems, completions, strict=True)]
         names = list(dict.fromkeys(k for p in problems for k in p.columns))  # every row's columns, in order
         arguments = {name: [p.columns.get(name) for p in problems] for name in names}
-        arguments |= {"prompts": [p.prompt if p.messages is None else p.messages for p in problems],
-                      "completions": [c if p.messages is None else [{"role": "assistant", "content": c}]
-                                      for p, c in zip(problems, completions, strict=True)]}
+        arguments |= {
+            "prompts": [p.prompt if p.messages is None else p.messages for p in problems],
+            "completions": [
+                c if p.messages is None else [{"role": "assistant", "content": c}]
+                for p, c in zip(problems, completions, strict=True)
+            ],
+        }
         if self.takes is not None:
             arguments = {k: v for k, v in arguments.items() if k in self.takes}
         out = self.fn(**arguments)
@@ -118,16 +127,20 @@ def parse_reward(text: str) -> RewardFunction:
         return RewardFunction(spec.strip(), name, weight, obj)
     if "prompts" in parameters or "completions" in parameters:  # TRL's batch form, called by keyword
         if any(p.kind is p.POSITIONAL_ONLY for p in parameters.values()):
-            raise ValueError(f"--reward {text}: a batch reward function is called by keyword (prompts=, "
-                             "completions=, columns=), so it can take no positional-only parameter")
+            raise ValueError(
+                f"--reward {text}: a batch reward function is called by keyword (prompts=, "
+                "completions=, columns=), so it can take no positional-only parameter"
+            )
         kinds = {p.kind for p in parameters.values()}
         takes = None if inspect.Parameter.VAR_KEYWORD in kinds else frozenset(parameters)
         return RewardFunction(spec.strip(), name, weight, obj, batch=True, takes=takes)
     try:
         inspect.signature(obj).bind("prompt", "completion", "reference")
     except TypeError as exc:
-        raise ValueError(f"--reward {text}: must take (prompt, completion, reference), or TRL's (prompts, "
-                         f"completions, **columns): {exc}") from None
+        raise ValueError(
+            f"--reward {text}: must take (prompt, completion, reference), or TRL's (prompts, "
+            f"completions, **columns): {exc}"
+        ) from None
     return RewardFunction(spec.strip(), name, weight, obj)
 
 
@@ -197,15 +210,18 @@ class WithRewards:
     def _refuse_clashes(self, components: Any) -> None:
         taken = [r.spec for r in self.rewards if r.name in components]
         if taken:
-            raise ValueError(f"--reward {', '.join(taken)}: task {self.name!r} already has a component named "
-                             f"{', '.join(r.name for r in self.rewards if r.name in components)} (its components: "
-                             f"{', '.join(components)}); rename the function")
+            raise ValueError(
+                f"--reward {', '.join(taken)}: task {self.name!r} already has a component named "
+                f"{', '.join(r.name for r in self.rewards if r.name in components)} (its components: "
+                f"{', '.join(components)}); rename the function"
+            )
 
     def _extend(self, problem: Problem, completion: str, score: Score) -> Score:
         return self._extend_all([problem], [completion], [score])[0]
 
-    def _extend_all(self, problems: Sequence[Problem], completions: Sequence[str],
-                    scores: Sequence[Score]) -> list[Score]:
+    def _extend_all(
+        self, problems: Sequence[Problem], completions: Sequence[str], scores: Sequence[Score]
+    ) -> list[Score]:
         extra: list[dict[str, float]] = [{} for _ in problems]
         ids = ", ".join(dict.fromkeys(repr(p.id) for p in problems))
         doing = f"scoring problem {ids}" if len(problems) == 1 else f"scoring {len(problems)} answers ({ids:.200})"

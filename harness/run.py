@@ -33,8 +33,13 @@ from harness.store.step_models import StepModels
 __all__ = ["RunConfig", "resume", "run"]
 
 
-def run(cfg: RunConfig, plugins: Plugins | None = None, echo=print, resuming: dict | None = None,
-        store: RunStore | None = None) -> Path:
+def run(
+    cfg: RunConfig,
+    plugins: Plugins | None = None,
+    echo=print,
+    resuming: dict | None = None,
+    store: RunStore | None = None,
+) -> Path:
     """Execute one run and return its folder (``resuming``: the manifest of the killed run to continue, and
     ``store`` its folder, which ``resume`` has locked and checked)."""
     started = time.time()
@@ -90,8 +95,10 @@ def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, thre
         cfg = RunConfig(**{k: v for k, v in config.items() if k in known})
         if threads is not None and threads != cfg.threads:  # torch's thread count changes the rounding, so results
             recorded = f"--threads {cfg.threads}" if cfg.threads else "torch's default threads"
-            raise ValueError(f"--threads {threads}: {run_dir} ran with {recorded}, and a resume keeps it (results "
-                             "depend on it); drop --threads")
+            raise ValueError(
+                f"--threads {threads}: {run_dir} ran with {recorded}, and a resume keeps it (results "
+                "depend on it); drop --threads"
+            )
         cfg = replace(cfg, out=str(run_dir.parent), name=run_dir.name)
         store = None
         if main:
@@ -150,13 +157,22 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | Non
     parameter = next(policy.model.parameters())
     # without --threads: per phase (decoding, update), from the cores other work leaves free (harness/threads.py)
     plan.threads = threads.configure(cfg.threads, parameter.device, (resuming or {}).get("threads")).describe()
-    plan.precision = resolve(cfg.rollout_dtype, str(parameter.dtype).removeprefix("torch."), parameter.device.type,
-                             engine, plan.trainer)
+    plan.precision = resolve(
+        cfg.rollout_dtype, str(parameter.dtype).removeprefix("torch."), parameter.device.type, engine, plan.trainer
+    )
     return policy, engine
 
 
-def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming: dict | None,
-                    store: RunStore | None, started: float, echo) -> tuple[RunStore, dict]:
+def open_run_folder(
+    plan: Plan,
+    plugins: Plugins,
+    policy: Any,
+    dp: Any,
+    resuming: dict | None,
+    store: RunStore | None,
+    started: float,
+    echo,
+) -> tuple[RunStore, dict]:
     """Step 3: a new folder, locked (or the killed run's, cut back to its last consistent moment), its manifest,
     loggers."""
     cfg = plan.cfg
@@ -173,8 +189,9 @@ def open_run_folder(plan: Plan, plugins: Plugins, policy: Any, dp: Any, resuming
     store.write_manifest(manifest)
     # The other ranks of a data-parallel run wait here for the folder's name and whether training is left to do.
     dp.broadcast({"name": store.dir.name, "train": plan.trainer is not None and "train" not in manifest["phases_done"]})
-    store.attach_loggers(open_loggers(plan.loggers, plugins["logger"], store.dir,
-                                      {"config": asdict(cfg), "options": plan.options}))
+    store.attach_loggers(
+        open_loggers(plan.loggers, plugins["logger"], store.dir, {"config": asdict(cfg), "options": plan.options})
+    )
     store.completions_every = cfg.log_completions_every
     echo(f"run folder: {store.dir}")
     return store, manifest
@@ -187,8 +204,11 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
     --resume. Nothing after "complete" can fail the run: each later step that raises is one warning line."""
     write_model_card(store.dir, manifest, store.metrics)
     # a trainer's one-line warnings (store.warn: "training stopped at step 3: ..."); getattr: not every store has them
-    manifest.update(status="complete", seconds=round(time.time() - started, 1),
-                    warnings=[str(w) for w in getattr(store, "warnings", [])])
+    manifest.update(
+        status="complete",
+        seconds=round(time.time() - started, 1),
+        warnings=[str(w) for w in getattr(store, "warnings", [])],
+    )
     store.write_manifest(manifest)
     db = Path(plan.cfg.out) / RESULTS_DB
     if store.checkpointer:  # only a killed run needs it, and for the default model it is ~1.6 GB
@@ -199,8 +219,9 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
             echo(f"pushed {store.dir / MODEL_DIR} to {push_to_hub(store.dir, plan.cfg.push_to_hub)}")
         except Exception as exc:
             echo(f"warning: could not push to the hub repo {plan.cfg.push_to_hub!r}: {_one_line(exc)}")
-    found = _or_warn(echo, "check the run's figures", health_warnings, store.metrics, db if indexed else None,
-                     store.dir)
+    found = _or_warn(
+        echo, "check the run's figures", health_warnings, store.metrics, db if indexed else None, store.dir
+    )
     if found:
         manifest["warnings"] += found
         store.write_manifest(manifest)  # still complete, now with the checks' lines
@@ -241,8 +262,9 @@ def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
         if told["train"]:
             checkpointer = Checkpointer(run_dir, cfg.checkpoint_every) if cfg.checkpoint_every else None
             with train_precision(plan, engine):  # the precision rank 0's training samples in
-                plan.trainer.train(policy, engine, plan.task, plan.train_problems,
-                                   store=FollowerStore(run_dir, checkpointer))
+                plan.trainer.train(
+                    policy, engine, plan.task, plan.train_problems, store=FollowerStore(run_dir, checkpointer)
+                )
         finished = True
     finally:
         dp.close(finished)  # after rank 0's evaluation: it waits there for rank 0
@@ -280,7 +302,7 @@ def _or_warn(echo, what: str, step, *args: Any) -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    """"ExcType: the message's first line" (or the type alone when it has no message)."""
+    """ "ExcType: the message's first line" (or the type alone when it has no message)."""
     first = (str(exc).strip().splitlines() or [""])[0]
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 

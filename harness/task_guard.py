@@ -91,9 +91,11 @@ class GuardedTask:
         if failures and not self.first_failure:
             self.first_failure = failures[0].reason if isinstance(failures[0], ScoreFailed) else reason(failures[0])
         if 2 * self.failed > self.scored:
-            raise PluginFailed(f"{self._label} failed to score {self.failed} of the {self.scored} answers scored so "
-                               f"far (the first: {self.first_failure}); a task's score() must return a Score for "
-                               "any answer")
+            raise PluginFailed(
+                f"{self._label} failed to score {self.failed} of the {self.scored} answers scored so "
+                f"far (the first: {self.first_failure}); a task's score() must return a Score for "
+                "any answer"
+            )
 
     def _checked(self, problem: Problem, score: Any) -> Score:
         if not isinstance(score, Score):

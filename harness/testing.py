@@ -70,8 +70,14 @@ class FakeEngine:
         self.calls: list[tuple[list[Messages], SamplingParams, str]] = []
         self.sample_counts: list[list[int] | None] = []
 
-    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
-                 samples: Sequence[int] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        params: SamplingParams,
+        *,
+        desc: str = "",
+        samples: Sequence[int] | None = None,
+    ) -> list[Completion]:
         self.calls.append((list(prompts), params, desc))
         self.sample_counts.append(None if samples is None else list(samples))
         counts = [params.n] * len(prompts) if samples is None else list(samples)
@@ -84,8 +90,17 @@ class FakeEngine:
                 finished = len(words) <= params.max_new_tokens
                 text = response if finished else " ".join(words[: params.max_new_tokens])  # code keeps its lines
                 token_ids = fake_token_ids(text)
-                out.append(Completion(prompt_index=p, sample_index=j, prompt_ids=prompt_ids, token_ids=token_ids,
-                                      logprobs=[0.0] * len(token_ids), text=text, finished=finished))
+                out.append(
+                    Completion(
+                        prompt_index=p,
+                        sample_index=j,
+                        prompt_ids=prompt_ids,
+                        token_ids=token_ids,
+                        logprobs=[0.0] * len(token_ids),
+                        text=text,
+                        finished=finished,
+                    )
+                )
         return out
 
 
@@ -103,8 +118,10 @@ class FakeTask:
     def problems(self, split: Split, limit: int | None = None, seed: int = 0) -> list[Problem]:
         # seed is unused: the order is fixed, which keeps hand-computed expectations in tests simple
         start = 0 if split == "eval" else self.size
-        items = [Problem(id=f"add-{i}", prompt=f"What is {i}+{i}?", answer=str(2 * i))
-                 for i in range(start, start + self.size)]
+        items = [
+            Problem(id=f"add-{i}", prompt=f"What is {i}+{i}?", answer=str(2 * i))
+            for i in range(start, start + self.size)
+        ]
         return items[:limit] if limit is not None else items
 
     def messages(self, problem: Problem) -> Messages:
@@ -113,8 +130,10 @@ class FakeTask:
     def score(self, problem: Problem, completion: str) -> Score:
         numbers = re.findall(r"-?\d+", completion)
         extracted = numbers[-1] if numbers else None
-        rewards = {"correct": float(extracted is not None and extracted == problem.answer),
-                   "format": float(extracted is not None)}
+        rewards = {
+            "correct": float(extracted is not None and extracted == problem.answer),
+            "format": float(extracted is not None),
+        }
         return Score(rewards=rewards, primary="correct", extracted=extracted, unparsed=extracted is None)
 
     def data_source(self) -> dict[str, Any]:
@@ -152,8 +171,14 @@ class BrevityTask:
     name = "brevity"
     version = "1"
     reward_weights = {"short": 1.0}  # noqa: RUF012
-    questions = ("What is your name?", "Say hello.", "What colour is the sky?", "Name a fruit.", "How are you?",
-                 "What is 2+2?")
+    questions = (
+        "What is your name?",
+        "Say hello.",
+        "What colour is the sky?",
+        "Name a fruit.",
+        "How are you?",
+        "What is 2+2?",
+    )
 
     def __init__(self, tokenizer: Any, max_tokens: int = 40) -> None:
         self.tokenizer, self.max_tokens = tokenizer, max_tokens
@@ -208,8 +233,9 @@ def check_estimator(estimator: Any) -> None:
 def _assert_follows(problems: list[str], kind: str, plugin: Any) -> None:
     if problems:
         what = getattr(plugin, "__name__", None) or type(plugin).__name__
-        raise AssertionError(f"{what} does not follow {contract.CONTRACTS[kind]}:\n"
-                             + "\n".join(f"  - {p}" for p in problems))
+        raise AssertionError(
+            f"{what} does not follow {contract.CONTRACTS[kind]}:\n" + "\n".join(f"  - {p}" for p in problems)
+        )
 
 
 class FakeStore:
@@ -251,16 +277,18 @@ class FakeStore:
         pass
 
 
-def run_searcher(searcher: Any, task: Any, problems: Sequence[Problem], engine: Any = None,
-                 phase: str = "eval") -> tuple[dict[str, float], FakeStore]:
+def run_searcher(
+    searcher: Any, task: Any, problems: Sequence[Problem], engine: Any = None, phase: str = "eval"
+) -> tuple[dict[str, float], FakeStore]:
     """Check the searcher's contract, run it as the runner does (default engine: ``FakeEngine(hashed_answers())``)
     and check what came back: a flat dict of metrics, and sample records carrying what the report's intervals
     need (``harness.store.results_db.REQUIRED_SAMPLE_KEYS``). Returns (metrics, store)."""
     check_searcher(searcher)
     store = FakeStore()
     metrics = searcher.search(engine or FakeEngine(hashed_answers()), task, problems, phase=phase, store=store)
-    assert isinstance(metrics, dict) and all(isinstance(k, str) for k in metrics), \
+    assert isinstance(metrics, dict) and all(isinstance(k, str) for k in metrics), (
         f"search() should return a dict of metric name -> number, got {type(metrics).__name__}"
+    )
     for record in store.samples:
         missing = [key for key in REQUIRED_SAMPLE_KEYS if key not in record]
         assert not missing, f"a sample record lacks {', '.join(missing)} (the report needs them): {record}"

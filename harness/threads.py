@@ -100,13 +100,17 @@ def configure(threads: int | None, device: Any = "cpu", recorded: dict | None = 
     elif recorded and all(isinstance(recorded.get(p), int) and recorded[p] > 0 for p in PHASES):
         _active = ThreadPlan(counts={p: recorded[p] for p in PHASES}, why="kept from the run being resumed")
     elif torch.device(device).type != "cpu":
-        _active = ThreadPlan(counts=dict.fromkeys(PHASES, default),
-                             why=f"model on {torch.device(device).type}: torch's default for every phase")
+        _active = ThreadPlan(
+            counts=dict.fromkeys(PHASES, default),
+            why=f"model on {torch.device(device).type}: torch's default for every phase",
+        )
     else:
         busy = busy_cores()
-        _active = ThreadPlan(counts=choose(default, busy),
-                             why=f"no --threads: {default} cores (torch's default), {busy} busy with other work "
-                                 "(CPU time over 1 s) when the run started")
+        _active = ThreadPlan(
+            counts=choose(default, busy),
+            why=f"no --threads: {default} cores (torch's default), {busy} busy with other work "
+            "(CPU time over 1 s) when the run started",
+        )
     return _active
 
 

@@ -35,7 +35,6 @@ class Problem:
     prompt: str  # the question as the user would ask it (no chat template, no format instruction)
     answer: str | None = None  # the reference final answer, when there is one
     meta: dict[str, Any] = field(default_factory=dict)
-
     # Own data in TRL's formats (tasks/chat_data.py). ``messages``: the conversation the data asks, system turns
     # included, its last user turn being ``prompt`` (None: the task writes the messages). ``completion``: the data's
     # reference completion, SFT's target. ``columns``: the data row's other columns under their own names, what a
@@ -43,6 +42,7 @@ class Problem:
     messages: Messages | None = None
     completion: str | None = None
     columns: dict[str, Any] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Score:
@@ -217,8 +217,9 @@ class PhaseDtype(Protocol):
 
 @runtime_checkable
 class Searcher(Protocol):
-    def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
-               store: RunStore) -> dict[str, float]:
+    def search(
+        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
+    ) -> dict[str, float]:
         """Spend the inference budget on ``problems``; write every candidate with ``store.write_samples``;
         return flat metrics (e.g. {"pass@1": 0.25, "best@4": 0.8}); the caller prefixes them with the phase."""
         ...
@@ -226,8 +227,7 @@ class Searcher(Protocol):
 
 @runtime_checkable
 class Trainer(Protocol):
-    def train(self, policy: Any, engine: Engine, task: Task, problems: Sequence[Problem], *,
-              store: RunStore) -> None:
+    def train(self, policy: Any, engine: Engine, task: Task, problems: Sequence[Problem], *, store: RunStore) -> None:
         """Update ``policy`` in place; log per-step metrics with ``store.log_step``."""
         ...
 
@@ -264,8 +264,7 @@ class TrainerCapabilities:
     warmup_target_rate: float = 0.0
 
 
-Capabilities = TypeVar("Capabilities", TaskCapabilities, EngineCapabilities, SearcherCapabilities,
-                       TrainerCapabilities)
+Capabilities = TypeVar("Capabilities", TaskCapabilities, EngineCapabilities, SearcherCapabilities, TrainerCapabilities)
 
 
 def capabilities_of(plugin: object, kind: type[Capabilities]) -> Capabilities:
@@ -275,8 +274,9 @@ def capabilities_of(plugin: object, kind: type[Capabilities]) -> Capabilities:
     if declared is None:
         return kind()
     if not isinstance(declared, kind):
-        raise TypeError(f"{type(plugin).__name__}.capabilities should be a {kind.__name__}, got "
-                        f"{type(declared).__name__}")
+        raise TypeError(
+            f"{type(plugin).__name__}.capabilities should be a {kind.__name__}, got {type(declared).__name__}"
+        )
     return declared
 
 

@@ -93,6 +93,7 @@ def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
 MAX_N = 100_000
 MAX_NEW_TOKENS = 131_072
 
+
 class BestOfK:
     """The Searcher protocol: n candidates per problem; pass@k counts the task's primary success, best@k uses the
     scalarised reward (task.reward_weights); both over whole rollouts when a rollout writes M > 1 answers."""
@@ -119,27 +120,35 @@ class BestOfK:
         self.ks = _parse_ks(k)
         self.m = int(answers_per_rollout)
         if self.n < 1 or int(batch_prompts) < 1 or self.m < 1:
-            raise ValueError(f"best-of-k needs n, batch_prompts and answers_per_rollout >= 1, got n={n}, "
-                             f"batch_prompts={batch_prompts}, answers_per_rollout={answers_per_rollout}")
+            raise ValueError(
+                f"best-of-k needs n, batch_prompts and answers_per_rollout >= 1, got n={n}, "
+                f"batch_prompts={batch_prompts}, answers_per_rollout={answers_per_rollout}"
+            )
         if self.n > MAX_N or not 1 <= int(max_new_tokens) <= MAX_NEW_TOKENS:  # 1e20 grew to 18 GB before the OOM kill
-            raise ValueError(f"best-of-k: n must be at most {MAX_N} and max_new_tokens in 1..{MAX_NEW_TOKENS}, got "
-                             f"n={n}, max_new_tokens={max_new_tokens}")
+            raise ValueError(
+                f"best-of-k: n must be at most {MAX_N} and max_new_tokens in 1..{MAX_NEW_TOKENS}, got "
+                f"n={n}, max_new_tokens={max_new_tokens}"
+            )
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
             raise ValueError(f"best-of-k: every k must be in 1..n={self.n}, got k={self.ks}")
         if self.m > 1 and not str(delimiter).strip():
             raise ValueError("best-of-k: the delimiter must not be blank")
         self.rollouts = math.ceil(self.n / self.m)  # per problem
         if self.m > 1 and not set_level_ks(self.ks, self.m, self.n // self.m):
-            print(f"best-of-k: warning: no k in {self.ks} is a multiple of answers_per_rollout={self.m} (and <= n="
-                  f"{self.n}): pass@k and best@k count whole rollouts, so only pooled_pass@k and pooled_best@k are "
-                  f"reported", file=sys.stderr)
+            print(
+                f"best-of-k: warning: no k in {self.ks} is a multiple of answers_per_rollout={self.m} (and <= n="
+                f"{self.n}): pass@k and best@k count whole rollouts, so only pooled_pass@k and pooled_best@k are "
+                f"reported",
+                file=sys.stderr,
+            )
         self.delimiter = str(delimiter)
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         if not (self.temperature >= 0 and 0 < self.top_p <= 1):  # 0: greedy
-            raise ValueError(f"best-of-k: need temperature >= 0 and 0 < top_p <= 1, got temperature={temperature!r}, "
-                             f"top_p={top_p!r}")
+            raise ValueError(
+                f"best-of-k: need temperature >= 0 and 0 < top_p <= 1, got temperature={temperature!r}, top_p={top_p!r}"
+            )
         self.seed = int(seed)
         self.batch_prompts = int(batch_prompts)
         self.embedding_diversity = bool(coerce(embedding_diversity, True))  # "false" from --set is False
@@ -152,25 +161,35 @@ class BestOfK:
             if plugins is None:
                 raise ValueError(f"best-of-k: behaviours={name!r} needs the plugin registries (plugins=)")
             if name not in plugins["behaviour"]:
-                raise ValueError(f"best-of-k: unknown behaviour {name!r}; available: "
-                                 f"{', '.join(plugins['behaviour'].names()) or '(none)'}")
+                raise ValueError(
+                    f"best-of-k: unknown behaviour {name!r}; available: "
+                    f"{', '.join(plugins['behaviour'].names()) or '(none)'}"
+                )
             self.behaviours[name] = plugins["behaviour"].get(name).load().score
 
-    def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
-               store: RunStore) -> dict[str, float]:
+    def search(
+        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
+    ) -> dict[str, float]:
         embedding = self.embedding_diversity and _embedding_model_available()  # asked before paying for samples
         totals = _Totals()
         for start in range(0, len(problems), self.batch_prompts):
             batch = problems[start : start + self.batch_prompts]
             # One seed for every batch: the engine derives each sample's random stream from (seed, prompt, sample
             # index), so batches never replay a stream and results do not depend on batch_prompts.
-            params = SamplingParams(n=self.rollouts, max_new_tokens=self.max_new_tokens,
-                                    temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+            params = SamplingParams(
+                n=self.rollouts,
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=self.seed,
+            )
             prompts = [instruct(task.messages(p), self.m, self.delimiter) for p in batch]
             completions = engine.generate(prompts, params, desc=f"{phase} best-of-k")
             if len(completions) != len(batch) * self.rollouts:
-                raise RuntimeError(f"engine returned {len(completions)} completions for {len(batch)} prompts x "
-                                   f"{self.rollouts} rollouts")
+                raise RuntimeError(
+                    f"engine returned {len(completions)} completions for {len(batch)} prompts x "
+                    f"{self.rollouts} rollouts"
+                )
             totals.rollouts += len(completions)
             totals.tokens += sum(len(c.token_ids) for c in completions)
             by_prompt: list[list[Completion]] = [[] for _ in batch]
@@ -179,13 +198,19 @@ class BestOfK:
 
             chosen = [self._candidates(sorted(rollouts, key=lambda c: c.sample_index)) for rollouts in by_prompt]
             # One call for the batch's written answers: a task with score_many (code) scores them in parallel.
-            written = [(problem, c[2]) for problem, (candidates, _) in zip(batch, chosen, strict=True)
-                       for c in candidates if c[2] is not None]
+            written = [
+                (problem, c[2])
+                for problem, (candidates, _) in zip(batch, chosen, strict=True)
+                for c in candidates
+                if c[2] is not None
+            ]
             scores = iter(score_all(task, written))
             records: list[dict[str, Any]] = []
             for problem, (candidates, malformed) in zip(batch, chosen, strict=True):
-                mine = [self._record(task, problem, phase, i, *c, None if c[2] is None else next(scores))
-                        for i, c in enumerate(candidates)]
+                mine = [
+                    self._record(task, problem, phase, i, *c, None if c[2] is None else next(scores))
+                    for i, c in enumerate(candidates)
+                ]
                 totals.add_problem(mine, self._diversity(mine, embedding), malformed, self.m)
                 records.extend(mine)
             store.write_samples(records)  # per batch: a run that dies later keeps what it has paid for
@@ -204,30 +229,68 @@ class BestOfK:
                 out.append((completion.sample_index, a, answers[a] if a < len(answers) else None, completion))
         return out[: self.n], malformed
 
-    def _record(self, task: Task, problem: Problem, phase: str, index: int, rollout_index: int, answer_index: int,
-                text: str | None, completion: Completion, score: Score | Exception | None) -> dict[str, Any]:
+    def _record(
+        self,
+        task: Task,
+        problem: Problem,
+        phase: str,
+        index: int,
+        rollout_index: int,
+        answer_index: int,
+        text: str | None,
+        completion: Completion,
+        score: Score | Exception | None,
+    ) -> dict[str, Any]:
         record: dict[str, Any] = {
-            "problem_id": problem.id, "phase": phase, "sample_index": index, "rollout_index": rollout_index,
-            "answer_index": answer_index, "prompt": problem.prompt, "reference": problem.answer,
-            "text": text or "", "num_tokens": len(completion.token_ids),
+            "problem_id": problem.id,
+            "phase": phase,
+            "sample_index": index,
+            "rollout_index": rollout_index,
+            "answer_index": answer_index,
+            "prompt": problem.prompt,
+            "reference": problem.answer,
+            "text": text or "",
+            "num_tokens": len(completion.token_ids),
             "finished": completion.finished,
         }
         if self.behaviours:  # behaviour control: scored on every written answer, whatever the task's score
-            record["behaviours"] = ({} if text is None else
-                                    {name: _behaviour_score(scorer, text, problem)
-                                     for name, scorer in self.behaviours.items()})
+            record["behaviours"] = (
+                {}
+                if text is None
+                else {name: _behaviour_score(scorer, text, problem) for name, scorer in self.behaviours.items()}
+            )
         if text is None:  # the rollout stopped short of M answers: a failure that still counts as a candidate
-            return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
-                             "scalar": 0.0, "missing": True}
+            return record | {
+                "extracted": None,
+                "unparsed": None,
+                "rewards": {},
+                "primary": None,
+                "success": False,
+                "scalar": 0.0,
+                "missing": True,
+            }
         try:
             if isinstance(score, Exception):
                 raise score
             scalar = scalarize(score.rewards, task.reward_weights)
         except Exception as exc:  # a scorer bug on one answer must not lose the rest of the run
-            return record | {"extracted": None, "unparsed": None, "rewards": {}, "primary": None, "success": False,
-                             "scalar": None, "error": f"{type(exc).__name__}: {exc}"}
-        return record | {"extracted": score.extracted, "unparsed": score.unparsed, "rewards": dict(score.rewards),
-                         "primary": score.primary, "success": score.success, "scalar": scalar}
+            return record | {
+                "extracted": None,
+                "unparsed": None,
+                "rewards": {},
+                "primary": None,
+                "success": False,
+                "scalar": None,
+                "error": f"{type(exc).__name__}: {exc}",
+            }
+        return record | {
+            "extracted": score.extracted,
+            "unparsed": score.unparsed,
+            "rewards": dict(score.rewards),
+            "primary": score.primary,
+            "success": score.success,
+            "scalar": scalar,
+        }
 
     def _diversity(self, records: list[dict[str, Any]], embedding: bool) -> dict[str, float | None]:
         """One problem's diversity metrics (harness/metrics/diversity.py). Texts are the answers written (missing ones
@@ -241,8 +304,9 @@ class BestOfK:
             "distinct_answer_fraction": diversity.distinct_answer_fraction(extracted),
             "distinct_1": diversity.distinct_n(texts, 1),
             "distinct_2": diversity.distinct_n(texts, 2),
-            "coverage": diversity.reward_coverage([r["rewards"] for r in scored],
-                                                  scored[0]["primary"] if scored else None, self.coverage_threshold),
+            "coverage": diversity.reward_coverage(
+                [r["rewards"] for r in scored], scored[0]["primary"] if scored else None, self.coverage_threshold
+            ),
         }
         if embedding:
             out["embedding"] = diversity.embedding_diversity(texts)
@@ -306,8 +370,9 @@ class _Totals:
     tokens: int = 0
     behaviour_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per candidate
 
-    def add_problem(self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int,
-                    m: int) -> None:
+    def add_problem(
+        self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int, m: int
+    ) -> None:
         self.counts.append((len(records), sum(r["success"] for r in records)))
         self.scalars.append(_fill_skipped([r["scalar"] for r in records]))
         rollouts, successful, bests = rollout_outcomes(records, m)

@@ -139,22 +139,42 @@ class ProblemState:
         return (len(self.db.candidates) if self.db else 0) + self.skipped
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": STATE_FORMAT, "problem_id": self.problem_id, "generation": self.generation,
-                "seeded": self.seeded, "calls": self.calls, "tokens": self.tokens, "skipped": self.skipped,
-                "malformed": self.malformed, "missing": self.missing,
-                "how": dict(self.how), "solved_at": self.solved_at, "done": self.done, "extra": self.extra,
-                "db": self.db.state_dict() if self.db else None}
+        return {
+            "format": STATE_FORMAT,
+            "problem_id": self.problem_id,
+            "generation": self.generation,
+            "seeded": self.seeded,
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "skipped": self.skipped,
+            "malformed": self.malformed,
+            "missing": self.missing,
+            "how": dict(self.how),
+            "solved_at": self.solved_at,
+            "done": self.done,
+            "extra": self.extra,
+            "db": self.db.state_dict() if self.db else None,
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> ProblemState:
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"evolve: unsupported checkpoint format {state.get('format')!r}")
-        return cls(problem_id=state["problem_id"], db=Database.from_state(state["db"]) if state["db"] else None,
-                   generation=int(state["generation"]), seeded=bool(state["seeded"]), calls=int(state["calls"]),
-                   tokens=int(state["tokens"]), skipped=int(state["skipped"]),
-                   malformed=int(state.get("malformed", 0)), missing=int(state.get("missing", 0)),
-                   how=Counter(state["how"]),
-                   solved_at=state["solved_at"], done=bool(state["done"]), extra=list(state["extra"]))
+        return cls(
+            problem_id=state["problem_id"],
+            db=Database.from_state(state["db"]) if state["db"] else None,
+            generation=int(state["generation"]),
+            seeded=bool(state["seeded"]),
+            calls=int(state["calls"]),
+            tokens=int(state["tokens"]),
+            skipped=int(state["skipped"]),
+            malformed=int(state.get("malformed", 0)),
+            missing=int(state.get("missing", 0)),
+            how=Counter(state["how"]),
+            solved_at=state["solved_at"],
+            done=bool(state["done"]),
+            extra=list(state["extra"]),
+        )
 
 
 @dataclass
@@ -215,25 +235,37 @@ class Evolve:
         self.budget = {"calls": int(calls), "candidates": int(candidates), "tokens": int(tokens)}
         self.m, self.delimiter = int(answers_per_rollout), str(delimiter)
         if self.seeds < 1 or self.children < 1 or int(batch_prompts) < 1 or int(workers) < 1 or self.m < 1:
-            raise ValueError(f"evolve: seeds, children, batch_prompts, workers and answers_per_rollout must be >= 1, "
-                             f"got seeds={seeds}, children={children}, batch_prompts={batch_prompts}, "
-                             f"workers={workers}, answers_per_rollout={answers_per_rollout}")
+            raise ValueError(
+                f"evolve: seeds, children, batch_prompts, workers and answers_per_rollout must be >= 1, "
+                f"got seeds={seeds}, children={children}, batch_prompts={batch_prompts}, "
+                f"workers={workers}, answers_per_rollout={answers_per_rollout}"
+            )
         if self.m > 1 and not self.delimiter.strip():
             raise ValueError("evolve: the delimiter must not be blank")
         if int(child_max_new_tokens) < 0:
-            raise ValueError(f"evolve: child_max_new_tokens must be >= 0 (0 = one answer's share of max_new_tokens), "
-                             f"got {child_max_new_tokens}")
+            raise ValueError(
+                f"evolve: child_max_new_tokens must be >= 0 (0 = one answer's share of max_new_tokens), "
+                f"got {child_max_new_tokens}"
+            )
         if any(v < 0 for v in self.budget.values()) or self.generations < 0:
-            raise ValueError(f"evolve: budgets and generations must be >= 0 (0 = no limit), got {self.budget}, "
-                             f"generations={generations}")
+            raise ValueError(
+                f"evolve: budgets and generations must be >= 0 (0 = no limit), got {self.budget}, "
+                f"generations={generations}"
+            )
         if not (self.budget["calls"] or self.budget["tokens"] or self.generations):
             # candidates alone cannot stop a search whose children all fail to parse (calls, not candidates)
             raise ValueError("evolve: set calls, tokens or generations (> 0): nothing else is sure to stop the search")
         if mode not in MODES:
             raise ValueError(f"evolve: unknown mode {mode!r}; available: {', '.join(MODES)}")
-        self.db_options = {"islands": int(islands), "bins": int(bins), "exploit": float(exploit),
-                           "explore": float(explore), "random": float(random),
-                           "migration_interval": int(migration_interval), "migrants": int(migrants)}
+        self.db_options = {
+            "islands": int(islands),
+            "bins": int(bins),
+            "exploit": float(exploit),
+            "explore": float(explore),
+            "random": float(random),
+            "migration_interval": int(migration_interval),
+            "migrants": int(migrants),
+        }
         Database(["x"], **self.db_options)  # bad database options fail here, not after the seeds are paid for
         names = features.split(",") if isinstance(features, str) else list(features)
         self.features = [n.strip() for n in names if n.strip()]  # [] = every component of the reward vector
@@ -254,14 +286,15 @@ class Evolve:
     # The search
     # ------------------------------------------------------------------------------------------------------------
 
-    def search(self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str,
-               store: RunStore) -> dict[str, float]:
+    def search(
+        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
+    ) -> dict[str, float]:
         folder = store.dir / "evolve" / phase
         folder.mkdir(parents=True, exist_ok=True)
         states: list[ProblemState] = []
         behaviour_values: dict[str, list[float]] = {name: [] for name in self.behaviours}
         for start in range(0, len(problems), self.batch_prompts):
-            batch = list(problems[start:start + self.batch_prompts])
+            batch = list(problems[start : start + self.batch_prompts])
             batch_states = [self._load(folder, phase, p) for p in batch]
             self._run_batch(engine, task, batch, batch_states, folder)
             for problem, state in zip(batch, batch_states, strict=True):
@@ -277,13 +310,19 @@ class Evolve:
         write_json_atomic(folder / "curve.json", self._curve(states))
         return metrics
 
-    def _run_batch(self, engine: Engine, task: Task, batch: list[Problem], states: list[ProblemState],
-                   folder: Path) -> None:
+    def _run_batch(
+        self, engine: Engine, task: Task, batch: list[Problem], states: list[ProblemState], folder: Path
+    ) -> None:
         todo = [i for i, s in enumerate(states) if not s.seeded]
         if todo:
             # Exactly best-of-k's draw with n = seeds x M: same prompts (the M-answer format), seed and sampling
-            params = SamplingParams(n=self.seeds, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                    top_p=self.top_p, seed=self.seed)
+            params = SamplingParams(
+                n=self.seeds,
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=self.seed,
+            )
             prompts = [instruct(task.messages(batch[i]), self.m, self.delimiter) for i in todo]
             completions = engine.generate(prompts, params, desc="evolve seeds")
             jobs = [self._seed_call(todo[c.prompt_index], c) for c in completions]
@@ -304,8 +343,15 @@ class Evolve:
                 states[i].generation = generation
                 self._finish_generation(states[i], folder)
 
-    def _children(self, engine: Engine, task: Task, batch: list[Problem], states: list[ProblemState],
-                  active: list[int], generation: int) -> list[_Call]:
+    def _children(
+        self,
+        engine: Engine,
+        task: Task,
+        batch: list[Problem],
+        states: list[ProblemState],
+        active: list[int],
+        generation: int,
+    ) -> list[_Call]:
         """This generation's children of the problems ``active``, in (problem, slot) order, from one engine call
         (one per distinct group size on an engine without ``EngineCapabilities.samples_per_prompt``). Every child's
         parent and prompt is drawn first, problem by problem and slot by slot (each database's RNG in the order one
@@ -324,20 +370,30 @@ class Evolve:
                 key = (i, json.dumps(prompt))
                 prompts[key] = prompt
                 groups.setdefault(key, []).append((slot, island, parent))
-        params = SamplingParams(n=1, max_new_tokens=self.child_max_new_tokens, temperature=self.temperature,
-                                top_p=self.top_p, seed=_derive_seed(self.seed, generation))
+        params = SamplingParams(
+            n=1,
+            max_new_tokens=self.child_max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=_derive_seed(self.seed, generation),
+        )
         desc = f"evolve generation {generation}"
         if capabilities_of(engine, EngineCapabilities).samples_per_prompt:
             keys = list(groups)
-            completions = [(keys, c) for c in engine.generate([prompts[k] for k in keys], params, desc=desc,
-                                                              samples=[len(groups[k]) for k in keys])]
+            completions = [
+                (keys, c)
+                for c in engine.generate(
+                    [prompts[k] for k in keys], params, desc=desc, samples=[len(groups[k]) for k in keys]
+                )
+            ]
         else:  # one call per group size n, each prompt n samples
             sizes = sorted({len(members) for members in groups.values()})
             completions = []
             for n in sizes:
                 keys = [k for k, members in groups.items() if len(members) == n]
-                completions += [(keys, c) for c in engine.generate([prompts[k] for k in keys], replace(params, n=n),
-                                                                   desc=desc)]
+                completions += [
+                    (keys, c) for c in engine.generate([prompts[k] for k in keys], replace(params, n=n), desc=desc)
+                ]
         calls: dict[tuple[int, int], _Call] = {}
         for keys, c in completions:
             key = keys[c.prompt_index]
@@ -351,9 +407,16 @@ class Evolve:
         Answer a of rollout j is seed candidate j x M + a, on island (j x M + a) % islands."""
         answers = split_answers(completion.text, self.m, self.delimiter)
         first = completion.sample_index * self.m
-        return _Call(i, None, completion,
-                     [((first + a) % self.db_options["islands"], text, "seed", a if self.m > 1 else None)
-                      for a, text in enumerate(answers)], missing=self.m - len(answers))
+        return _Call(
+            i,
+            None,
+            completion,
+            [
+                ((first + a) % self.db_options["islands"], text, "seed", a if self.m > 1 else None)
+                for a, text in enumerate(answers)
+            ],
+            missing=self.m - len(answers),
+        )
 
     def _one_answer(self, text: str) -> str:
         """A child's text: with M > 1, the first answer when a policy trained to write several writes several
@@ -374,14 +437,16 @@ class Evolve:
     def _finish_generation(self, state: ProblemState, folder: Path) -> None:
         """Decide whether the problem is done, then checkpoint it (atomically: a kill leaves the previous one)."""
         spent = {"calls": state.calls, "candidates": state.candidates, "tokens": state.tokens}
-        state.done = (state.db is None  # no seed could be scored: nothing to evolve from
-                      or any(limit and spent[unit] >= limit for unit, limit in self.budget.items())
-                      or bool(self.generations and state.generation >= self.generations)
-                      or (self.stop_on_success and state.solved_at is not None))
+        state.done = (
+            state.db is None  # no seed could be scored: nothing to evolve from
+            or any(limit and spent[unit] >= limit for unit, limit in self.budget.items())
+            or bool(self.generations and state.generation >= self.generations)
+            or (self.stop_on_success and state.solved_at is not None)
+        )
         write_json_atomic(folder / _file_name(state.problem_id), state.state_dict())
 
     def _prompt(self, task: Task, problem: Problem, db: Database, parent: Any, island: int) -> list[dict[str, str]]:
-        top = [c for c in db.top(island, self.top + 1) if c.id != parent.id][:self.top]
+        top = [c for c in db.top(island, self.top + 1) if c.id != parent.id][: self.top]
         diverse = db.diverse(island, self.diverse, exclude=[parent.id, *(c.id for c in top)])
         return build_prompt(task.messages(problem), parent, top, diverse, mode=self.mode, max_chars=self.max_chars)
 
@@ -389,8 +454,9 @@ class Evolve:
     # Evaluation
     # ------------------------------------------------------------------------------------------------------------
 
-    def _evaluate(self, task: Task, batch: list[Problem], states: list[ProblemState], jobs: list[_Call], *,
-                  generation: int) -> None:
+    def _evaluate(
+        self, task: Task, batch: list[Problem], states: list[ProblemState], jobs: list[_Call], *, generation: int
+    ) -> None:
         """Score every answer with a text (on the executor), then add them in job order (deterministic). Each job is
         one model call: it costs a call and its tokens whatever it yields."""
         scorable = [(batch[job.problem], text) for job in jobs for _, text, _, _ in job.answers if text is not None]
@@ -407,8 +473,18 @@ class Evolve:
                 if text is not None:
                     self._add(task, state, job, island, text, how, answer, next(verdicts), generation)
 
-    def _add(self, task: Task, state: ProblemState, job: _Call, island: int, text: str, how: str,
-             answer: int | None, verdict: tuple[Any, str], generation: int) -> None:
+    def _add(
+        self,
+        task: Task,
+        state: ProblemState,
+        job: _Call,
+        island: int,
+        text: str,
+        how: str,
+        answer: int | None,
+        verdict: tuple[Any, str],
+        generation: int,
+    ) -> None:
         """One scored answer into the problem's database (or counted as skipped when its scorer raised)."""
         completion, parent = job.completion, job.parent
         score, feedback = verdict
@@ -417,16 +493,32 @@ class Evolve:
             return
         fitness = scalarize(score.rewards, task.reward_weights)
         if state.db is None:
-            state.db = Database(self.features or list(score.rewards),
-                                seed=_derive_seed(self.seed, state.problem_id), **self.db_options)
+            state.db = Database(
+                self.features or list(score.rewards), seed=_derive_seed(self.seed, state.problem_id), **self.db_options
+            )
         try:
-            state.db.add(text, score.rewards, fitness, island=island, parent=parent,
-                         generation=generation, feedback=feedback, success=score.success)
+            state.db.add(
+                text,
+                score.rewards,
+                fitness,
+                island=island,
+                parent=parent,
+                generation=generation,
+                feedback=feedback,
+                success=score.success,
+            )
         except ValueError:  # a reward vector without a configured feature: skip it, count it
             state.skipped += 1
             return
-        extra = {"call": state.calls, "num_tokens": len(completion.token_ids), "finished": completion.finished,
-                 "how": how, "primary": score.primary, "extracted": score.extracted, "unparsed": score.unparsed}
+        extra = {
+            "call": state.calls,
+            "num_tokens": len(completion.token_ids),
+            "finished": completion.finished,
+            "how": how,
+            "primary": score.primary,
+            "extracted": score.extracted,
+            "unparsed": score.unparsed,
+        }
         if answer is not None:  # which answer of its seed rollout (M > 1); num_tokens is the whole rollout's
             extra["answer_index"] = answer
         state.extra.append(extra)
@@ -454,10 +546,21 @@ class Evolve:
     def _records(self, problem: Problem, state: ProblemState, phase: str) -> list[dict[str, Any]]:
         records = []
         for cand, extra in zip(state.db.candidates if state.db else [], state.extra, strict=True):
-            record = {"problem_id": problem.id, "phase": phase, "sample_index": cand.id, "prompt": problem.prompt,
-                      "reference": problem.answer, "text": cand.text,
-                      "rewards": cand.rewards, "success": cand.success, "scalar": cand.fitness,
-                      "island": cand.island, "parent": cand.parent, "generation": cand.generation, **extra}
+            record = {
+                "problem_id": problem.id,
+                "phase": phase,
+                "sample_index": cand.id,
+                "prompt": problem.prompt,
+                "reference": problem.answer,
+                "text": cand.text,
+                "rewards": cand.rewards,
+                "success": cand.success,
+                "scalar": cand.fitness,
+                "island": cand.island,
+                "parent": cand.parent,
+                "generation": cand.generation,
+                **extra,
+            }
             if self.behaviours:
                 record["behaviours"] = {n: _safe(s, cand.text, problem) for n, s in self.behaviours.items()}
             records.append(record)
@@ -465,8 +568,9 @@ class Evolve:
 
     def _metrics(self, states: list[ProblemState]) -> dict[str, float]:
         n = len(states)
-        metrics: dict[str, float] = {f"solved@{c}": sum(s.solved_at is not None and s.solved_at <= c
-                                                         for s in states) / n for c in self.ks}
+        metrics: dict[str, float] = {
+            f"solved@{c}": sum(s.solved_at is not None and s.solved_at <= c for s in states) / n for c in self.ks
+        }
         metrics["success_rate"] = sum(s.solved_at is not None for s in states) / n
         bests = [s.db.best() for s in states if s.db and s.db.best()]
         for name in bests[0].rewards if bests else ():
@@ -491,11 +595,17 @@ class Evolve:
 
     def _curve(self, states: list[ProblemState]) -> dict[str, Any]:
         top = max([s.calls for s in states] + [1])
-        return {"x": "model calls per problem", "y": "fraction of problems solved", "problems": len(states),
-                "calls": list(range(1, top + 1)),
-                "solved": [sum(s.solved_at is not None and s.solved_at <= c for s in states) / len(states)
-                           for c in range(1, top + 1)],
-                "solved_at": {s.problem_id: s.solved_at for s in states}}
+        return {
+            "x": "model calls per problem",
+            "y": "fraction of problems solved",
+            "problems": len(states),
+            "calls": list(range(1, top + 1)),
+            "solved": [
+                sum(s.solved_at is not None and s.solved_at <= c for s in states) / len(states)
+                for c in range(1, top + 1)
+            ],
+            "solved_at": {s.problem_id: s.solved_at for s in states},
+        }
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -54,17 +54,33 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Candidate:
-        return cls(id=int(d["id"]), text=str(d["text"]), rewards={str(k): float(v) for k, v in d["rewards"].items()},
-                   fitness=float(d["fitness"]), island=int(d["island"]),
-                   parent=None if d.get("parent") is None else int(d["parent"]),
-                   generation=int(d.get("generation", 0)), feedback=str(d.get("feedback", "")),
-                   success=bool(d.get("success", False)))
+        return cls(
+            id=int(d["id"]),
+            text=str(d["text"]),
+            rewards={str(k): float(v) for k, v in d["rewards"].items()},
+            fitness=float(d["fitness"]),
+            island=int(d["island"]),
+            parent=None if d.get("parent") is None else int(d["parent"]),
+            generation=int(d.get("generation", 0)),
+            feedback=str(d.get("feedback", "")),
+            success=bool(d.get("success", False)),
+        )
 
 
 class Database:
-    def __init__(self, features: Sequence[str], *, islands: int = 4, bins: int = 2, seed: int = 0,
-                 exploit: float = 0.5, explore: float = 0.3, random: float = 0.2,
-                 migration_interval: int = 4, migrants: int = 1) -> None:
+    def __init__(
+        self,
+        features: Sequence[str],
+        *,
+        islands: int = 4,
+        bins: int = 2,
+        seed: int = 0,
+        exploit: float = 0.5,
+        explore: float = 0.3,
+        random: float = 0.2,
+        migration_interval: int = 4,
+        migrants: int = 1,
+    ) -> None:
         # A lone string is a Sequence too; "abc" would silently become three features a, b, c.
         if isinstance(features, str) or not features:
             raise ValueError(f"evolve: features must be a non-empty list of reward component names, got {features!r}")
@@ -111,8 +127,18 @@ class Database:
             out.append(min(self.bins - 1, math.floor(min(1.0, max(0.0, value)) * self.bins)))
         return tuple(out)
 
-    def add(self, text: str, rewards: Mapping[str, float], fitness: float, *, island: int, parent: int | None = None,
-            generation: int = 0, feedback: str = "", success: bool = False) -> Candidate:
+    def add(
+        self,
+        text: str,
+        rewards: Mapping[str, float],
+        fitness: float,
+        *,
+        island: int,
+        parent: int | None = None,
+        generation: int = 0,
+        feedback: str = "",
+        success: bool = False,
+    ) -> Candidate:
         self._check_island(island)
         fitness = float(fitness)
         # NaN compares false both ways (it would never lose its cell) and neither NaN nor inf is valid JSON.
@@ -121,9 +147,17 @@ class Database:
         if parent is not None and not 0 <= parent < len(self.candidates):
             raise ValueError(f"evolve: parent {parent} is not a candidate id (have {len(self.candidates)})")
         cell = self.cell(rewards)  # before appending, so a bad vector leaves the database unchanged
-        cand = Candidate(id=len(self.candidates), text=text, rewards={k: float(v) for k, v in rewards.items()},
-                         fitness=fitness, island=island, parent=parent, generation=generation, feedback=feedback,
-                         success=success)
+        cand = Candidate(
+            id=len(self.candidates),
+            text=text,
+            rewards={k: float(v) for k, v in rewards.items()},
+            fitness=fitness,
+            island=island,
+            parent=parent,
+            generation=generation,
+            feedback=feedback,
+            success=success,
+        )
         self.candidates.append(cand)
         self._place(island, cell, cand.id)
         return cand
@@ -167,7 +201,7 @@ class Database:
 
     def top(self, island: int, k: int) -> list[Candidate]:
         """The island's best ``k`` elites, fitness descending, ties by lower id (older first)."""
-        return _ranked(self.island_elites(island))[:max(0, k)]
+        return _ranked(self.island_elites(island))[: max(0, k)]
 
     def diverse(self, island: int, k: int, exclude: Collection[int] = ()) -> list[Candidate]:
         """Up to ``k`` elites of the island from cells that none of ``exclude`` occupies, drawn by ``self.rng``.
@@ -210,17 +244,28 @@ class Database:
     # ------------------------------------------------------------------------------------------------------------
 
     def config(self) -> dict[str, Any]:
-        return {"features": list(self.features), "islands": self.islands, "bins": self.bins, "seed": self.seed,
-                "exploit": self.exploit, "explore": self.explore, "random": self.random,
-                "migration_interval": self.migration_interval, "migrants": self.migrants}
+        return {
+            "features": list(self.features),
+            "islands": self.islands,
+            "bins": self.bins,
+            "seed": self.seed,
+            "exploit": self.exploit,
+            "explore": self.explore,
+            "random": self.random,
+            "migration_interval": self.migration_interval,
+            "migrants": self.migrants,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable: config, every candidate, each island's grid (cells as lists) and the RNG state."""
         version, internal, gauss_next = self.rng.getstate()
-        return {"format": FORMAT, "config": self.config(),
-                "candidates": [c.to_dict() for c in self.candidates],
-                "elites": [[[list(cell), cid] for cell, cid in sorted(grid.items())] for grid in self.elites],
-                "rng": [version, list(internal), gauss_next]}
+        return {
+            "format": FORMAT,
+            "config": self.config(),
+            "candidates": [c.to_dict() for c in self.candidates],
+            "elites": [[[list(cell), cid] for cell, cid in sorted(grid.items())] for grid in self.elites],
+            "rng": [version, list(internal), gauss_next],
+        }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Database:

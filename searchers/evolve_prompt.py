@@ -26,8 +26,11 @@ FEEDBACK_CHARS = 300  # feedback is one line per failing test: the first few say
 FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
 CODE_LANGS = ("", "python", "py", "python3")
 # Small models miscount the marker characters, so any run of 5 or more is accepted.
-DIFF_BLOCK = re.compile(r"^[ \t]*<{5,}[ \t]*SEARCH[ \t]*\n(.*?)^[ \t]*={5,}[ \t]*\n(.*?)"
-                        r"^[ \t]*>{5,}[ \t]*REPLACE[ \t]*$", re.S | re.M)
+DIFF_BLOCK = re.compile(
+    r"^[ \t]*<{5,}[ \t]*SEARCH[ \t]*\n(.*?)^[ \t]*={5,}[ \t]*\n(.*?)"
+    r"^[ \t]*>{5,}[ \t]*REPLACE[ \t]*$",
+    re.S | re.M,
+)
 DIFF_FORMAT = "<<<<<<< SEARCH\nexact lines from the current solution\n=======\nreplacement lines\n>>>>>>> REPLACE"
 
 
@@ -36,8 +39,15 @@ DIFF_FORMAT = "<<<<<<< SEARCH\nexact lines from the current solution\n=======\nr
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def build_prompt(task_messages: Messages, parent: Any, top: Sequence[Any], diverse: Sequence[Any], *,
-                 mode: str = "rewrite", max_chars: int = 1500) -> Messages:
+def build_prompt(
+    task_messages: Messages,
+    parent: Any,
+    top: Sequence[Any],
+    diverse: Sequence[Any],
+    *,
+    mode: str = "rewrite",
+    max_chars: int = 1500,
+) -> Messages:
     """Chat messages asking for a child of ``parent``: the task's system messages, then one user message with the
     problem, the parent, the ``top`` and ``diverse`` candidates (each shown once, never the parent again) and the
     instruction for ``mode``."""
@@ -88,15 +98,21 @@ def _show(cand: Any, max_chars: int) -> str:
 def _instruction(mode: str, *, is_code: bool) -> str:
     if mode == "diff":
         # Placed last so it overrides a task instruction such as "reply with the complete solution".
-        return ("## Task\nImprove the current solution so that it scores higher. Do not write the whole solution: "
-                "reply only with one or more SEARCH/REPLACE blocks, each in this format:\n"
-                f"{DIFF_FORMAT}\n"
-                "The SEARCH part must copy lines of the current solution exactly; the blocks are applied in order.")
+        return (
+            "## Task\nImprove the current solution so that it scores higher. Do not write the whole solution: "
+            "reply only with one or more SEARCH/REPLACE blocks, each in this format:\n"
+            f"{DIFF_FORMAT}\n"
+            "The SEARCH part must copy lines of the current solution exactly; the blocks are applied in order."
+        )
     if is_code:
-        return ("## Task\nWrite an improved solution that fixes the feedback and scores higher. Reply with the "
-                "complete solution in a single ```python code block.")
-    return ("## Task\nWrite an improved answer that scores higher. Reply with the complete answer in the format "
-            "asked for in the problem.")
+        return (
+            "## Task\nWrite an improved solution that fixes the feedback and scores higher. Reply with the "
+            "complete solution in a single ```python code block."
+        )
+    return (
+        "## Task\nWrite an improved answer that scores higher. Reply with the complete answer in the format "
+        "asked for in the problem."
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -148,8 +164,8 @@ def _replace_lines_loosely(code: str, search: str, replace: str) -> str | None:
     wanted = [line.rstrip() for line in search.split("\n")]
     n = len(wanted)
     for start in range(len(lines) - n + 1):
-        if [line.rstrip() for line in lines[start:start + n]] == wanted:
-            return "\n".join([*lines[:start], *replace.split("\n"), *lines[start + n:]])
+        if [line.rstrip() for line in lines[start : start + n]] == wanted:
+            return "\n".join([*lines[:start], *replace.split("\n"), *lines[start + n :]])
     return None
 
 

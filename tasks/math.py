@@ -69,8 +69,15 @@ from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
 HENDRYCKS = "EleutherAI/hendrycks_math"
-HENDRYCKS_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
-                      "prealgebra", "precalculus")  # one hub config each; no config means all of them
+HENDRYCKS_SUBJECTS = (
+    "algebra",
+    "counting_and_probability",
+    "geometry",
+    "intermediate_algebra",
+    "number_theory",
+    "prealgebra",
+    "precalculus",
+)  # one hub config each; no config means all of them
 GYM_POOL_SEED = POOL_SEED  # the one seed of the generated pool; part of the data, so changing it bumps `version`
 # SmolLM2-135M boxes 0 of 128 sampled answers when asked to "put your final answer inside \boxed{}", and 7 of 128
 # (besides 21 copies of the placeholder) when shown the form: a format GRPO can learn needs a base rate above zero.
@@ -125,12 +132,18 @@ class MathTask:
             raise ValueError("math: source 'jsonl' needs path=<file.jsonl>")
         self.source = source
         self.path = path
-        self.columns = Columns.build("math", {"problem": question, "answer": answer},
-                                     {"problem": "problem", "answer": "answer"}, answer_pattern,
-                                     options={"problem": "question"})
+        self.columns = Columns.build(
+            "math",
+            {"problem": question, "answer": answer},
+            {"problem": "problem", "answer": "answer"},
+            answer_pattern,
+            options={"problem": "question"},
+        )
         if self.columns.mapped and source not in ("jsonl", "hub"):
-            raise ValueError(f"math: question, answer and answer_pattern map the columns of your own data (source "
-                             f"jsonl or hub), not of source {source!r}")
+            raise ValueError(
+                f"math: question, answer and answer_pattern map the columns of your own data (source "
+                f"jsonl or hub), not of source {source!r}"
+            )
         if not isinstance(instruction, str) or not instruction.strip():
             raise ValueError("math: instruction must be a non-empty string (it follows each problem in the prompt)")
         self.instruction = instruction
@@ -159,10 +172,13 @@ class MathTask:
         self.boxed_weight, self.length_weight = float(boxed_weight), float(length_weight)
         self.strict_weight = float(strict_weight)
         self.length_target, self.length_cap = int(length_target), int(length_cap)
-        if not (min(self.length_weight, self.boxed_weight, self.strict_weight) >= 0
-                and 0 <= self.length_target < self.length_cap):
-            raise ValueError("math: need boxed_weight, length_weight and strict_weight >= 0 and 0 <= length_target "
-                             "< length_cap")
+        if not (
+            min(self.length_weight, self.boxed_weight, self.strict_weight) >= 0
+            and 0 <= self.length_target < self.length_cap
+        ):
+            raise ValueError(
+                "math: need boxed_weight, length_weight and strict_weight >= 0 and 0 <= length_target < length_cap"
+            )
         # GRPO needs signal on a weak model: the format component is rewarded, strict only where strict_weight > 0.
         # "correct" counts "the answer is X" and final statements too (SmolLM2-135M boxes 3 answers in 80), so the
         # reward keeps its signal; "lenient_correct" (a guess counts) is reported with weight 0, never trained on.
@@ -195,8 +211,11 @@ class MathTask:
         reading = read_answer(completion, question=problem.prompt, placeholders=self._word_placeholders)
         answer = reading.value
         # the format is a boxed final value: not the instruction's placeholder copied, not the sum written out again
-        from_box = (reading.boxed and _normalise_box(answer) not in self._placeholders
-                    and not is_unevaluated(problem.answer, answer))
+        from_box = (
+            reading.boxed
+            and _normalise_box(answer) not in self._placeholders
+            and not is_unevaluated(problem.answer, answer)
+        )
         correct = answers_match(problem.answer, answer)
         # A completion that commits to nothing is read leniently as its last number: reported, weight 0.
         lenient = answer if answer is not None or reading == HEDGED else last_number(completion).value
@@ -204,8 +223,13 @@ class MathTask:
         # "strict" needs both a correct answer and the format.
         length = self._length(completion) if answer is not None else 0.0
         return Score(
-            rewards={"correct": float(correct), "boxed": float(from_box), "strict": float(correct and from_box),
-                     "length": length, "lenient_correct": float(lenient_correct)},
+            rewards={
+                "correct": float(correct),
+                "boxed": float(from_box),
+                "strict": float(correct and from_box),
+                "length": length,
+                "lenient_correct": float(lenient_correct),
+            },
             primary="correct",
             extracted=answer,
             unparsed=answer is None,
@@ -230,8 +254,11 @@ class MathTask:
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source, "misleading_hint": self.misleading_hint}
         if self.source == "gym-arithmetic":
-            info |= {"dataset": "reasoning-gym/basic_arithmetic", "version": package_version("reasoning-gym"),
-                     "params": self._gym_params()}
+            info |= {
+                "dataset": "reasoning-gym/basic_arithmetic",
+                "version": package_version("reasoning-gym"),
+                "params": self._gym_params(),
+            }
         elif self.source == "champ":
             info |= {"dataset": "champ-dataset/dataset_files/v0.json", "version": package_version("champ-dataset")}
         elif self.source == "jsonl":
@@ -240,8 +267,11 @@ class MathTask:
             info |= {"dataset": self.hub_id, "config": self.hub_config, "version": local_version(local)}
         else:
             resolved = self._notes.get("resolved_revision")  # known once loaded from the hub
-            info |= {"dataset": self.hub_id, "config": self.hub_config,
-                     "version": self.hub_revision or resolved or "unpinned"}
+            info |= {
+                "dataset": self.hub_id,
+                "config": self.hub_config,
+                "version": self.hub_revision or resolved or "unpinned",
+            }
         info |= self.columns.describe()
         info["eval_fraction"] = self.eval_fraction
         return info | {k: v for k, v in self._notes.items() if v is not None}
@@ -252,8 +282,12 @@ class MathTask:
 
     def _load(self) -> dict[str, list[Problem]]:
         if self._splits is None:
-            loader = {"gym-arithmetic": self._load_gym, "champ": self._load_champ, "jsonl": self._load_jsonl,
-                      "hub": self._load_hub}[self.source]
+            loader = {
+                "gym-arithmetic": self._load_gym,
+                "champ": self._load_champ,
+                "jsonl": self._load_jsonl,
+                "hub": self._load_hub,
+            }[self.source]
             self._splits = self._split(loader())
             self._notes |= {"n_train": len(self._splits["train"]), "n_eval": len(self._splits["eval"])}
         return self._splits
@@ -268,9 +302,17 @@ class MathTask:
         return {"train": [p for p in dedupe(parts["train"]) if normalise(p.prompt) not in seen], "eval": evaluation}
 
     def _gym_params(self) -> dict[str, Any]:
-        return {"min_terms": self.terms, "max_terms": self.terms, "min_digits": self.min_digits,
-                "max_digits": self.max_digits, "operators": list(self.operators), "allow_parentheses": False,
-                "allow_negation": False, "seed": GYM_POOL_SEED, "size": self.pool_size}
+        return {
+            "min_terms": self.terms,
+            "max_terms": self.terms,
+            "min_digits": self.min_digits,
+            "max_digits": self.max_digits,
+            "operators": list(self.operators),
+            "allow_parentheses": False,
+            "allow_negation": False,
+            "seed": GYM_POOL_SEED,
+            "size": self.pool_size,
+        }
 
     def _load_gym(self) -> dict[str, list[Problem]]:
         from reasoning_gym.arithmetic.basic_arithmetic import BasicArithmeticDataset, BasicArithmeticDatasetConfig
@@ -283,8 +325,15 @@ class MathTask:
             # reasoning-gym draws operands from 0..10**digits inclusive: "100" is not a two-digit number.
             if any(len(n) > self.max_digits for n in re.findall(r"\d+", expression)):
                 continue
-            rows.append({"problem": item["question"], "answer": item["answer"], "expression": expression,
-                         "num_digits": item["metadata"]["num_digits"], "source_index": i})
+            rows.append(
+                {
+                    "problem": item["question"],
+                    "answer": item["answer"],
+                    "expression": expression,
+                    "num_digits": item["metadata"]["num_digits"],
+                    "source_index": i,
+                }
+            )
         self._notes["dropped_oversized_operands"] = len(generated) - len(rows)
         return {"all": _to_problems(rows, "reasoning-gym basic_arithmetic", "gym-arith")}
 
@@ -313,9 +362,15 @@ class MathTask:
             raise ValueError(f"{path}: no rows")
         rows, kept, dropped = self.columns.rows(rows, str(path), label=lambda i: f"row {i} (line {line_numbers[i]})")
         self._note_dropped(dropped)
-        return {"all": _to_problems(rows, str(path), path.stem,
-                                    label=lambda i: f"row {kept[i]} (line {line_numbers[kept[i]]})",
-                                    columns=self.columns)}
+        return {
+            "all": _to_problems(
+                rows,
+                str(path),
+                path.stem,
+                label=lambda i: f"row {kept[i]} (line {line_numbers[kept[i]]})",
+                columns=self.columns,
+            )
+        }
 
     def _note_dropped(self, dropped: int) -> None:
         if self.columns.pattern is not None:
@@ -362,8 +417,13 @@ class MathTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
-                 label: Callable[[int], str] = lambda i: f"row {i}", columns: Columns | None = None) -> list[Problem]:
+def _to_problems(
+    rows: Iterable[Any],
+    where: str,
+    id_prefix: str,
+    label: Callable[[int], str] = lambda i: f"row {i}",
+    columns: Columns | None = None,
+) -> list[Problem]:
     """Validate rows {"id"?, "problem" (a string or a conversation), "answer", "completion"?, ...rest -> meta}; a bad
     row is a one-line ValueError naming it. ``columns``: the rows are the user's own data (tasks/chat_data.py)."""
     problems: list[Problem] = []
@@ -388,8 +448,17 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str,
         texts_by_id[pid] = normalise(problem)
         meta = {k: v for k, v in row.items() if k not in ("id", field, "answer", COMPLETION) and v is not None}
         own = {} if columns is None else other_columns(columns.source_row(row), columns.columns["problem"], field)
-        problems.append(Problem(id=pid, prompt=problem, answer=answer.strip(), meta=meta, messages=conversation,
-                                completion=read_completion(row.get(COMPLETION), at), columns=own))
+        problems.append(
+            Problem(
+                id=pid,
+                prompt=problem,
+                answer=answer.strip(),
+                meta=meta,
+                messages=conversation,
+                completion=read_completion(row.get(COMPLETION), at),
+                columns=own,
+            )
+        )
     return problems
 
 
@@ -454,8 +523,15 @@ def _champ_rows() -> tuple[list[dict[str, Any]], int]:
             raise ValueError(f"{path} row {i} ({key}): no problem text ('_text')")
         answer = _champ_answer(item.get("_answer"))
         if answer is not None:
-            rows.append({"id": f"champ-{key}", "problem": item["_text"], "answer": answer,
-                         "category": item.get("category"), "champ_answer": item.get("_answer")})
+            rows.append(
+                {
+                    "id": f"champ-{key}",
+                    "problem": item["_text"],
+                    "answer": answer,
+                    "category": item.get("category"),
+                    "champ_answer": item.get("_answer"),
+                }
+            )
     return rows, len(problems)
 
 

@@ -62,24 +62,90 @@ _UNEVALUATED = re.compile(r"\d\s*(?:[-+*/×÷]|\\times|\\cdot|\\div)\s*-?\d")
 _ARITHMETIC = re.compile(r"\d\s*(?:[-+*×÷–−]|\\times|\\cdot|\\div)\s*-?\d")
 
 # One token of a mathematical value: a latex command, a number, an operator or bracket, a thousands group, space.
-_MATH_TOKEN = re.compile(
-    r"\\[A-Za-z]+|\\[,;! ]|\d+(?:\.\d+)?|[-+*/^_×÷·−–()\[\]{}|%°!]|,(?=\d{3}(?!\d))|[ \t]+"
-)
+_MATH_TOKEN = re.compile(r"\\[A-Za-z]+|\\[,;! ]|\d+(?:\.\d+)?|[-+*/^_×÷·−–()\[\]{}|%°!]|,(?=\d{3}(?!\d))|[ \t]+")
 _VARIABLE = re.compile(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])")  # "x", not a word or a latex command
 _VARIABLE_OR_EQUALS = re.compile(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])|=")
 _LEAD = re.compile(r"[\s*_$\"'“]*(?:\\\$|\\\(|\\\[)?[\s$]*")  # markdown, quotes, "$", "\$", "\(" before a value
 _LATEX_VALUE = re.compile(r"\\(?:frac|dfrac|tfrac|sqrt|pi|infty)")
 # Words that open prose, not an answer: "the answer is that we add", "is in square brackets", "is not 5".
 _PROSE_OPENERS = {
-    "a", "an", "the", "that", "this", "it", "in", "not", "to", "of", "we", "you", "i", "when", "if", "because",
-    "included", "given", "found", "shown", "below", "above", "as", "correct", "incorrect", "wrong", "unclear",
-    "unknown", "simple", "easy", "hard", "there", "here", "what", "how", "why", "which", "so", "then", "by", "on",
-    "true", "false",  # "the result is true": a verdict on the working, not a value
+    "a",
+    "an",
+    "the",
+    "that",
+    "this",
+    "it",
+    "in",
+    "not",
+    "to",
+    "of",
+    "we",
+    "you",
+    "i",
+    "when",
+    "if",
+    "because",
+    "included",
+    "given",
+    "found",
+    "shown",
+    "below",
+    "above",
+    "as",
+    "correct",
+    "incorrect",
+    "wrong",
+    "unclear",
+    "unknown",
+    "simple",
+    "easy",
+    "hard",
+    "there",
+    "here",
+    "what",
+    "how",
+    "why",
+    "which",
+    "so",
+    "then",
+    "by",
+    "on",
+    "true",
+    "false",  # "the result is true": a verdict on the working, not a value
 }
 # Words that may follow a value at the end of a statement: a unit ("7 apples") but not prose ("2 with a problem").
-_NOT_UNITS = _PROSE_OPENERS | {"and", "or", "but", "with", "for", "from", "more", "less", "than", "times", "is",
-                               "are", "was", "be", "has", "have", "remainder", "plus", "minus", "over", "into",
-                               "intermediate", "like", "left", "after", "before", "each", "per", "only", "at"}
+_NOT_UNITS = _PROSE_OPENERS | {
+    "and",
+    "or",
+    "but",
+    "with",
+    "for",
+    "from",
+    "more",
+    "less",
+    "than",
+    "times",
+    "is",
+    "are",
+    "was",
+    "be",
+    "has",
+    "have",
+    "remainder",
+    "plus",
+    "minus",
+    "over",
+    "into",
+    "intermediate",
+    "like",
+    "left",
+    "after",
+    "before",
+    "each",
+    "per",
+    "only",
+    "at",
+}
 # What states a value at the end of a sentence: "is 55", "equals 7", "gives you 4", "a final result of 65", "= 7".
 _STATING = re.compile(
     r"(?<![<>=!])=(?!=)|\b(?:is\s+equal\s+to|equals?(?:\s+to)?|is|are|was|gives?(?:\s+(?:you|us))?|get|gets|got|"
@@ -93,8 +159,9 @@ _UNIT_TAIL = re.compile(
 )
 _SENTENCE_END_MARK = re.compile(r"[.!?]+(?=\s|$)")
 _FINISHED = re.compile(r"[.!?:)\]}\"'”*`$]\s*$")  # the text ends like a finished sentence, a formula or markdown
-_CONFIRMED = re.compile(r"\s*[,.!]?\s*(?:(?:that'?s|that\s+is|which\s+is)\s+(?:correct|right|it)\b)?[\s.!]*$",
-                        re.IGNORECASE)
+_CONFIRMED = re.compile(
+    r"\s*[,.!]?\s*(?:(?:that'?s|that\s+is|which\s+is)\s+(?:correct|right|it)\b)?[\s.!]*$", re.IGNORECASE
+)
 _FORM_REMARK = re.compile(r"(?is)[^\d]*\b(?:answer|form|format)\b[^\d]*")  # no digit, about the answer's form
 _ASIDE_EQUATION = re.compile(r"\([^()]*=[^()]*\)")  # "(9 + 0 = 9)": an aside, not the statement
 
@@ -232,7 +299,7 @@ def _phrase_value(clause: str) -> str | None:
         value, end = found
         if _VARIABLE.fullmatch(value.strip()) and first in _PROSE_OPENERS:
             return None  # "a fraction", "I think": an article or a pronoun, not a variable
-        if not clause[end:].strip(" \t*$.\"”"):
+        if not clause[end:].strip(' \t*$."”'):
             return whole  # the value alone
         if _ARITHMETIC.search(value):
             return None  # "result: 0 + 8 equals its own ...": the expression is the subject, not the answer
@@ -277,8 +344,9 @@ def _without_code(text: str) -> str:
 def _without_placeholders(text: str, placeholders: tuple[str, ...]) -> str:
     """``text`` with every box removed that copies one of the instruction's word placeholders ("\\boxed{result}")."""
     for placeholder in placeholders:
-        text = re.sub(r"\\(?:boxed|fbox)\s*\{\s*\$?\s*" + re.escape(placeholder) + r"\s*\$?\s*\}", "", text,
-                      flags=re.IGNORECASE)
+        text = re.sub(
+            r"\\(?:boxed|fbox)\s*\{\s*\$?\s*" + re.escape(placeholder) + r"\s*\$?\s*\}", "", text, flags=re.IGNORECASE
+        )
     return text
 
 
@@ -296,8 +364,12 @@ def _answer_boxes(text: str) -> list[str]:
     boxes = []
     for start, end, content in boxed_spans(text):
         answer = clean_answer(content)
-        if (answer and not _holds_no_value(answer) and not _OPERATOR_BEFORE.search(text[max(0, start - 12) : start])
-                and not _OPERATOR_AFTER.match(text[end : end + 12])):
+        if (
+            answer
+            and not _holds_no_value(answer)
+            and not _OPERATOR_BEFORE.search(text[max(0, start - 12) : start])
+            and not _OPERATOR_AFTER.match(text[end : end + 12])
+        ):
             boxes.append(answer)
     values = [box for box in boxes if not _ARITHMETIC.search(box) or "=" in box]
     return values or boxes
@@ -336,9 +408,12 @@ def _question_statements(text: str, question: str | None) -> list[tuple[int, str
             continue
         at = max(clause.rfind("=") + 1, clause.rfind("≡") + 1, relation.end())  # the end of a chain "= 7 - 74 = 0"
         value = _value_at_start(clause, at)
-        if (value is not None and not _ARITHMETIC.search(value[0])
-                and not re.search(r"[A-Za-z]", clause[relation.end() : at])  # "= kx or 375 + 2x = 5x": to solve
-                and not _OPERATOR_WORD.match(clause[value[1] :])):  # "= 4 times 19 plus 2": arithmetic in words
+        if (
+            value is not None
+            and not _ARITHMETIC.search(value[0])
+            and not re.search(r"[A-Za-z]", clause[relation.end() : at])  # "= kx or 375 + 2x = 5x": to solve
+            and not _OPERATOR_WORD.match(clause[value[1] :])
+        ):  # "= 4 times 19 plus 2": arithmetic in words
             found.append((m.end() + at, clean_answer(value[0])))
     return found
 
@@ -422,23 +497,32 @@ def _statement(text: str) -> tuple[int, str] | None:
     at, sentence = found
     sentence = _ASIDE_EQUATION.sub(lambda m: " " * len(m.group()), sentence)  # same length: positions hold
     # Only a verb near the end can state the value that ends the sentence (at most a unit may follow it).
-    stated = [(verb, value) for verb in _STATING.finditer(sentence, max(0, len(sentence) - 300))
-              if (value := _value_at_start(sentence, verb.end())) is not None]
+    stated = [
+        (verb, value)
+        for verb in _STATING.finditer(sentence, max(0, len(sentence) - 300))
+        if (value := _value_at_start(sentence, verb.end())) is not None
+    ]
     if stated:
         verb, value = stated[-1]  # the last verb followed by a value ("... get 8 in total": not "total")
-        if (not _ARITHMETIC.search(value[0])
-                and _unit_only(re.sub(r"[$*]|\\[)\]]", "", sentence[value[1] :]))
-                and not (verb.group() == "=" and (_relation(sentence[: verb.start()])
-                                                  or _numbers_equated(sentence[: verb.start()])))):
+        if (
+            not _ARITHMETIC.search(value[0])
+            and _unit_only(re.sub(r"[$*]|\\[)\]]", "", sentence[value[1] :]))
+            and not (
+                verb.group() == "="
+                and (_relation(sentence[: verb.start()]) or _numbers_equated(sentence[: verb.start()]))
+            )
+        ):
             return at + verb.end(), clean_answer(value[0])
     equals = [m.start() for m in re.finditer(r"(?<![<>=!])=(?!=)", sentence)]
     if equals and not _relation(sentence[: equals[-1]]) and not _numbers_equated(sentence[: equals[-1]]):
         value = _value_at_start(sentence, equals[-1] + 1)
         # "=9 – 52" restates, it states no value; in a text cut off by the token budget ("4 + 4 + 3 = 3 does not
         # hold true since it") the sentence was still going: only a value that ends it was committed to
-        if (value is not None and not _ARITHMETIC.search(value[0])
-                and (not re.search(r"[A-Za-z]\s*$", text) or _FINISHED.search(text)
-                     or _unit_only(sentence[value[1] :]))):
+        if (
+            value is not None
+            and not _ARITHMETIC.search(value[0])
+            and (not re.search(r"[A-Za-z]\s*$", text) or _FINISHED.search(text) or _unit_only(sentence[value[1] :]))
+        ):
             return at + equals[-1] + 1, clean_answer(value[0])
     return None
 
@@ -582,8 +666,12 @@ def stated_value(reference: str, answer: str) -> str:
 
 def is_unevaluated(reference: str | None, answer: str | None) -> bool:
     """Whether ``answer`` writes arithmetic out instead of giving its value ("9 + 3" where the reference is 12)."""
-    return bool(reference and answer and _INTEGER.fullmatch(reference.strip())
-                and _UNEVALUATED.search(stated_value(reference, answer)))
+    return bool(
+        reference
+        and answer
+        and _INTEGER.fullmatch(reference.strip())
+        and _UNEVALUATED.search(stated_value(reference, answer))
+    )
 
 
 def answers_match(reference: str | None, answer: str | None) -> bool:

@@ -34,8 +34,10 @@ WALL, FLOOR, START, GOAL = "#", ".", "S", "G"
 STEPS = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 # The example walks in a circle, so copying it never earns more than the format reward (an example such as
 # "R R D" solves some mazes: SmolLM2-135M copied it).
-INSTRUCTION = ("Think briefly if you need to, then end with one line that gives the path as move letters, "
-               "for example:\nPath: U R D L")
+INSTRUCTION = (
+    "Think briefly if you need to, then end with one line that gives the path as move letters, "
+    "for example:\nPath: U R D L"
+)
 
 Cell = tuple[int, int]
 
@@ -89,8 +91,9 @@ class MazeTask:
         moves, marked, clean = parse_moves(completion)
         rewards = walk(problem.meta["grid"], moves or [])
         rewards["format"] = float(bool(moves) and marked and clean)
-        return Score(rewards=rewards, primary="reaches_goal", extracted=" ".join(moves) if moves else None,
-                     unparsed=not moves)
+        return Score(
+            rewards=rewards, primary="reaches_goal", extracted=" ".join(moves) if moves else None, unparsed=not moves
+        )
 
     def reference_completion(self, problem: Problem) -> str:
         """The reference path (a shortest one) as the one line the instruction asks for."""
@@ -102,11 +105,22 @@ class MazeTask:
         except importlib.metadata.PackageNotFoundError:
             version = None
         splits = self._splits or {}
-        return {"source": "generated", "generator": f"harness.tasks.maze ({self.version})", "harness_version": version,
-                "params": {"min_size": self.min_size, "max_size": self.max_size, "wall_density": self.wall_density,
-                           "min_distance": self.min_distance, "seed": POOL_SEED, "size": self.pool_size},
-                "eval_fraction": self.eval_fraction, "split": "content-hash",
-                **{f"n_{k}": len(v) for k, v in splits.items()}}
+        return {
+            "source": "generated",
+            "generator": f"harness.tasks.maze ({self.version})",
+            "harness_version": version,
+            "params": {
+                "min_size": self.min_size,
+                "max_size": self.max_size,
+                "wall_density": self.wall_density,
+                "min_distance": self.min_distance,
+                "seed": POOL_SEED,
+                "size": self.pool_size,
+            },
+            "eval_fraction": self.eval_fraction,
+            "split": "content-hash",
+            **{f"n_{k}": len(v) for k, v in splits.items()},
+        }
 
     def _generate(self, index: int) -> Problem:
         rng = random.Random(f"maze-{POOL_SEED}-{index}")  # one stream per item: item i never depends on pool_size
@@ -133,8 +147,13 @@ def maze_problem(grid: Sequence[str], **meta: Any) -> Problem:
     """A Problem for a grid given as row strings (also how tests build hand-made mazes). Needs a path S -> G."""
     grid = [str(row) for row in grid]
     cells = "".join(grid)
-    if not grid or len({len(row) for row in grid}) != 1 or set(cells) - {WALL, FLOOR, START, GOAL} \
-            or cells.count(START) != 1 or cells.count(GOAL) != 1:
+    if (
+        not grid
+        or len({len(row) for row in grid}) != 1
+        or set(cells) - {WALL, FLOOR, START, GOAL}
+        or cells.count(START) != 1
+        or cells.count(GOAL) != 1
+    ):
         raise ValueError("maze: a grid is equal-length rows of '#', '.', one 'S' and one 'G'")
     start, goal = find(grid, START), find(grid, GOAL)
     distance = distances_to_goal(grid).get(start)
@@ -142,13 +161,19 @@ def maze_problem(grid: Sequence[str], **meta: Any) -> Problem:
         raise ValueError("maze: the goal cannot be reached from the start")
     rows, cols = len(grid), len(grid[0])
     picture = "\n".join(" ".join(row) for row in grid)
-    prompt = (f"Find a path through this maze from S (start) to G (goal). It has {rows} rows and {cols} columns; "
-              f"# is a wall and . is open floor.\n\n{picture}\n\n"
-              "Each move goes one cell up (U), down (D), left (L) or right (R). "
-              "You cannot move into a wall or off the grid.")
+    prompt = (
+        f"Find a path through this maze from S (start) to G (goal). It has {rows} rows and {cols} columns; "
+        f"# is a wall and . is open floor.\n\n{picture}\n\n"
+        "Each move goes one cell up (U), down (D), left (L) or right (R). "
+        "You cannot move into a wall or off the grid."
+    )
     # The id hashes the rows with their breaks (digest() ignores whitespace: a 4x6 and a 6x4 grid would collide).
-    return Problem(id=f"maze-{digest('|'.join(grid))[:12]}", prompt=prompt, answer=" ".join(shortest_path(grid)),
-                   meta={"grid": grid, "start": list(start), "goal": list(goal), "distance": distance, **meta})
+    return Problem(
+        id=f"maze-{digest('|'.join(grid))[:12]}",
+        prompt=prompt,
+        answer=" ".join(shortest_path(grid)),
+        meta={"grid": grid, "start": list(start), "goal": list(goal), "distance": distance, **meta},
+    )
 
 
 def find(grid: Sequence[str], mark: str) -> Cell:
@@ -183,8 +208,11 @@ def shortest_path(grid: Sequence[str]) -> list[str]:
     dist = distances_to_goal(grid)
     cell, moves = find(grid, START), []
     while dist[cell]:
-        move, cell = next((m, (cell[0] + dr, cell[1] + dc)) for m, (dr, dc) in STEPS.items()
-                          if dist.get((cell[0] + dr, cell[1] + dc)) == dist[cell] - 1)
+        move, cell = next(
+            (m, (cell[0] + dr, cell[1] + dc))
+            for m, (dr, dc) in STEPS.items()
+            if dist.get((cell[0] + dr, cell[1] + dc)) == dist[cell] - 1
+        )
         moves.append(move)
     return moves
 
@@ -241,12 +269,12 @@ def _moves_in(region: str, loose: bool) -> tuple[list[str], bool]:
 def _after_label(text: str, loose: bool) -> tuple[list[str], bool] | None:
     """The last "Path: ..." with moves: the rest of its line, or the list right under an empty label line."""
     for m in reversed(list(_LABEL.finditer(text))):
-        line = text[m.end():].split("\n", 1)[0]
+        line = text[m.end() :].split("\n", 1)[0]
         moves, clean = _moves_in(line, loose)
         if moves:
             return moves, clean
         if not line.strip():  # "Path:\n1. right\n2. down": the lines that follow, up to a blank line
-            block = text[m.end():].strip("\n").split("\n\n", 1)[0]
+            block = text[m.end() :].strip("\n").split("\n\n", 1)[0]
             moves, clean = _moves_in(block, loose)
             if moves:
                 return moves, clean
@@ -276,10 +304,14 @@ def parse_moves(text: str) -> tuple[list[str] | None, bool, bool]:
     for i in range(len(lines) - 1, -1, -1):
         if _mostly_moves(lines[i]):
             first = i
-            while first > 0 and _LIST_MARK.match(lines[i]) and _LIST_MARK.match(lines[first - 1]) \
-                    and _mostly_moves(lines[first - 1]):
+            while (
+                first > 0
+                and _LIST_MARK.match(lines[i])
+                and _LIST_MARK.match(lines[first - 1])
+                and _mostly_moves(lines[first - 1])
+            ):
                 first -= 1
-            return _moves_in("\n".join(lines[first:i + 1]), loose=False)[0], False, False
+            return _moves_in("\n".join(lines[first : i + 1]), loose=False)[0], False, False
     return None, False, False
 
 

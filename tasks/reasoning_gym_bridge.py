@@ -33,8 +33,9 @@ from harness.tasks.math_answers import boxed_contents, clean_answer
 from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
-INSTRUCTION = ("Reason briefly, then write your final answer between <answer> and </answer> tags, with nothing "
-               "else inside them.")
+INSTRUCTION = (
+    "Reason briefly, then write your final answer between <answer> and </answer> tags, with nothing else inside them."
+)
 MANAGED = {"seed": "pool_seed", "size": "pool_size"}  # config fields the task sets: the pool's
 MAX_LAST_LINE_CHARS = 100  # a longer last line is prose, not an answer: reported as unparsed
 
@@ -117,15 +118,22 @@ class ReasoningGymTask:
             answer = first.group(0) if first else answer
         value = 0.0
         if answer is not None:
-            entry = {"question": problem.prompt, "answer": problem.meta.get("rg_answer", problem.answer),
-                     "metadata": problem.meta.get("metadata", {})}
+            entry = {
+                "question": problem.prompt,
+                "answer": problem.meta.get("rg_answer", problem.answer),
+                "metadata": problem.meta.get("metadata", {}),
+            }
             try:
                 value = float(self._generator.score_answer(answer, entry))
             except Exception:  # a scorer that chokes on a strange answer has not been given a right one
                 value = 0.0
             value = min(1.0, max(0.0, value)) if math.isfinite(value) else 0.0
-        return Score(rewards={"correct": float(value >= 1.0), "score": value, "format": float(tagged)},
-                     primary="correct", extracted=answer, unparsed=answer is None)
+        return Score(
+            rewards={"correct": float(value >= 1.0), "score": value, "format": float(tagged)},
+            primary="correct",
+            extracted=answer,
+            unparsed=answer is None,
+        )
 
     def data_source(self) -> dict[str, Any]:
         try:
@@ -133,12 +141,22 @@ class ReasoningGymTask:
         except importlib.metadata.PackageNotFoundError:
             version = None
         config = {k: _plain(v) for k, v in dataclasses.asdict(self.config).items()}
-        info: dict[str, Any] = {"source": "reasoning-gym", "version": version, "dataset": self.dataset,
-                                "config": config, "pool_seed": self.pool_seed, "pool_size": self.pool_size,
-                                "eval_fraction": self.eval_fraction, "split": "content-hash"}
+        info: dict[str, Any] = {
+            "source": "reasoning-gym",
+            "version": version,
+            "dataset": self.dataset,
+            "config": config,
+            "pool_seed": self.pool_seed,
+            "pool_size": self.pool_size,
+            "eval_fraction": self.eval_fraction,
+            "split": "content-hash",
+        }
         if self._splits is not None:
-            info |= {"n_train": len(self._splits["train"]), "n_eval": len(self._splits["eval"]),
-                     "duplicates_dropped": self._duplicates}
+            info |= {
+                "n_train": len(self._splits["train"]),
+                "n_eval": len(self._splits["eval"]),
+                "duplicates_dropped": self._duplicates,
+            }
         return info
 
     def _problem(self, index: int, entry: dict[str, Any]) -> Problem:
@@ -147,8 +165,12 @@ class ReasoningGymTask:
         if answer is not None and not isinstance(answer, str):
             meta["rg_answer"] = answer  # the scorer gets the reference in its own type
         # Some datasets have no single reference (their scorer checks the answer): answer None.
-        return Problem(id=f"rg-{self.dataset}-{digest(question)[:12]}", prompt=question,
-                       answer=None if answer is None else str(answer), meta=meta)
+        return Problem(
+            id=f"rg-{self.dataset}-{digest(question)[:12]}",
+            prompt=question,
+            answer=None if answer is None else str(answer),
+            meta=meta,
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -221,5 +243,7 @@ def _unknown_dataset(name: str, known: list[str]) -> str:
         return f"rg: needs a dataset name: --task rg:<name>, e.g. rg:{', rg:'.join(known[:5])} ({len(known)} in all)"
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     examples = close or [n for n in ("basic_arithmetic", "chain_sum", "leg_counting", "maze") if n in known]
-    return (f"unknown reasoning-gym dataset {name!r}; did you mean {', '.join(examples)}? "
-            f"({len(known)} in all: {', '.join(known[:8])}, ...)")
+    return (
+        f"unknown reasoning-gym dataset {name!r}; did you mean {', '.join(examples)}? "
+        f"({len(known)} in all: {', '.join(known[:8])}, ...)"
+    )

@@ -47,8 +47,10 @@ def dedupe(problems: Iterable[Problem]) -> list[Problem]:
 def split_by_content(problems: Iterable[Problem], eval_fraction: float) -> dict[str, list[Problem]]:
     """{"train": [...], "eval": [...]}: deduplicated, each prompt in the split its content hash picks."""
     pool = dedupe(problems)
-    return {"train": [p for p in pool if bucket(p.prompt) >= eval_fraction],
-            "eval": [p for p in pool if bucket(p.prompt) < eval_fraction]}
+    return {
+        "train": [p for p in pool if bucket(p.prompt) >= eval_fraction],
+        "eval": [p for p in pool if bucket(p.prompt) < eval_fraction],
+    }
 
 
 def take(problems: list[Problem], limit: int | None, seed: int) -> list[Problem]:

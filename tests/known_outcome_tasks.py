@@ -30,13 +30,23 @@ def save_toy_model(folder: Path, seed: int = 0) -> str:
     vocab = {word: i for i, word in enumerate(WORDS)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
-                                        unk_token="<unk>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
-    config = LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=vocab["<eos>"],
-                         pad_token_id=vocab["<pad>"])
+    config = LlamaConfig(
+        vocab_size=len(WORDS),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=vocab["<eos>"],
+        pad_token_id=vocab["<pad>"],
+    )
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -76,8 +86,12 @@ class TradeOffTask(_Toy):
 
     def score(self, problem, completion):
         first = first_word(completion)
-        return Score(rewards={c: float(first == c) for c in self.reward_weights}, primary="a", extracted=first or None,
-                     unparsed=not first)
+        return Score(
+            rewards={c: float(first == c) for c in self.reward_weights},
+            primary="a",
+            extracted=first or None,
+            unparsed=not first,
+        )
 
 
 class AnythingTask(_Toy):

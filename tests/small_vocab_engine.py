@@ -25,10 +25,17 @@ class SmallVocabEngine(FakeEngine):
         self.policy = policy
 
     def generate(self, prompts, params, *, desc: str = "", samples=None):
-        out = [replace(c, prompt_ids=_fold(c.prompt_ids), token_ids=_fold(c.token_ids))
-               for c in super().generate(prompts, params, desc=desc, samples=samples)]
+        out = [
+            replace(c, prompt_ids=_fold(c.prompt_ids), token_ids=_fold(c.token_ids))
+            for c in super().generate(prompts, params, desc=desc, samples=samples)
+        ]
         batch = pad_completions(out, self.policy.tokenizer.pad_token_id)
         with torch.no_grad():
-            logp = sequence_logprobs(self.policy.model, batch["input_ids"], batch["attention_mask"],
-                                     int(batch["prompt_width"]), params.temperature)
+            logp = sequence_logprobs(
+                self.policy.model,
+                batch["input_ids"],
+                batch["attention_mask"],
+                int(batch["prompt_width"]),
+                params.temperature,
+            )
         return [replace(c, logprobs=logp[r, : len(c.token_ids)].tolist()) for r, c in enumerate(out)]

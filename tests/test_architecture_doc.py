@@ -26,8 +26,12 @@ def test_every_module_has_one_row_and_every_row_names_a_real_path():
     assert len(named) > 100  # the table was found and read
     assert sorted(p for p in named if named.count(p) > 1) == []
     assert [p for p in named if not (ROOT / p).exists()] == []
-    modules = {str(p.relative_to(ROOT)) for package in PACKAGES for p in (ROOT / package).rglob("*.py")
-               if "__pycache__" not in p.parts}
+    modules = {
+        str(p.relative_to(ROOT))
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
     assert sorted(modules - set(named)) == []
 
 

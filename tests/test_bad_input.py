@@ -16,8 +16,14 @@ import pytest
 from harness.cli import main
 from harness.store.results_db import index_run
 
-TINY = [("--model", "tiny-random"), ("--trainer", "none"), ("--limit", "1"), ("--k", "1"),
-        ("--set", "searcher.n=1"), ("--set", "searcher.max_new_tokens=2")]
+TINY = [
+    ("--model", "tiny-random"),
+    ("--trainer", "none"),
+    ("--limit", "1"),
+    ("--k", "1"),
+    ("--set", "searcher.n=1"),
+    ("--set", "searcher.max_new_tokens=2"),
+]
 SEEN: list[tuple[str, str]] = []
 
 
@@ -43,8 +49,15 @@ def _files(tmp: Path, model: str | None = None) -> dict[str, str]:
     (tmp / "bomb.yaml").write_text("\n".join(levels) + "\n")
     done = tmp / "done"
     done.mkdir(exist_ok=True)
-    (done / "manifest.json").write_text(json.dumps({"status": "complete", "seed": 0, "config": {
-        "task": "math", "trainer": "none", "searcher": "best-of-k", "model": "tiny-random"}}))
+    (done / "manifest.json").write_text(
+        json.dumps(
+            {
+                "status": "complete",
+                "seed": 0,
+                "config": {"task": "math", "trainer": "none", "searcher": "best-of-k", "model": "tiny-random"},
+            }
+        )
+    )
     index_run(tmp / "results.sqlite", done)  # complete and indexed: nothing left to do
     subs = {"tmp": str(tmp)}
     if model:  # the tiny model with its weights cut in half, as an interrupted copy leaves them
@@ -59,24 +72,39 @@ def _files(tmp: Path, model: str | None = None) -> dict[str, str]:
 CASES = [
     ("unknown task", ["run", "--task", "mathz"], "unknown task 'mathz'; available:"),
     ("unknown trainer in a grid", ["run", "--trainer", "grpo,grpoo"], "unknown trainer 'grpoo'"),
-    ("unknown plugin option", ["run", "--set", "searcher.nn=4"],
-     "unknown option nn; did you mean n (candidate answers per problem)?"),
+    (
+        "unknown plugin option",
+        ["run", "--set", "searcher.nn=4"],
+        "unknown option nn; did you mean n (candidate answers per problem)?",
+    ),
     ("wrong option type", ["run", "--trainer", "grpo", "--set", "trainer.lr=fast"], "option lr='fast': expected float"),
     ("malformed --set", ["run", "--set", "lr=1"], "expected KIND.KEY=VALUE"),
     ("k larger than n", ["run", "--k", "1,8"], "every k must be in 1..n=1"),
-    ("dataset row missing a field", ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/bad_row.jsonl"],
-     "row 1 (line 2): 'answer' must be a non-empty string or number"),
-    ("dataset row not JSON", ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/not_json.jsonl"],
-     "row 1 (line 2): invalid JSON"),
-    ("dataset file missing", ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/nope.jsonl"],
-     "nope.jsonl"),
+    (
+        "dataset row missing a field",
+        ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/bad_row.jsonl"],
+        "row 1 (line 2): 'answer' must be a non-empty string or number",
+    ),
+    (
+        "dataset row not JSON",
+        ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/not_json.jsonl"],
+        "row 1 (line 2): invalid JSON",
+    ),
+    (
+        "dataset file missing",
+        ["run", "--set", "task.source=jsonl", "--set", "task.path={tmp}/nope.jsonl"],
+        "nope.jsonl",
+    ),
     ("config file not TOML", ["run", "--config", "{tmp}/broken.toml"], "not valid toml"),
     ("config value of the wrong type", ["run", "--config", "{tmp}/types.toml"], "steps should be an integer"),
     ("unknown config key", ["run", "--config", "{tmp}/unknown.toml"], "unknown setting(s) optimiser"),
     ("model path that does not exist", ["run", "--model", "./no-such-model"], "model './no-such-model' not found"),
     ("resume a finished run", ["run", "--resume", "{tmp}/done"], "already complete"),
-    ("report of no finished run", ["report", "{tmp}", "--out", "{tmp}/report"],
-     "none of the 1 run folders is complete"),
+    (
+        "report of no finished run",
+        ["report", "{tmp}", "--out", "{tmp}/report"],
+        "none of the 1 run folders is complete",
+    ),
     ("report of a missing folder", ["report", "{tmp}/nope", "--out", "{tmp}/report"], "does not exist"),
     # refused up front, before the model loads (these once failed after it had loaded, or never)
     ("--out is a file", ["run", "--out", "{tmp}/a-file"], "a-file is a file, not a folder"),
@@ -88,19 +116,37 @@ CASES = [
     ("truncated safetensors model", ["run", "--model", "{truncated}"], "model.safetensors is truncated"),
     ("learning rate nan", ["run", "--trainer", "grpo", "--set", "trainer.lr=nan"], "lr='nan' is not a finite number"),
     ("learning rate inf", ["run", "--trainer", "grpo", "--set", "trainer.lr=inf"], "lr='inf' is not a finite number"),
-    ("negative learning rate", ["run", "--trainer", "grpo", "--set", "trainer.lr=-1"],
-     "lr must be in (0, 1], got -1.0"),
-    ("huge learning rate", ["run", "--trainer", "grpo", "--set", "trainer.lr=1e308"],
-     "lr must be in (0, 1], got 1e+308"),
-    ("seed too large for the index", ["run", "--seed", "99999999999999999999999"],
-     "seed should be in [0, 4294967295], got 99999999999999999999999"),
+    (
+        "negative learning rate",
+        ["run", "--trainer", "grpo", "--set", "trainer.lr=-1"],
+        "lr must be in (0, 1], got -1.0",
+    ),
+    (
+        "huge learning rate",
+        ["run", "--trainer", "grpo", "--set", "trainer.lr=1e308"],
+        "lr must be in (0, 1], got 1e+308",
+    ),
+    (
+        "seed too large for the index",
+        ["run", "--seed", "99999999999999999999999"],
+        "seed should be in [0, 4294967295], got 99999999999999999999999",
+    ),
     ("negative seed", ["run", "--seed", "0,-1"], "seed should be in [0, 4294967295], got -1"),
-    ("no training problems", ["run", "--trainer", "grpo", "--train-limit", "0"],
-     "--train-limit should be a positive integer, got 0"),
-    ("negative checkpoint interval", ["run", "--trainer", "grpo", "--checkpoint-every", "-1"],
-     "--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got '-1'"),
-    ("checkpoint interval of no minutes", ["run", "--trainer", "grpo", "--checkpoint-every", "0m"],
-     "--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got '0m'"),
+    (
+        "no training problems",
+        ["run", "--trainer", "grpo", "--train-limit", "0"],
+        "--train-limit should be a positive integer, got 0",
+    ),
+    (
+        "negative checkpoint interval",
+        ["run", "--trainer", "grpo", "--checkpoint-every", "-1"],
+        "--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got '-1'",
+    ),
+    (
+        "checkpoint interval of no minutes",
+        ["run", "--trainer", "grpo", "--checkpoint-every", "0m"],
+        "--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got '0m'",
+    ),
     ("trainer options without a trainer", ["run", "--set", "trainer.lr=nan"], "this run trains nothing"),
     ("YAML alias bomb", ["run", "--config", "{tmp}/bomb.yaml"], "bomb.yaml: its aliases expand to more than"),
 ]
@@ -131,26 +177,48 @@ def test_bad_input_is_one_line(what, argv, expected, tmp_path, capsys, tiny_poli
     SEEN.append((what, err[0]))
 
 
-@pytest.mark.parametrize(("option", "expected"), [("searcher.n=100000000000000000000", "n must be at most 100000"),
-                                                  ("searcher.max_new_tokens=1000000000000",
-                                                   "max_new_tokens in 1..131072")])
-def test_searcher_sizes_no_run_needs_are_refused_before_the_model_loads(option, expected, tmp_path, capsys,
-                                                                        no_model_load):
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("searcher.n=100000000000000000000", "n must be at most 100000"),
+        ("searcher.max_new_tokens=1000000000000", "max_new_tokens in 1..131072"),
+    ],
+)
+def test_searcher_sizes_no_run_needs_are_refused_before_the_model_loads(
+    option, expected, tmp_path, capsys, no_model_load
+):
     """n = 1e20 grew to 18 GB before the kernel killed the process; max_new_tokens = 1e12 failed after the load."""
-    assert main(["run", "--model", "tiny-random", "--trainer", "none", "--set", option, "--out",
-                 str(tmp_path / "runs")]) == 2
+    assert (
+        main(["run", "--model", "tiny-random", "--trainer", "none", "--set", option, "--out", str(tmp_path / "runs")])
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
 
 
 @pytest.mark.parametrize("kind", ["searcher", "trainer"])
-def test_a_generation_budget_beyond_the_model_s_context_is_refused_before_it_loads(kind, tmp_path, capsys,
-                                                                                  no_model_load):
+def test_a_generation_budget_beyond_the_model_s_context_is_refused_before_it_loads(
+    kind, tmp_path, capsys, no_model_load
+):
     """tiny-random reads 2048 tokens (its config's max_position_embeddings): a budget of 2048 new tokens leaves no
     room for the prompt. Before, the model loaded and decoded past its positions."""
     trainer = "grpo" if kind == "trainer" else "none"
-    assert main(["run", "--model", "tiny-random", "--trainer", trainer, "--set", f"{kind}.max_new_tokens=2048",
-                 "--out", str(tmp_path / "runs")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "tiny-random",
+                "--trainer",
+                trainer,
+                "--set",
+                f"{kind}.max_new_tokens=2048",
+                "--out",
+                str(tmp_path / "runs"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{kind}.max_new_tokens=2048: model 'tiny-random' reads at most 2048 tokens" in err[0], err
 
@@ -200,9 +268,31 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial_copy(
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "size=24m")
     try:
-        argv = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "1", "--limit", "1", "--k", "1",
-                "--train-limit", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-                "--set", "trainer.max_new_tokens=2", "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=2"]
+        argv = [
+            "run",
+            "--model",
+            "tiny-random",
+            "--trainer",
+            "grpo",
+            "--steps",
+            "1",
+            "--limit",
+            "1",
+            "--k",
+            "1",
+            "--train-limit",
+            "1",
+            "--set",
+            "trainer.group_size=2",
+            "--set",
+            "trainer.prompts_per_step=1",
+            "--set",
+            "trainer.max_new_tokens=2",
+            "--set",
+            "searcher.n=1",
+            "--set",
+            "searcher.max_new_tokens=2",
+        ]
         assert main([*argv, "--out", str(disk)]) == 2
         err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("harness:")]
         assert len(err) == 1 and "no space left writing" in err[0] and ".checkpoint.tmp/optimizer.pt" in err[0], err
@@ -233,8 +323,9 @@ def test_index_and_report_on_a_full_disk_are_one_line_each(tmp_path, capsys, tin
         assert main(["index", str(disk)]) == 2
         assert main(["report", str(disk), "--out", str(disk / "report")]) == 2
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-        assert len(err) == 2 and all(line.startswith("harness: error: the results store could not be written")
-                                     for line in err), err
+        assert len(err) == 2 and all(
+            line.startswith("harness: error: the results store could not be written") for line in err
+        ), err
         SEEN.append(("index on a full disk", err[0]))
         assert (disk / run.name / "manifest.json").read_text() == manifest
     finally:

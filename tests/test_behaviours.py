@@ -18,20 +18,28 @@ from harness.tasks.behaviours import (
 )
 from harness.types import Problem
 
-EXPERT = ("Binary search maintains the invariant lo <= target index < hi on a sorted array; each iteration compares "
-          "against a[mid] with mid = lo + (hi - lo) // 2, halving the interval, so it terminates after "
-          "ceil(log2(n + 1)) comparisons, i.e. O(log n) time and O(1) auxiliary space.")
-BEGINNER = ("Imagine you're looking for a name in a phone book. You don't start at page one! You open it in the "
-            "middle and see if the name comes before or after. Then you just do the same thing again with the half "
-            "that's left. It's kind of like a guessing game, and it's super quick. Easy, right?")
-HEDGING = ("I think the answer might be 42, but I'm not sure. Maybe it could be 41? It seems hard to say, and "
-           "perhaps we should check it again, I guess.")
+EXPERT = (
+    "Binary search maintains the invariant lo <= target index < hi on a sorted array; each iteration compares "
+    "against a[mid] with mid = lo + (hi - lo) // 2, halving the interval, so it terminates after "
+    "ceil(log2(n + 1)) comparisons, i.e. O(log n) time and O(1) auxiliary space."
+)
+BEGINNER = (
+    "Imagine you're looking for a name in a phone book. You don't start at page one! You open it in the "
+    "middle and see if the name comes before or after. Then you just do the same thing again with the half "
+    "that's left. It's kind of like a guessing game, and it's super quick. Easy, right?"
+)
+HEDGING = (
+    "I think the answer might be 42, but I'm not sure. Maybe it could be 41? It seems hard to say, and "
+    "perhaps we should check it again, I guess."
+)
 DIRECT = "The answer is 42. Adding 40 and 2 gives 42, so the total is 42."
 BRIEF = "Binary search halves a sorted list at each step, so it needs O(log n) comparisons."
-RAMBLING = ("Great question! It is important to note that searching is really very interesting. In other words, "
-            "searching is really very interesting. As I mentioned, there are many ways to search. Let me explain: "
-            "basically, you look at things, and that is really just very important. In other words, searching is "
-            "really very interesting. I hope this helps, and feel free to ask if you have more questions!")
+RAMBLING = (
+    "Great question! It is important to note that searching is really very interesting. In other words, "
+    "searching is really very interesting. As I mentioned, there are many ways to search. Let me explain: "
+    "basically, you look at things, and that is really just very important. In other words, searching is "
+    "really very interesting. I hope this helps, and feel free to ask if you have more questions!"
+)
 
 
 def test_expert_paragraph_scores_higher_expertise_than_a_beginner_one() -> None:
@@ -68,9 +76,18 @@ def test_signals_of_known_values() -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=300))
 def test_every_signal_and_text_scorer_is_in_the_unit_interval(text: str) -> None:
-    for signal in (text_signals.readability, text_signals.hedging, text_signals.confidence, text_signals.expertise,
-                   text_signals.beginner_friendliness, text_signals.conciseness, text_signals.caveats,
-                   text_signals.brevity, text_signals.repetition, text_signals.technical_density):
+    for signal in (
+        text_signals.readability,
+        text_signals.hedging,
+        text_signals.confidence,
+        text_signals.expertise,
+        text_signals.beginner_friendliness,
+        text_signals.conciseness,
+        text_signals.caveats,
+        text_signals.brevity,
+        text_signals.repetition,
+        text_signals.technical_density,
+    ):
         assert 0.0 <= signal(text) <= 1.0
     for name in ("expertise", "beginner", "confidence", "conciseness"):
         assert 0.0 <= BEHAVIOURS[name].score(text, None) <= 1.0
@@ -86,8 +103,12 @@ def test_no_words_score_zero() -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 MATH = Problem(id="gym-arith-1", prompt="Calculate 23 + 5.", answer="28")
-CHOICE = Problem(id="mmlu-1", prompt="Which gas is most of the air?\n\nA. Oxygen\nB. Nitrogen\nC. Argon\nD. CO2",
-                 answer="B", meta={"options": ["Oxygen", "Nitrogen", "Argon", "CO2"]})
+CHOICE = Problem(
+    id="mmlu-1",
+    prompt="Which gas is most of the air?\n\nA. Oxygen\nB. Nitrogen\nC. Argon\nD. CO2",
+    answer="B",
+    meta={"options": ["Oxygen", "Nitrogen", "Argon", "CO2"]},
+)
 
 
 def test_hint_is_wrong_deterministic_and_shown() -> None:
@@ -106,9 +127,14 @@ def test_hint_is_wrong_deterministic_and_shown() -> None:
 
 @pytest.mark.parametrize(
     ("answer", "check"),
-    [("0", lambda h: int(h) > 0), ("-4", lambda h: int(h) < -4), ("2.5", lambda h: h.count(".") == 1 and h != "2.5"),
-     ("1/2", lambda h: h.endswith("/2") and h != "1/2"), ("\\frac{3}{4}", lambda h: h.endswith("/4") and h != "3/4"),
-     ("x^2", lambda h: h == "x^2 + 1")],
+    [
+        ("0", lambda h: int(h) > 0),
+        ("-4", lambda h: int(h) < -4),
+        ("2.5", lambda h: h.count(".") == 1 and h != "2.5"),
+        ("1/2", lambda h: h.endswith("/2") and h != "1/2"),
+        ("\\frac{3}{4}", lambda h: h.endswith("/4") and h != "3/4"),
+        ("x^2", lambda h: h == "x^2 + 1"),
+    ],
 )
 def test_wrong_maths_answers(answer: str, check) -> None:
     assert check(wrong_answer(Problem(id="p" + answer, prompt="?", answer=answer)))

@@ -17,8 +17,24 @@ from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask
 from harness.types import Searcher
 
-FIELDS = {"problem_id", "phase", "sample_index", "rollout_index", "answer_index", "prompt", "reference", "text",
-          "extracted", "unparsed", "rewards", "primary", "success", "scalar", "num_tokens", "finished"}
+FIELDS = {
+    "problem_id",
+    "phase",
+    "sample_index",
+    "rollout_index",
+    "answer_index",
+    "prompt",
+    "reference",
+    "text",
+    "extracted",
+    "unparsed",
+    "rewards",
+    "primary",
+    "success",
+    "scalar",
+    "num_tokens",
+    "finished",
+}
 
 
 def answer(messages, sample_index, seed):
@@ -88,12 +104,27 @@ def test_metrics_and_samples_match_hand_computation(tmp_path):
         assert [(r["rollout_index"], r["answer_index"]) for r in mine] == [(0, 0), (1, 0), (2, 0), (3, 0)]
     for problem in problems:  # a row can be judged on its own: the question and the reference answer travel with it
         assert {(r["prompt"], r["reference"]) for r in records if r["problem_id"] == problem.id} == {
-            (problem.prompt, problem.answer)}
+            (problem.prompt, problem.answer)
+        }
     first = records[0]
-    assert first == {"problem_id": "add-0", "phase": "before", "sample_index": 0, "rollout_index": 0,
-                     "answer_index": 0, "prompt": problems[0].prompt, "reference": "0", "text": "the answer is 0",
-                     "extracted": "0", "unparsed": False, "rewards": {"correct": 1.0, "format": 1.0},
-                     "primary": "correct", "success": True, "scalar": 1.5, "num_tokens": 4, "finished": True}
+    assert first == {
+        "problem_id": "add-0",
+        "phase": "before",
+        "sample_index": 0,
+        "rollout_index": 0,
+        "answer_index": 0,
+        "prompt": problems[0].prompt,
+        "reference": "0",
+        "text": "the answer is 0",
+        "extracted": "0",
+        "unparsed": False,
+        "rewards": {"correct": 1.0, "format": 1.0},
+        "primary": "correct",
+        "success": True,
+        "scalar": 1.5,
+        "num_tokens": 4,
+        "finished": True,
+    }
 
 
 def test_k_above_n_is_rejected():
@@ -122,8 +153,9 @@ def test_a_raising_scorer_is_recorded_and_skipped(tmp_path):
     task, store = FlakyTask(), RunStore(tmp_path, "run")
     problems = task.problems("eval", limit=2)
     engine = FakeEngine(lambda messages, j, seed: ["boom", "it is 2", "nothing"][j])
-    metrics = BestOfK(n=3, k=[1, 3], embedding_diversity=False).search(engine, task, problems, phase="after",
-                                                                       store=store)
+    metrics = BestOfK(n=3, k=[1, 3], embedding_diversity=False).search(
+        engine, task, problems, phase="after", store=store
+    )
 
     records = read_samples(store)
     assert len(records) == 6
@@ -144,10 +176,14 @@ def test_a_raising_scorer_is_recorded_and_skipped(tmp_path):
 def test_fake_engine_cuts_at_max_new_tokens():
     from harness.types import SamplingParams
 
-    out = FakeEngine(["a b c d", "e"]).generate([[{"role": "user", "content": "q"}]], SamplingParams(n=3,
-                                                                                                    max_new_tokens=2))
+    out = FakeEngine(["a b c d", "e"]).generate(
+        [[{"role": "user", "content": "q"}]], SamplingParams(n=3, max_new_tokens=2)
+    )
     assert [(c.text, c.finished, len(c.token_ids), c.logprobs) for c in out] == [
-        ("a b", False, 2, [0.0, 0.0]), ("e", True, 1, [0.0]), ("a b", False, 2, [0.0, 0.0])]
+        ("a b", False, 2, [0.0, 0.0]),
+        ("e", True, 1, [0.0]),
+        ("a b", False, 2, [0.0, 0.0]),
+    ]
 
 
 def test_registration_is_lazy():
@@ -167,8 +203,11 @@ def two_answers(messages, rollout_index, seed):
     """Problem i (answer 2i), M = 2, n = 5 -> 3 rollouts: rollout 0 right then wrong; rollout 1 malformed (one
     answer, no number, no delimiter); rollout 2 right then "hmm", which is candidate 6 of 5 and dropped."""
     i = int(messages[0]["content"].split()[2].split("+")[0])
-    return [join_answers([f"the answer is {2 * i}", f"maybe {2 * i + 1}"]), "no idea",
-            join_answers([str(2 * i), "hmm"])][rollout_index]
+    return [
+        join_answers([f"the answer is {2 * i}", f"maybe {2 * i + 1}"]),
+        "no idea",
+        join_answers([str(2 * i), "hmm"]),
+    ][rollout_index]
 
 
 def test_multi_answer_rollouts_are_split_into_candidates(tmp_path):
@@ -218,7 +257,12 @@ def test_multi_answer_rollouts_are_split_into_candidates(tmp_path):
     assert len(records) == 10
     mine = [r for r in records if r["problem_id"] == "add-1"]
     assert [(r["sample_index"], r["rollout_index"], r["answer_index"]) for r in mine] == [
-        (0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1), (4, 2, 0)]
+        (0, 0, 0),
+        (1, 0, 1),
+        (2, 1, 0),
+        (3, 1, 1),
+        (4, 2, 0),
+    ]
     assert [r["text"] for r in mine] == ["the answer is 2", "maybe 3", "no idea", "", "2"]
     assert [r["success"] for r in mine] == [True, False, False, False, True]
     assert all(r["reference"] == "2" and r["prompt"] == problems[1].prompt for r in mine)  # the missing one too
@@ -232,7 +276,8 @@ def test_n_a_multiple_of_m_drops_no_answer(tmp_path):
     task = FakeTask()
     engine = FakeEngine([join_answers(["1", "2"])])
     metrics = BestOfK(n=4, k=[1, 4], answers_per_rollout=2, embedding_diversity=False).search(
-        engine, task, task.problems("eval", limit=1), phase="eval", store=RunStore(tmp_path, "run"))
+        engine, task, task.problems("eval", limit=1), phase="eval", store=RunStore(tmp_path, "run")
+    )
     assert engine.calls[0][1].n == 2
     assert metrics["budget/candidates"] == 4 and metrics["budget/rollouts"] == 2
     assert metrics["malformed_rollouts"] == 0 and metrics["diversity/distinct_answers"] == 2.0
@@ -244,17 +289,24 @@ def scripted_rollouts(rollouts):
     return lambda messages, j, seed: join_answers(["0" if ok else "1" for ok in rollouts[j]])
 
 
-@pytest.mark.parametrize(("rollouts", "pooled", "set_level"), [
-    # pooled: 2 right of 8 -> 1 - C(6,4)/C(8,4) = 1 - 15/70; every 4-answer set the policy writes holds a right one
-    ([[1, 0, 0, 0], [1, 0, 0, 0]], 1 - 15 / 70, 1.0),
-    # pooled: 4 right of 8 -> 1 - C(4,4)/C(8,4) = 1 - 1/70; one rollout of two is right: 1 - C(1,1)/C(2,1) = 1/2
-    ([[1, 1, 1, 1], [0, 0, 0, 0]], 1 - 1 / 70, 0.5),
-])
+@pytest.mark.parametrize(
+    ("rollouts", "pooled", "set_level"),
+    [
+        # pooled: 2 right of 8 -> 1 - C(6,4)/C(8,4) = 1 - 15/70; every 4-answer set the policy writes holds a right one
+        ([[1, 0, 0, 0], [1, 0, 0, 0]], 1 - 15 / 70, 1.0),
+        # pooled: 4 right of 8 -> 1 - C(4,4)/C(8,4) = 1 - 1/70; one rollout of two is right: 1 - C(1,1)/C(2,1) = 1/2
+        ([[1, 1, 1, 1], [0, 0, 0, 0]], 1 - 1 / 70, 0.5),
+    ],
+)
 def test_pass_at_k_of_a_multi_answer_policy_counts_whole_rollouts(tmp_path, rollouts, pooled, set_level):
     task = FakeTask()
     metrics = BestOfK(n=8, k="1,4,8", answers_per_rollout=4, embedding_diversity=False).search(
-        FakeEngine(scripted_rollouts(rollouts)), task, task.problems("eval", limit=1), phase="eval",
-        store=RunStore(tmp_path, "run"))
+        FakeEngine(scripted_rollouts(rollouts)),
+        task,
+        task.problems("eval", limit=1),
+        phase="eval",
+        store=RunStore(tmp_path, "run"),
+    )
     assert round(pooled, 3) in (0.786, 0.986)
     assert metrics["pooled_pass@4"] == pytest.approx(pooled)
     assert metrics["pass@4"] == pytest.approx(set_level)
@@ -270,15 +322,19 @@ def test_set_level_figures_are_the_per_sample_ones_when_m_is_1(tmp_path):
     """M = 1: every rollout is one answer, so pass@k and best@k are the per-sample estimators, value for value,
     on random outcomes; and no pooled_* figure is written."""
     rng = random.Random(7)
-    texts = {(i, j): rng.choice(["the answer is {}", "it is {}", "no idea"]).format(2 * i + rng.choice([0, 0, 1]))
-             for i in range(6) for j in range(7)}
+    texts = {
+        (i, j): rng.choice(["the answer is {}", "it is {}", "no idea"]).format(2 * i + rng.choice([0, 0, 1]))
+        for i in range(6)
+        for j in range(7)
+    }
 
     def respond(messages, j, seed):
         return texts[int(messages[0]["content"].split()[2].split("+")[0]), j]
 
     task, store = FakeTask(), RunStore(tmp_path, "run")
     metrics = BestOfK(n=7, k="1,2,3,5,7", embedding_diversity=False).search(
-        FakeEngine(respond), task, task.problems("eval", limit=6), phase="eval", store=store)
+        FakeEngine(respond), task, task.problems("eval", limit=6), phase="eval", store=store
+    )
     records = read_samples(store)
     by_problem = {}
     for r in records:
@@ -298,8 +354,13 @@ def test_no_k_a_multiple_of_m_warns_once_and_reports_pooled_only(tmp_path, capsy
     searcher = BestOfK(n=4, k="1,3", answers_per_rollout=2, embedding_diversity=False)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no k in [1, 3] is a multiple of answers_per_rollout=2" in err[0]
-    metrics = searcher.search(FakeEngine([join_answers(["0", "1"])]), task, task.problems("eval", limit=1),
-                              phase="eval", store=RunStore(tmp_path, "run"))
+    metrics = searcher.search(
+        FakeEngine([join_answers(["0", "1"])]),
+        task,
+        task.problems("eval", limit=1),
+        phase="eval",
+        store=RunStore(tmp_path, "run"),
+    )
     assert metrics["pooled_pass@1"] == 0.5 and metrics["pooled_pass@3"] == 1.0
     assert not any(key.startswith(("pass@", "best@")) for key in metrics)
 
@@ -313,8 +374,9 @@ def test_embedding_diversity_is_recorded(tmp_path):
     task = FakeTask()
     texts = ["The answer is 0, since zero plus zero is zero.", "Quarterly earnings rose by 4%.", "0"]
     engine = FakeEngine(texts)
-    metrics = BestOfK(n=3, k=[1, 3]).search(engine, task, task.problems("eval", limit=1), phase="eval",
-                                            store=RunStore(tmp_path, "run"))
+    metrics = BestOfK(n=3, k=[1, 3]).search(
+        engine, task, task.problems("eval", limit=1), phase="eval", store=RunStore(tmp_path, "run")
+    )
     assert metrics["diversity/embedding"] == pytest.approx(diversity.embedding_diversity(texts))
     assert 0.3 < metrics["diversity/embedding"] < 1.2
 
@@ -327,8 +389,9 @@ def test_without_the_embedding_package_one_warning_and_no_key(tmp_path, monkeypa
 
     monkeypatch.setattr(harness.metrics.embeddings, "embedding_model_path", missing)
     task = FakeTask()
-    metrics = BestOfK(n=2, k=1).search(FakeEngine(["1", "2"]), task, task.problems("eval", limit=1), phase="eval",
-                                       store=RunStore(tmp_path, "run"))
+    metrics = BestOfK(n=2, k=1).search(
+        FakeEngine(["1", "2"]), task, task.problems("eval", limit=1), phase="eval", store=RunStore(tmp_path, "run")
+    )
     assert "diversity/embedding" not in metrics and "diversity/distinct_1" in metrics
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("best-of-k: warning: diversity/embedding not computed: ")
@@ -346,8 +409,7 @@ def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_pa
     problems = task.problems("eval", limit=2)
     texts = ["The answer is 4.", "Well, I think maybe, basically, it could possibly be 4, I'm not sure.", "hmm"]
     engine = FakeEngine(texts)
-    searcher = BestOfK(n=3, k=[1, 3], embedding_diversity=False, behaviours="conciseness, confidence",
-                       plugins=plugins)
+    searcher = BestOfK(n=3, k=[1, 3], embedding_diversity=False, behaviours="conciseness, confidence", plugins=plugins)
     metrics = searcher.search(engine, task, problems, phase="eval", store=store)
 
     # FakeEngine answers every prompt with the same three texts, so each mean is over those three (twice)
@@ -358,8 +420,9 @@ def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_pa
     records = read_samples(store)
     assert len(records) == 6 and all(set(r) == FIELDS | {"behaviours"} for r in records)
     for r in records:
-        assert r["behaviours"] == pytest.approx({"conciseness": conciseness(r["text"], None),
-                                                 "confidence": confidence(r["text"], None)})
+        assert r["behaviours"] == pytest.approx(
+            {"conciseness": conciseness(r["text"], None), "confidence": confidence(r["text"], None)}
+        )
     assert len({r["behaviours"]["conciseness"] for r in records}) > 1  # the scripted texts do differ
 
 
@@ -368,11 +431,13 @@ def test_behaviours_skip_missing_answers_and_are_built_through_the_run(tmp_path,
     from harness.tasks.behaviours import conciseness
 
     task, store = FakeTask(), RunStore(tmp_path, "run")
-    searcher = build_plugin(plugins, "searcher", "best-of-k",  # build_plugin passes the registries
-                            {"n": 4, "k": "1", "answers_per_rollout": 2, "embedding_diversity": "false",
-                             "behaviours": "conciseness"})
-    metrics = searcher.search(FakeEngine(two_answers), task, task.problems("eval", limit=1), phase="eval",
-                              store=store)
+    searcher = build_plugin(
+        plugins,
+        "searcher",
+        "best-of-k",  # build_plugin passes the registries
+        {"n": 4, "k": "1", "answers_per_rollout": 2, "embedding_diversity": "false", "behaviours": "conciseness"},
+    )
+    metrics = searcher.search(FakeEngine(two_answers), task, task.problems("eval", limit=1), phase="eval", store=store)
     # problem 0, candidates: "the answer is 0", "maybe 1" (rollout 0), "no idea" (rollout 1), its missing 2nd answer
     records = read_samples(store)
     assert len(records) == 4 and records[-1]["missing"] and records[-1]["behaviours"] == {}  # not text: not scored

@@ -46,9 +46,10 @@ def test_a_short_run_at_the_default_interval_writes_one_state(tmp_path, monkeypa
 
     saves = []
     real_save = Checkpointer.save
-    monkeypatch.setattr(Checkpointer, "save", lambda self, step, *a, **k: (saves.append(step),
-                                                                             real_save(self, step, *a, **k)))
-    default_interval = RUN[:RUN.index("--checkpoint-every")]  # the same tiny run, at the default interval
+    monkeypatch.setattr(
+        Checkpointer, "save", lambda self, step, *a, **k: (saves.append(step), real_save(self, step, *a, **k))
+    )
+    default_interval = RUN[: RUN.index("--checkpoint-every")]  # the same tiny run, at the default interval
     assert main([*default_interval, "--out", str(tmp_path)]) == 0
     assert saves == [2]
 
@@ -64,8 +65,10 @@ def test_save_every_keeps_a_loadable_model_per_interval_that_harness_run_evaluat
     from harness.cli import main
     from tests.tiny_runs import RUN
 
-    assert main([*RUN, "--steps", "4", "--save-every", "2", "--set", "trainer.lr=1e-2",
-                 "--out", str(tmp_path / "train")]) == 0
+    assert (
+        main([*RUN, "--steps", "4", "--save-every", "2", "--set", "trainer.lr=1e-2", "--out", str(tmp_path / "train")])
+        == 0
+    )
     (run_dir,) = (p for p in (tmp_path / "train").iterdir() if p.is_dir())
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step-2", "step-4"]
     assert not (run_dir / "checkpoint").exists()
@@ -73,8 +76,25 @@ def test_save_every_keeps_a_loadable_model_per_interval_that_harness_run_evaluat
     final = load_file(run_dir / "model/model.safetensors")
     assert last.keys() == final.keys() and all(torch.equal(last[k], final[k]) for k in last)
     step2 = run_dir / "checkpoints" / "step-2"
-    evaluate = ["run", "--model", str(step2), "--trainer", "none", "--limit", "2", "--k", "1", "--threads", "1",
-                "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4", "--out", str(tmp_path / "eval")]
+    evaluate = [
+        "run",
+        "--model",
+        str(step2),
+        "--trainer",
+        "none",
+        "--limit",
+        "2",
+        "--k",
+        "1",
+        "--threads",
+        "1",
+        "--set",
+        "searcher.n=1",
+        "--set",
+        "searcher.max_new_tokens=4",
+        "--out",
+        str(tmp_path / "eval"),
+    ]
     assert main(evaluate) == 0
     (eval_dir,) = (p for p in (tmp_path / "eval").iterdir() if p.is_dir())
     manifest = json.loads((eval_dir / "manifest.json").read_text())

@@ -23,8 +23,9 @@ def test_every_command_and_its_flags_are_on_the_page(command):
     assert len(section) == 2, f"no section for `harness {command}`: python -m harness.cli_reference"
     text = section[1].split("\n### ", 1)[0]
     missing = [f for f in cli_reference.flags(COMMANDS[command]) if f not in text]
-    assert missing == [], f"`harness {command}` flags missing from docs/reference/cli.md: " \
-                          f"python -m harness.cli_reference"
+    assert missing == [], (
+        f"`harness {command}` flags missing from docs/reference/cli.md: python -m harness.cli_reference"
+    )
 
 
 def test_the_generated_help_does_not_depend_on_the_terminal(monkeypatch):

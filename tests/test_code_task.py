@@ -46,8 +46,17 @@ FUNCTION = "def add(a, b):\n    return a + b\n"
         ("    return a + b\n", "    return a + b\n"),  # a body, as a completion model continues the prompt
         ("    pass", "    pass\n"),
     ],
-    ids=["fenced", "prose-around", "block-defining-it", "bare-fence", "unclosed", "other-language", "unfenced",
-         "body", "pass"],
+    ids=[
+        "fenced",
+        "prose-around",
+        "block-defining-it",
+        "bare-fence",
+        "unclosed",
+        "other-language",
+        "unfenced",
+        "body",
+        "pass",
+    ],
 )
 def test_extract_code_on_model_habits(completion: str, expected: str) -> None:
     assert extract_code(completion, "add") == expected
@@ -130,8 +139,10 @@ def test_an_empty_body_fails(humaneval: dict[str, Problem]) -> None:
 
 def test_reward_hacks_fail(humaneval: dict[str, Problem]) -> None:
     task = CodeTask()
-    always_equal = "class Anything:\n    def __eq__(self, other):\n        return True\n\n" \
-                   "def has_close_elements(numbers, threshold):\n    return Anything()\n"
+    always_equal = (
+        "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
+        "def has_close_elements(numbers, threshold):\n    return Anything()\n"
+    )
     assert task.score(humaneval["HumanEval/0"], always_equal).rewards["pass_fraction"] == 0.0
     # /32 checks |poly(xs, x)| < 1e-4 with the prompt's poly: redefining poly must not help.
     redefined = "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 0.0\n"
@@ -156,8 +167,10 @@ def test_two_answers_trade_off_across_components() -> None:
     assert [b["test_0"], b["test_1"], b["test_2"]] == [0.0, 0.0, 1.0]
     assert a["all_pass"] == b["all_pass"] == 0.0
     assert scalarize(a, task.reward_weights) == pytest.approx(1 / 3) and scalarize(b, task.reward_weights) > 0
-    assert third.feedback == ["assert candidate(1) == 1  -> AssertionError",
-                              "assert candidate(2) == 4  -> AssertionError"]
+    assert third.feedback == [
+        "assert candidate(1) == 1  -> AssertionError",
+        "assert candidate(2) == 4  -> AssertionError",
+    ]
 
 
 def test_the_reward_vector_is_the_same_for_every_problem(humaneval: dict[str, Problem]) -> None:
@@ -191,8 +204,9 @@ def test_humaneval_splits_are_disjoint_by_content_and_deterministic() -> None:
     train, evaluation = task.problems("train"), task.problems("eval")
     assert len(train) + len(evaluation) == 164 and train and evaluation
     assert not {p.prompt for p in train} & {p.prompt for p in evaluation}
-    assert [p.id for p in task.problems("eval", limit=5, seed=3)] == [p.id for p in
-                                                                     CodeTask().problems("eval", limit=5, seed=3)]
+    assert [p.id for p in task.problems("eval", limit=5, seed=3)] == [
+        p.id for p in CodeTask().problems("eval", limit=5, seed=3)
+    ]
     assert task.data_source()["split"] == "content-hash" and task.data_source()["tests_split"] == 164
     assert CodeTask(eval_fraction=1.0).problems("train") == []
 
@@ -204,8 +218,16 @@ def test_task_protocol_and_budget() -> None:
     assert problem.meta["code_prompt"] in task.messages(problem)[0]["content"]
 
 
-@pytest.mark.parametrize("options", [{"source": "nope"}, {"source": "jsonl"}, {"source": "hub", "hub_id": "x/y"},
-                                     {"eval_fraction": 0}, {"test_slots": 0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"source": "nope"},
+        {"source": "jsonl"},
+        {"source": "hub", "hub_id": "x/y"},
+        {"eval_fraction": 0},
+        {"test_slots": 0},
+    ],
+)
 def test_bad_options_fail_at_construction(options: dict) -> None:
     with pytest.raises(ValueError, match="code"):
         CodeTask(**options)
@@ -258,10 +280,22 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
     text, texts, number = datasets.Value("string"), datasets.Sequence(datasets.Value("string")), datasets.Value("int32")
     features = {  # the hub's own column types
         ("openai_humaneval", ""): {k: text for k in ("task_id", "prompt", "canonical_solution", "test", "entry_point")},
-        (MBPP, "full"): {"task_id": number, "text": text, "code": text, "test_list": texts, "test_setup_code": text,
-                         "challenge_test_list": texts},
-        (MBPP, "sanitized"): {"source_file": text, "task_id": number, "prompt": text, "code": text,
-                              "test_imports": texts, "test_list": texts},
+        (MBPP, "full"): {
+            "task_id": number,
+            "text": text,
+            "code": text,
+            "test_list": texts,
+            "test_setup_code": text,
+            "challenge_test_list": texts,
+        },
+        (MBPP, "sanitized"): {
+            "source_file": text,
+            "task_id": number,
+            "prompt": text,
+            "code": text,
+            "test_imports": texts,
+            "test_list": texts,
+        },
     }
     calls: list[tuple] = []
 
@@ -270,15 +304,20 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
             urls = kwargs["data_files"]["test"]
             calls.append(("json", tuple(urls)))
             local = [str(FIXTURES / url.split("@", 1)[0].rsplit("/", 1)[1] / url.rsplit("/", 1)[1]) for url in urls]
-            return real_load_dataset("json", data_files={"test": local}, features=kwargs.get("features"),
-                                     cache_dir=str(tmp_path / "cache"))
+            return real_load_dataset(
+                "json", data_files={"test": local}, features=kwargs.get("features"), cache_dir=str(tmp_path / "cache")
+            )
         calls.append((path, name, kwargs.get("revision")))
         if path not in folders:
             raise ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)\nmore detail")
         config = name or ("full" if path == MBPP else "")
         files = {f.stem: str(f) for f in sorted((folders[path] / config).glob("*.jsonl"))}
-        return real_load_dataset("json", data_files=files, features=datasets.Features(features[path, config]),
-                                 cache_dir=str(tmp_path / "cache"))
+        return real_load_dataset(
+            "json",
+            data_files=files,
+            features=datasets.Features(features[path, config]),
+            cache_dir=str(tmp_path / "cache"),
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     return calls
@@ -300,7 +339,7 @@ def test_hub_mbpp_keeps_its_splits(fake_hub: list[tuple]) -> None:
     assert sorted(p.id for p in train) == ["mbpp/1", "mbpp/11", "mbpp/511"]  # mbpp/12 repeats mbpp/13's text
     remove = next(p for p in train if p.id == "mbpp/11")
     assert remove.meta["entry_point"] == "remove_Occ" and len(remove.meta["tests"]) == 3  # no challenge tests
-    assert "Your code should pass these tests" in remove.prompt and "remove_Occ(\"hello\"" in remove.prompt
+    assert "Your code should pass these tests" in remove.prompt and 'remove_Occ("hello"' in remove.prompt
     for problem in train + evaluation:
         assert task.score(problem, f"```python\n{problem.answer}\n```").rewards["all_pass"] == 1.0, problem.id
     assert task.score(remove, "```python\ndef remove_Occ(s, ch):\n    return s\n```").rewards["all_pass"] == 0.0
@@ -333,8 +372,10 @@ def test_hub_livecodebench(fake_hub: list[tuple]) -> None:
     average = problems["lcb/2999"]  # functional tests on a LeetCode-style class
     assert average.meta["kind"] == "function" and average.meta["target"] == "Solution().averageValue"
     assert "class Solution" in task.messages(average)[0]["content"]
-    solution = ("```python\nclass Solution:\n    def averageValue(self, nums: List[int], k: int) -> List[float]:\n"
-                "        return (round(sum(nums[:k]) / k, 2), len(nums))\n```")  # a tuple counts as a list
+    solution = (
+        "```python\nclass Solution:\n    def averageValue(self, nums: List[int], k: int) -> List[float]:\n"
+        "        return (round(sum(nums[:k]) / k, 2), len(nums))\n```"
+    )  # a tuple counts as a list
     assert task.score(average, solution).rewards["all_pass"] == 1.0
 
 
@@ -353,14 +394,22 @@ def test_hub_livecodebench_versions_pick_files(fake_hub: list[tuple]) -> None:
     [
         (code_module.humaneval_problem, {"task_id": "HumanEval/0", "prompt": "def f():\n", "test": ""}, "'test'"),
         (code_module.humaneval_problem, ["not", "a", "row"], "expected an object"),
-        (code_module.mbpp_problem, {"text": "Add.", "code": "def add(a, b): return a + b", "test_list": []},
-         "'test_list'"),
-        (code_module.mbpp_problem, {"text": "Add.", "code": "x = 1", "test_list": ["assert True"]},
-         "which function"),
-        (code_module.lcb_problem, {"question_content": "Q", "question_id": "1", "public_test_cases": "[{"},
-         "unreadable test cases"),
-        (code_module.lcb_problem, {"question_content": "Q", "question_id": "1", "public_test_cases": "[]",
-                                   "private_test_cases": "[]"}, "no test cases"),
+        (
+            code_module.mbpp_problem,
+            {"text": "Add.", "code": "def add(a, b): return a + b", "test_list": []},
+            "'test_list'",
+        ),
+        (code_module.mbpp_problem, {"text": "Add.", "code": "x = 1", "test_list": ["assert True"]}, "which function"),
+        (
+            code_module.lcb_problem,
+            {"question_content": "Q", "question_id": "1", "public_test_cases": "[{"},
+            "unreadable test cases",
+        ),
+        (
+            code_module.lcb_problem,
+            {"question_content": "Q", "question_id": "1", "public_test_cases": "[]", "private_test_cases": "[]"},
+            "no test cases",
+        ),
     ],
 )
 def test_malformed_hub_rows_name_source_and_row(convert, row, message: str) -> None:

@@ -29,8 +29,10 @@ def test_rollouts_shrunk_to_a_few_tokens_from_eight_times_that_are_a_collapse():
     answers = ["to find 76 - 83 subtract", "76 - 83 = -7", "the result is -7", "-7"]
     assert watch.rollouts(answers, [60, 70, 50, 20]) is None  # the first step sets the level: 50 tokens
     assert watch.rollouts(answers, [6, 7, 6, 6]) is None  # bare boxes ("\\boxed{7}" and end): short, not degenerate
-    assert watch.rollouts(["9", "1", "6", "7"], [2, 2, 2, 3]) == \
-        "the rollouts shrank to 2.2 tokens on average from 50.0 at the first step"
+    assert (
+        watch.rollouts(["9", "1", "6", "7"], [2, 2, 2, 3])
+        == "the rollouts shrank to 2.2 tokens on average from 50.0 at the first step"
+    )
     assert CollapseWatch().rollouts(["B", "C", "A", "B"], [2, 2, 2, 2]) is None  # short from the start
     terse = CollapseWatch()
     assert terse.rollouts(answers, [20, 20, 20, 20]) is None
@@ -50,7 +52,10 @@ def test_a_flat_task_reward_is_said_once_after_three_steps():
     assert watch.task_reward([0.0, 0.0]) is None
     assert watch.task_reward([0.5, 0.0]) is None  # spread: the count starts again
     assert [watch.task_reward([0.0, 0.0]) for _ in range(3)] == [
-        None, None, "the task's reward was 0 for every answer 3 steps in a row: nothing in it to learn from"]
+        None,
+        None,
+        "the task's reward was 0 for every answer 3 steps in a row: nothing in it to learn from",
+    ]
     assert watch.task_reward([0.0, 0.0]) is None  # said once
 
 
@@ -74,8 +79,9 @@ class EmptyAfter:
 
 def _train(policy, plugins, tmp_path, **options):
     engine = EmptyAfter(policy, empty_from=2)
-    trainer = GRPOTrainer(plugins=plugins, steps=4, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-3,
-                          **options)
+    trainer = GRPOTrainer(
+        plugins=plugins, steps=4, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-3, **options
+    )
     store = RunStore(tmp_path, "run")
     trainer.train(policy, engine, UppercaseTask(), UppercaseTask().problems("train"), store=store)
     steps = [json.loads(line) for line in (store.dir / "steps.jsonl").read_text().splitlines()]
@@ -86,8 +92,10 @@ def test_grpo_stops_at_empty_rollouts_with_the_last_healthy_weights(tiny_policy,
     engine, store, steps = _train(tiny_policy, plugins, tmp_path)
     assert [s["step"] for s in steps] == [0, 1, 2]  # the collapsed step is logged, then training ends
     assert "grad_norm" not in steps[2] and steps[1]["grad_norm"] > 0  # ... and never trained on
-    assert store.warnings == ["grpo stopped at step 2: policy collapse (100% of the step's 8 answers are empty); "
-                              "the policy is rolled back to its weights before step 1's update"]
+    assert store.warnings == [
+        "grpo stopped at step 2: policy collapse (100% of the step's 8 answers are empty); "
+        "the policy is rolled back to its weights before step 1's update"
+    ]
     # the weights step 1 sampled with (after step 0's update), not step 1's update nor the initial ones
     now = tiny_policy.model.state_dict()
     assert all(torch.equal(now[k], v) for k, v in engine.weights[1].items())

@@ -39,25 +39,40 @@ def test_a_task_missing_a_method_is_named_in_one_line():
     assert contract.check_task(_NoDataSource(), "t") == ["missing data_source()"]
     with pytest.raises(PluginError) as err:
         contract.require(contract.check_task(_NoDataSource(), "mytask"), "task", "mytask", "my-dist:mytask")
-    assert str(err.value) == ("task 'mytask' (plugin 'my-dist:mytask') does not follow the Task protocol: "
-                              "missing data_source()")
+    assert str(err.value) == (
+        "task 'mytask' (plugin 'my-dist:mytask') does not follow the Task protocol: missing data_source()"
+    )
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"name": None}, "missing name"),
-    ({"version": 2}, "version should be a non-empty str, got int 2"),
-    ({"reward_weights": None}, "missing reward_weights"),
-    ({"reward_weights": {"correct": "1"}},
-     "reward_weights should be a dict of str -> number, got dict {'correct': '1'}"),
-    ({"reward_weights": {"correct": True}},  # a bool is not a weight, though Python calls it an int
-     "reward_weights should be a dict of str -> number, got dict {'correct': True}"),
-    ({"capabilities": {"batch_scoring": True}}, "_Task.capabilities should be a TaskCapabilities, got dict"),
-    ({"capabilities": TaskCapabilities(batch_scoring=True)},
-     "declares TaskCapabilities(batch_scoring=True) but has no score_many()"),
-    ({"capabilities": TaskCapabilities(feedback=True)}, "declares TaskCapabilities(feedback=True) but has no check()"),
-    ({"capabilities": TaskCapabilities(reference_completions=True)},
-     "declares TaskCapabilities(reference_completions=True) but has no reference_completion()"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"name": None}, "missing name"),
+        ({"version": 2}, "version should be a non-empty str, got int 2"),
+        ({"reward_weights": None}, "missing reward_weights"),
+        (
+            {"reward_weights": {"correct": "1"}},
+            "reward_weights should be a dict of str -> number, got dict {'correct': '1'}",
+        ),
+        (
+            {"reward_weights": {"correct": True}},  # a bool is not a weight, though Python calls it an int
+            "reward_weights should be a dict of str -> number, got dict {'correct': True}",
+        ),
+        ({"capabilities": {"batch_scoring": True}}, "_Task.capabilities should be a TaskCapabilities, got dict"),
+        (
+            {"capabilities": TaskCapabilities(batch_scoring=True)},
+            "declares TaskCapabilities(batch_scoring=True) but has no score_many()",
+        ),
+        (
+            {"capabilities": TaskCapabilities(feedback=True)},
+            "declares TaskCapabilities(feedback=True) but has no check()",
+        ),
+        (
+            {"capabilities": TaskCapabilities(reference_completions=True)},
+            "declares TaskCapabilities(reference_completions=True) but has no reference_completion()",
+        ),
+    ],
+)
 def test_task_attribute_and_capability_problems(change, expected):
     task = _Task(size=2)
     for attr, value in change.items():
@@ -71,8 +86,9 @@ def test_a_task_method_with_the_wrong_signature():
             return []
 
     (problem,) = contract.check_task(OldProblems(), "t")
-    assert problem == ("problems(..., limit=..., seed=...) does not fit problems(split): got an unexpected keyword "
-                       "argument 'limit'")
+    assert problem == (
+        "problems(..., limit=..., seed=...) does not fit problems(split): got an unexpected keyword argument 'limit'"
+    )
 
 
 def test_a_declared_capability_with_its_method_passes():
@@ -112,9 +128,11 @@ def test_searcher_problems():
     assert contract.check_searcher(NoSearch(), "s") == ["missing search()"]
     assert contract.check_searcher(PositionalStore(), "s") == [
         "search(..., ..., ..., phase=..., store=...) does not fit search(engine, task, problems, phase): got an "
-        "unexpected keyword argument 'store'"]
+        "unexpected keyword argument 'store'"
+    ]
     assert contract.check_searcher(WrongCapabilities(), "s") == [
-        "WrongCapabilities.capabilities should be a SearcherCapabilities, got TaskCapabilities"]
+        "WrongCapabilities.capabilities should be a SearcherCapabilities, got TaskCapabilities"
+    ]
 
 
 @pytest.mark.parametrize("name", ["best-of-k", "evolve"])
@@ -148,9 +166,11 @@ def test_a_trainer_that_declares_prepares_policy_must_have_it():
             pass
 
     assert contract.check_trainer(Declared(), "x") == [
-        "declares TrainerCapabilities(prepares_policy=True) but has no prepare_policy()"]
+        "declares TrainerCapabilities(prepares_policy=True) but has no prepare_policy()"
+    ]
     assert contract.check_trainer(WrongArity(), "x")[0].startswith(
-        "declares TrainerCapabilities(prepares_policy=True) but prepare_policy(...) does not fit")
+        "declares TrainerCapabilities(prepares_policy=True) but prepare_policy(...) does not fit"
+    )
     undeclared = type("Undeclared", (), {"train": Declared.train})  # a third party's trainer: the defaults
     assert contract.check_trainer(undeclared(), "x") == []
 
@@ -169,16 +189,18 @@ def test_engine_factory_problems_and_the_builtin_engines(plugins):
         def __init__(self, policy, main_process=True):
             pass
 
-    assert contract.check_engine_factory("transformers", "e") == ["the factory should be callable, got str "
-                                                                  "'transformers'"]
+    assert contract.check_engine_factory("transformers", "e") == [
+        "the factory should be callable, got str 'transformers'"
+    ]
     assert contract.check_engine_factory(NoMainProcess, "e") == [
-        "factory(..., main_process=...) does not fit factory(policy): got an unexpected keyword argument "
-        "'main_process'"]
+        "factory(..., main_process=...) does not fit factory(policy): got an unexpected keyword argument 'main_process'"
+    ]
     assert contract.check_engine_factory(ClaimsSteering, "e") == [
         "declares EngineCapabilities(own_weights=True) but has no sync_weights()",
         "declares EngineCapabilities(phase_dtype=True) but has no sampling_in()",
         "declares EngineCapabilities(steering=True) but generate() takes no steering",
-        "declares EngineCapabilities(samples_per_prompt=True) but generate() takes no samples"]
+        "declares EngineCapabilities(samples_per_prompt=True) but generate() takes no samples",
+    ]
     for name in ("transformers", "vllm", "vllm-server"):  # classes only: nothing is imported beyond their modules
         assert contract.check_engine_factory(plugins["engine"].get(name).load(), name) == [], name
 
@@ -202,9 +224,11 @@ def test_estimator_problems():
     assert contract.check_estimator(per_answer, "x") == ["returned shape [4, 1, 2] for B=4 rollouts, expected [4]"]
     assert contract.check_estimator(integers, "x") == ["returned dtype torch.int64, expected a float tensor"]
     assert contract.check_estimator(lambda *a, **k: [0.0] * 4, "x") == [
-        "should return a tensor of advantages [B], got list [0.0, 0.0, 0.0, 0.0]"]
+        "should return a tensor of advantages [B], got list [0.0, 0.0, 0.0, 0.0]"
+    ]
     assert contract.check_estimator(lambda *a, **k: torch.full((4,), float("nan")), "x") == [
-        "returned NaN or infinite advantages"]
+        "returned NaN or infinite advantages"
+    ]
     (problem,) = contract.check_estimator(no_context, "x")
     assert problem.startswith("raised TypeError on rewards [4, 1, 2], groups [4], weights [2]: ")
     assert "unexpected keyword argument" in problem
@@ -229,8 +253,11 @@ def test_testing_wrappers_list_every_problem():
     def flat(rewards, groups, weights, **_):
         return rewards
 
-    with pytest.raises(AssertionError, match=r"^flat does not follow the advantage estimator contract:\n  - returned "
-                                             r"shape \[4, 1, 2\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^flat does not follow the advantage estimator contract:\n  - returned "
+        r"shape \[4, 1, 2\]",
+    ):
         testing.check_estimator(flat)
     with pytest.raises(AssertionError, match="missing search"):
         testing.check_searcher(object())
@@ -272,6 +299,9 @@ def test_run_searcher_refuses_records_the_report_cannot_use():
             return {"majority@1": 0.0}
 
     task = FakeTask(size=1)
-    with pytest.raises(AssertionError, match=r"^a sample record lacks phase, success, scalar \(the report needs "
-                                             r"them\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^a sample record lacks phase, success, scalar \(the report needs "
+        r"them\)",
+    ):
         run_searcher(Sloppy(), task, task.problems("eval"))

@@ -27,9 +27,33 @@ import torch
 from harness.cli import main
 
 STEP_SCRIPT = Path(__file__).parent / "fixtures" / "distributed" / "grpo_step.py"
-RUN = ["run", "--model", "tiny-random", "--task", "math", "--trainer", "grpo", "--steps", "3", "--limit", "2",
-       "--train-limit", "4", "--k", "1,2", "--set", "trainer.prompts_per_step=2", "--set", "trainer.group_size=2",
-       "--set", "trainer.max_new_tokens=6", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=6"]
+RUN = [
+    "run",
+    "--model",
+    "tiny-random",
+    "--task",
+    "math",
+    "--trainer",
+    "grpo",
+    "--steps",
+    "3",
+    "--limit",
+    "2",
+    "--train-limit",
+    "4",
+    "--k",
+    "1,2",
+    "--set",
+    "trainer.prompts_per_step=2",
+    "--set",
+    "trainer.group_size=2",
+    "--set",
+    "trainer.max_new_tokens=6",
+    "--set",
+    "searcher.n=2",
+    "--set",
+    "searcher.max_new_tokens=6",
+]
 
 
 def _free_port() -> int:
@@ -44,16 +68,40 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _torchrun(*args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-            str(_free_port()), *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+        *args,
+    ]
 
 
 def _accelerate(*args: str) -> list[str]:
     # --multi_gpu is accelerate's torchrun-based launcher; on a machine without GPUs harness/runner/distributed.py then
     # asks for gloo. (accelerate's --cpu flag would pick its MPI launcher, which starts one process without mpirun.)
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-            str(_free_port()), "-m", "harness", *args]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(_free_port()),
+        "-m",
+        "harness",
+        *args,
+    ]
 
 
 def _check(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
@@ -81,8 +129,11 @@ def test_two_gloo_ranks_take_the_step_one_process_takes_on_the_whole_batch(tmp_p
     logs = [json.loads((d / f"rank{r}.json").read_text()) for d, r in ((single, 0), (two, 0), (two, 1))]
     assert [log["world_size"] for log in logs] == [1, 2, 2]
     assert all(log["samples"] == 16 for log in logs)  # 4 prompts x G=4: every rank holds the whole batch
-    one, first, second = ({k: v for k, v in step.items() if "seconds" not in k and "time/" not in k} for log in logs
-                          for step in log["steps"])  # one step each
+    one, first, second = (
+        {k: v for k, v in step.items() if "seconds" not in k and "time/" not in k}
+        for log in logs
+        for step in log["steps"]
+    )  # one step each
     assert first == second  # every rank logs the same (gathered, all-reduced) figures
     assert first["reward_mean"] == one["reward_mean"] > 0  # the same samples: the engine's seeds are per prompt
     assert first["completion_tokens_mean"] == one["completion_tokens_mean"]
@@ -126,14 +177,20 @@ def test_accelerate_launch_writes_one_folder_equal_to_one_process(launched):
     # Same rollouts (per-prompt seeds), same rewards, same evaluation before training.
     assert [s["text"] for s in parallel["samples"]] == [s["text"] for s in single["samples"]]
     assert [s["reward_mean"] for s in parallel["steps"]] == [s["reward_mean"] for s in single["steps"]]
-    assert {k: v for k, v in parallel["metrics"].items() if k.startswith("before/")} == \
-        {k: v for k, v in single["metrics"].items() if k.startswith("before/")}
+    assert {k: v for k, v in parallel["metrics"].items() if k.startswith("before/")} == {
+        k: v for k, v in single["metrics"].items() if k.startswith("before/")
+    }
 
 
 def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_results(launched, tmp_path):
     expected = _outcome(_only_run(launched / "two"))
-    killed = subprocess.run(_accelerate(*RUN, "--out", str(tmp_path)), env=_env(HARNESS_FAULT="optimizer_step:2"),
-                            capture_output=True, text=True, timeout=600)
+    killed = subprocess.run(
+        _accelerate(*RUN, "--out", str(tmp_path)),
+        env=_env(HARNESS_FAULT="optimizer_step:2"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert killed.returncode != 0  # both ranks SIGKILLed at the second step's optimizer step
     folder = _only_run(tmp_path)
     assert json.loads((folder / "manifest.json").read_text())["status"] == "running"
@@ -151,8 +208,10 @@ def test_a_trainer_without_a_split_loop_is_refused_naming_those_with_one(plugins
 
     with pytest.raises(ValueError) as err:
         check_data_parallel(plugins, "sft", caps("sft"), 2)
-    assert str(err.value) == ("trainer 'sft' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
-                              "or use a trainer that does: grpo, vpo")
+    assert str(err.value) == (
+        "trainer 'sft' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
+        "or use a trainer that does: grpo, vpo"
+    )
     check_data_parallel(plugins, "grpo", caps("grpo"), 2)  # no error
 
 
@@ -161,7 +220,8 @@ def test_a_grid_under_a_launcher_is_refused_in_one_line(tmp_path, capsys, monkey
     assert main(["run", "--model", "tiny-random", "--trainer", "grpo,sft", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "harness: error: a grid runs its cells one after another in one process; launch each cell with torchrun / "
-        "accelerate launch on its own"]
+        "accelerate launch on its own"
+    ]
 
 
 def test_accelerates_own_sharding_configs_are_refused_in_one_line(monkeypatch):
@@ -184,11 +244,13 @@ def test_accelerates_own_sharding_configs_are_refused_in_one_line(monkeypatch):
 
 
 def test_sharding_one_process_is_refused_before_the_model_loads(tmp_path, capsys):
-    assert main(["run", "--model", "no-such-model", "--trainer", "grpo", "--shard", "fsdp", "--out",
-                 str(tmp_path)]) == 2
+    assert (
+        main(["run", "--model", "no-such-model", "--trainer", "grpo", "--shard", "fsdp", "--out", str(tmp_path)]) == 2
+    )
     assert capsys.readouterr().err.strip().splitlines() == [
         "harness: error: --shard fsdp splits the training state over processes: launch with torchrun "
-        "--nproc_per_node N (N >= 2)"]
+        "--nproc_per_node N (N >= 2)"
+    ]
     assert not any(tmp_path.iterdir())
 
 
@@ -219,8 +281,13 @@ def test_a_killed_sharded_run_resumes_from_its_checkpoint_to_the_uninterrupted_r
     sharded = [*RUN, "--shard", "fsdp", "--checkpoint-every", "1"]
     _check(_accelerate(*sharded, "--out", str(tmp_path / "whole")))
     expected = _outcome(_only_run(tmp_path / "whole"))
-    killed = subprocess.run(_accelerate(*sharded, "--out", str(tmp_path / "killed")),
-                            env=_env(HARNESS_FAULT="optimizer_step:2"), capture_output=True, text=True, timeout=600)
+    killed = subprocess.run(
+        _accelerate(*sharded, "--out", str(tmp_path / "killed")),
+        env=_env(HARNESS_FAULT="optimizer_step:2"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert killed.returncode != 0  # both ranks SIGKILLed at the second step's optimizer step
     folder = _only_run(tmp_path / "killed")
     state = json.loads((folder / "checkpoint" / "state.json").read_text())

@@ -32,8 +32,13 @@ REFUSED: dict[tuple[str, str], str] = {}
 
 SIZES = ["--limit", "2", "--set", "searcher.max_new_tokens=8"]
 TRAIN_SIZES = ["--train-limit", "4", "--steps", "2"]
-TRAINER_SIZES = {"grpo": ["trainer.max_new_tokens=8"], "vpo": ["trainer.max_new_tokens=8", "trainer.warmup_steps=2"],
-                 "vspo": ["trainer.max_new_tokens=8"], "rlaif": ["trainer.max_new_tokens=8"], "sft": []}
+TRAINER_SIZES = {
+    "grpo": ["trainer.max_new_tokens=8"],
+    "vpo": ["trainer.max_new_tokens=8", "trainer.warmup_steps=2"],
+    "vspo": ["trainer.max_new_tokens=8"],
+    "rlaif": ["trainer.max_new_tokens=8"],
+    "sft": [],
+}
 # The summary's metric table: its header names the phases (eval alone, or before and after)
 METRIC_TABLE = re.compile(r"^metric\s+(eval|before\s+after\s+change)\s*$", re.MULTILINE)
 
@@ -51,16 +56,29 @@ def conciseness_vector(tmp_path_factory, plugins, tiny_policy_spec):
     policy = load_policy("tiny-random", plugins["model"])
     prompts = [f"Calculate {a} + {b}." for a, b in ((2, 3), (4, 1), (5, 5), (7, 2))]
     concise = [(p, "The result is \\boxed{5}.") for p in prompts]
-    verbose = [(p, "Let me think about this step by step, carefully and at length, before I give an answer.")
-               for p in prompts]
+    verbose = [
+        (p, "Let me think about this step by step, carefully and at length, before I give an answer.") for p in prompts
+    ]
     path = tmp_path_factory.mktemp("vector") / "conciseness.safetensors"
     build_vector(policy, concise, verbose, behaviour="conciseness", teacher="hand-written").save(path)
     return path
 
 
 def _command(trainer: str, searcher: str, out, vector) -> list[str]:
-    argv = ["run", "--model", "tiny-random", "--task", "math", "--trainer", trainer, "--searcher", searcher,
-            "--out", str(out), *SIZES]
+    argv = [
+        "run",
+        "--model",
+        "tiny-random",
+        "--task",
+        "math",
+        "--trainer",
+        trainer,
+        "--searcher",
+        searcher,
+        "--out",
+        str(out),
+        *SIZES,
+    ]
     if trainer != "none":
         argv += TRAIN_SIZES
         for option in TRAINER_SIZES[trainer] + ([f"trainer.vector={vector}"] if trainer == "vspo" else []):

@@ -58,6 +58,7 @@ def test_mean_pairwise_cosine_distance_by_hand() -> None:
 
 def _naive(vectors: list[list[float]]) -> float:
     """The definition, pair by pair."""
+
     def cos(u: list[float], v: list[float]) -> float:
         nu, nv = math.hypot(*u), math.hypot(*v)
         return sum(a * b for a, b in zip(u, v, strict=True)) / (nu * nv) if nu and nv else 0.0
@@ -67,16 +68,14 @@ def _naive(vectors: list[list[float]]) -> float:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.lists(st.floats(-10, 10, allow_subnormal=False), min_size=3, max_size=3), min_size=2,
-                max_size=6))
+@given(st.lists(st.lists(st.floats(-10, 10, allow_subnormal=False), min_size=3, max_size=3), min_size=2, max_size=6))
 def test_the_sum_trick_equals_the_pairwise_definition(vectors: list[list[float]]) -> None:
     vectors = [[0.0 if abs(x) < 1e-3 else x for x in v] for v in vectors]  # tiny norms are rounding, not geometry
     assert mean_pairwise_cosine_distance(vectors) == pytest.approx(_naive(vectors), abs=1e-9)
 
 
 def test_reward_coverage_leaves_out_the_primary() -> None:
-    rewards = [{"correct": 1.0, "format": 1.0, "boxed": 0.0},
-               {"correct": 0.0, "format": 0.0, "boxed": 1.0}]
+    rewards = [{"correct": 1.0, "format": 1.0, "boxed": 0.0}, {"correct": 0.0, "format": 0.0, "boxed": 1.0}]
     assert reward_coverage(rewards, "correct") == 1.0  # format by the first, boxed by the second
     assert reward_coverage(rewards[:1], "correct") == 0.5  # format only
     continuous = [{"any": 1.0, "expert": 0.9, "teacher": 0.4}, {"any": 0.0, "expert": 0.2, "teacher": 0.7}]

@@ -31,13 +31,19 @@ def test_the_pages_are_found_and_have_links():
 
 
 def test_every_relative_link_points_to_an_existing_file():
-    broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages() for target in relative_links(page)
-              if not (page.parent / target.split("#", 1)[0]).exists()]
+    broken = [
+        f"{page.relative_to(ROOT)}: {target}"
+        for page in pages()
+        for target in relative_links(page)
+        if not (page.parent / target.split("#", 1)[0]).exists()
+    ]
     assert broken == []
 
 
 def test_a_broken_link_is_found(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("[a](missing.md#x) [b](https://example.com) [c](#here) `[d](in-code.md)`\n"
-                    "```\n[e](in-fence.md)\n```\n![f](page.md \"title\")\n")
+    page.write_text(
+        "[a](missing.md#x) [b](https://example.com) [c](#here) `[d](in-code.md)`\n"
+        '```\n[e](in-fence.md)\n```\n![f](page.md "title")\n'
+    )
     assert relative_links(page) == ["missing.md#x", "page.md"]

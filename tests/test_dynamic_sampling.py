@@ -23,13 +23,28 @@ G = 2
 def scripted_round(name: str, spreads: list[bool]) -> Rollouts:
     """A round of len(spreads) problems "<name><g>", G rollouts each; a group with spread gets advantages +1, -1."""
     problems = [Problem(id=f"{name}{g}", prompt="") for g in range(len(spreads))]
-    completions = [Completion(prompt_index=g, sample_index=j, prompt_ids=[1], token_ids=[2 + j], logprobs=[0.0],
-                              text=f"{name}{g}/{j}", finished=True)
-                   for g in range(len(spreads)) for j in range(G)]
+    completions = [
+        Completion(
+            prompt_index=g,
+            sample_index=j,
+            prompt_ids=[1],
+            token_ids=[2 + j],
+            logprobs=[0.0],
+            text=f"{name}{g}/{j}",
+            finished=True,
+        )
+        for g in range(len(spreads))
+        for j in range(G)
+    ]
     advantages = torch.tensor([(1.0 - 2 * j) if spread else 0.0 for spread in spreads for j in range(G)])
     rewards = advantages.view(-1, 1, 1)
-    scored = ScoredRollouts(rewards=rewards, present=torch.ones(len(completions), 1, dtype=torch.bool),
-                            scores=[[None] for _ in completions], errors=1, malformed=0)
+    scored = ScoredRollouts(
+        rewards=rewards,
+        present=torch.ones(len(completions), 1, dtype=torch.bool),
+        scores=[[None] for _ in completions],
+        errors=1,
+        malformed=0,
+    )
     return Rollouts(problems, completions, scored, advantages)
 
 
@@ -78,14 +93,22 @@ def half_flat(messages, sample_index, seed):
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_no_flat_group_reaches_the_update(tiny_policy, plugins, tmp_path, dynamic):
     task = FakeTask(size=8)
-    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6,
-                          dynamic_sampling=dynamic, max_resample_rounds=3)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=2,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=6,
+        dynamic_sampling=dynamic,
+        max_resample_rounds=3,
+    )
     updated = []
 
     def update_batch(model, tok, trained, optimizer, reference, engine, completions, advantages):
         updated.append(advantages.view(-1, 4))
-        return GRPOTrainer.update_batch(trainer, model, tok, trained, optimizer, reference, engine, completions,
-                                        advantages)
+        return GRPOTrainer.update_batch(
+            trainer, model, tok, trained, optimizer, reference, engine, completions, advantages
+        )
 
     trainer.update_batch = update_batch
     store = RunStore(tmp_path, "run")

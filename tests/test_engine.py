@@ -20,13 +20,15 @@ def _engine(policy):
 def test_logprobs_match_a_plain_forward_pass(tiny_policy):
     engine = _engine(tiny_policy)
     for temperature in (1.0, 0.7):
-        completions = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature,
-                                                                   seed=1))
+        completions = engine.generate(
+            [SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature, seed=1)
+        )
         assert [(c.prompt_index, c.sample_index) for c in completions] == [(p, s) for p in range(2) for s in range(3)]
         batch = pad_completions(completions, tiny_policy.tokenizer.pad_token_id)
         with torch.no_grad():
-            logp = sequence_logprobs(tiny_policy.model, batch["input_ids"], batch["attention_mask"],
-                                     int(batch["prompt_width"]), temperature)
+            logp = sequence_logprobs(
+                tiny_policy.model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]), temperature
+            )
         mask = batch["completion_mask"].bool()
         assert torch.allclose(logp[mask], batch["old_logp"][mask], atol=2e-4), temperature
 
@@ -107,8 +109,7 @@ def test_inverse_cdf_sampling_draws_from_the_distribution():
     for _ in range(rounds):
         chosen, logp = _sample(batch, params, uniforms(generators))
         counts.index_put_((torch.arange(len(batch)) % 2, chosen), torch.ones(len(batch)), accumulate=True)
-        assert torch.allclose(logp, probs.log().repeat(copies, 1).gather(-1, chosen[:, None]).squeeze(-1),
-                              atol=1e-6)
+        assert torch.allclose(logp, probs.log().repeat(copies, 1).gather(-1, chosen[:, None]).squeeze(-1), atol=1e-6)
     assert counts[cut].sum() == 0
     for row in range(2):
         kept = probs[row][~cut[row]] / probs[row][~cut[row]].sum()
@@ -160,18 +161,21 @@ def test_waiting_prompts_join_the_running_batch(tiny_policy, monkeypatch):
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
     batch = pad_completions(joined, tiny_policy.tokenizer.pad_token_id)
     with torch.no_grad():
-        logp = sequence_logprobs(tiny_policy.model, batch["input_ids"], batch["attention_mask"],
-                                 int(batch["prompt_width"]))
+        logp = sequence_logprobs(
+            tiny_policy.model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"])
+        )
     mask = batch["completion_mask"].bool()
     assert torch.allclose(logp[mask], batch["old_logp"][mask], atol=2e-4)
 
     from harness.steering.vectors import Steering  # steered: the betas follow the rows as prompts join and rows leave
 
     steering = Steering(_vector(tiny_policy, layer=0), [0.0, 3.0, -3.0, 1.0, 2.0, 0.0, -1.0, 4.0])
-    joined = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params,
-                                                                                       steering=steering)
-    together = TransformersEngine(tiny_policy, max_batch_rows=64, progress=False).generate(prompts, params,
-                                                                                          steering=steering)
+    joined = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(
+        prompts, params, steering=steering
+    )
+    together = TransformersEngine(tiny_policy, max_batch_rows=64, progress=False).generate(
+        prompts, params, steering=steering
+    )
     assert [c.token_ids for c in joined] == [c.token_ids for c in together]
 
 
@@ -186,11 +190,15 @@ def test_reading_the_tokens_every_few_steps_gives_the_same_completions(tiny_poli
     prompts = [LONG, SHORT, other, LONG]
     params = SamplingParams(n=2, max_new_tokens=10, temperature=1.0, seed=6)
     _with_early_stops(tiny_policy, prompts, params)
-    kwargs = {"steering": Steering(_vector(tiny_policy, layer=0), [0.0, 3.0, -3.0, 1.0, 2.0, 0.0, -1.0, 4.0])} \
-        if steering else {}
+    kwargs = (
+        {"steering": Steering(_vector(tiny_policy, layer=0), [0.0, 3.0, -3.0, 1.0, 2.0, 0.0, -1.0, 4.0])}
+        if steering
+        else {}
+    )
     every = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate(prompts, params, **kwargs)
     deferred = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False, sync_every=3).generate(
-        prompts, params, **kwargs)
+        prompts, params, **kwargs
+    )
     assert any(c.finished for c in every) and not all(c.finished for c in every)
     assert [c.token_ids for c in deferred] == [c.token_ids for c in every]
     assert [c.finished for c in deferred] == [c.finished for c in every]
@@ -207,8 +215,9 @@ def test_more_samples_than_the_batch_size_decode_in_slices(tiny_policy):
     batch size. Now no forward pass sees more rows than max_batch_rows, and the samples are the ones one batch of
     everything draws (each sample's random stream is its own)."""
     rows: list[int] = []
-    hook = tiny_policy.model.register_forward_pre_hook(lambda module, args, kwargs: rows.append(
-        kwargs["input_ids"].shape[0]), with_kwargs=True)
+    hook = tiny_policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     params = SamplingParams(n=11, max_new_tokens=6, temperature=1.0, seed=3)
     try:
         sliced = TransformersEngine(tiny_policy, max_batch_rows=4, progress=False).generate([SHORT, LONG], params)
@@ -270,8 +279,9 @@ def test_steering_adds_beta_times_v_to_every_position_of_each_row(tiny_policy):
     params = SamplingParams(n=2, max_new_tokens=2, temperature=0)
     betas = [0.0, 2.0, -1.5, 0.5]  # rows: (SHORT, 0), (SHORT, 1), (LONG, 0), (LONG, 1)
     plain = _captured_prefills(tiny_policy, 0, lambda: engine.generate([SHORT, LONG], params))
-    steered = _captured_prefills(tiny_policy, 0, lambda: engine.generate([SHORT, LONG], params,
-                                                                         steering=Steering(vec, betas)))
+    steered = _captured_prefills(
+        tiny_policy, 0, lambda: engine.generate([SHORT, LONG], params, steering=Steering(vec, betas))
+    )
     assert plain.shape[0] == 2 and steered.shape[0] == 4  # steered: one prefill per (prompt, beta)
     for row, beta in enumerate(betas):
         delta = steered[row] - plain[row // 2]  # every position: prompt and left padding alike
@@ -307,8 +317,9 @@ def test_steering_betas_are_sliced_per_chunk(tiny_policy):
     steering = Steering(vec, [0.0, 3.0, -3.0, 1.0, 2.0, 0.0])
     whole = _engine(tiny_policy).generate([SHORT, LONG, SHORT], params, steering=steering)
     chunked = TransformersEngine(tiny_policy, max_batch_rows=2, progress=False)  # one prompt per chunk
-    assert [c.token_ids for c in chunked.generate([SHORT, LONG, SHORT], params, steering=steering)] == \
-        [c.token_ids for c in whole]
+    assert [c.token_ids for c in chunked.generate([SHORT, LONG, SHORT], params, steering=steering)] == [
+        c.token_ids for c in whole
+    ]
 
 
 def test_steering_is_removed_without_residue(tiny_policy, monkeypatch):
@@ -349,8 +360,11 @@ def test_betas_follow_rows_when_finished_rows_are_dropped(tiny_policy):
     swapped = engine.generate([SHORT, LONG], params, steering=Steering(vec, [0.5, 4.0, 2.0, -4.0]))
     assert swapped[3].token_ids != full[3].token_ids  # a wrong beta would show
 
-    model.generation_config.eos_token_id = [tiny_policy.tokenizer.eos_token_id, full[1].token_ids[0],
-                                            full[2].token_ids[2]]
+    model.generation_config.eos_token_id = [
+        tiny_policy.tokenizer.eos_token_id,
+        full[1].token_ids[0],
+        full[2].token_ids[2],
+    ]
     dropped = engine.generate([SHORT, LONG], params, steering=Steering(vec, betas))
     assert dropped[1].token_ids == full[1].token_ids[:1] and dropped[1].finished
     assert dropped[2].token_ids == full[2].token_ids[:3] and dropped[2].finished
@@ -366,8 +380,9 @@ def test_steered_logprobs_are_the_steered_distribution(tiny_policy):
 
     engine, vec = _engine(tiny_policy), _vector(tiny_policy, layer=0)
     betas = [0.0, 1.0, -2.0, 0.5]
-    completions = engine.generate([SHORT, LONG], SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=3),
-                                  steering=Steering(vec, betas))
+    completions = engine.generate(
+        [SHORT, LONG], SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=3), steering=Steering(vec, betas)
+    )
     batch = pad_completions(completions, tiny_policy.tokenizer.pad_token_id)
     args = (batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]))
     mask = batch["completion_mask"].bool()

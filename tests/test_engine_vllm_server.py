@@ -99,11 +99,15 @@ class _FakeVLLM(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         path = self.path.split("?")[0]
-        body = {"/health": {}, "/v1/models": {"data": [{"id": "fake", "parent": None}]},
-                "/server_info": {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs",
-                                                                  "dtype": "torch.float32"}}},
-                "/collective_rpc": {"results": ["VocabParallelEmbedding(num_embeddings=49152, embedding_dim=64)"]},
-                **self.answers}.get(path)
+        body = {
+            "/health": {},
+            "/v1/models": {"data": [{"id": "fake", "parent": None}]},
+            "/server_info": {
+                "vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs", "dtype": "torch.float32"}}
+            },
+            "/collective_rpc": {"results": ["VocabParallelEmbedding(num_embeddings=49152, embedding_dim=64)"]},
+            **self.answers,
+        }.get(path)
         raw = json.dumps(body).encode()
         self.send_response(404 if body is None else 200)
         self.send_header("Content-Length", str(len(raw)))
@@ -116,15 +120,26 @@ class _FakeVLLM(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize(("answers", "expected"), [
-    ({"/server_info": None}, "has no development endpoints, which weight pushes use: start it with "
-                             "VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)"),
-    ({"/server_info": {"vllm_config": {"model_config": {"logprobs_mode": "raw_logprobs"}}}},
-     "reports raw_logprobs, not the sampling distribution's log-probs: start it with --logprobs-mode "
-     "processed_logprobs"),
-    ({"/collective_rpc": {"results": ["VocabParallelEmbedding(num_embeddings=32000, embedding_dim=64)"]}},
-     "serves fake with a 32000 x 64 embedding, the policy's is 49152 x 64: not the same model"),
-], ids=["no-dev-mode", "raw-logprobs", "other-vocabulary"])
+@pytest.mark.parametrize(
+    ("answers", "expected"),
+    [
+        (
+            {"/server_info": None},
+            "has no development endpoints, which weight pushes use: start it with "
+            "VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)",
+        ),
+        (
+            {"/server_info": {"vllm_config": {"model_config": {"logprobs_mode": "raw_logprobs"}}}},
+            "reports raw_logprobs, not the sampling distribution's log-probs: start it with --logprobs-mode "
+            "processed_logprobs",
+        ),
+        (
+            {"/collective_rpc": {"results": ["VocabParallelEmbedding(num_embeddings=32000, embedding_dim=64)"]}},
+            "serves fake with a 32000 x 64 embedding, the policy's is 49152 x 64: not the same model",
+        ),
+    ],
+    ids=["no-dev-mode", "raw-logprobs", "other-vocabulary"],
+)
 def test_a_server_started_wrongly_is_refused_in_one_line(tiny_policy, answers, expected):
     from harness.engine.vllm_server_engine import VLLMServerEngine
 
@@ -207,8 +222,9 @@ def test_server_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(served):
     """As for the in-process engine: 64 rows of ~245-token prompts would have a seeded prefill split, which crashes
     vLLM's CPU backend; the server is started without chunked prefill there (harness/engine/vllm_serve.py)."""
     _, engine = served
-    prompts = [[{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}]
-               for i in range(8)]
+    prompts = [
+        [{"role": "user", "content": f"Question {i}: " + "explain the weather in detail " * 40}] for i in range(8)
+    ]
     completions = engine.generate(prompts, SamplingParams(n=8, max_new_tokens=4, seed=1))
     assert len(completions) == 64 and all(len(c.token_ids) == 4 or c.finished for c in completions)
 
@@ -277,14 +293,22 @@ def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folde
         stop_server(process)
 
 
-@pytest.mark.parametrize(("extra", "expected"), [
-    (["--engine", "vllm-server"], "engine 'vllm-server': missing option(s) url (--set engine.url=...)"),
-    (["--engine-url", "http://127.0.0.1:9"], "engine 'transformers': unknown option url (`harness options engine "
-     "transformers` lists the 3 options)"),
-    (["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"],
-     "trainer 'vspo' samples under steering vectors, which engine 'vllm-server' cannot do; use --engine transformers"),
-    (["--engine", "sglang"], "unknown engine 'sglang'; available: transformers, vllm, vllm-server"),
-])
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--engine", "vllm-server"], "engine 'vllm-server': missing option(s) url (--set engine.url=...)"),
+        (
+            ["--engine-url", "http://127.0.0.1:9"],
+            "engine 'transformers': unknown option url (`harness options engine transformers` lists the 3 options)",
+        ),
+        (
+            ["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"],
+            "trainer 'vspo' samples under steering vectors, which engine 'vllm-server' cannot do; "
+            "use --engine transformers",
+        ),
+        (["--engine", "sglang"], "unknown engine 'sglang'; available: transformers, vllm, vllm-server"),
+    ],
+)
 def test_harness_run_refuses_a_bad_server_engine_setting_before_the_model_loads(tmp_path, capsys, extra, expected):
     from harness.cli import main
 
@@ -301,10 +325,39 @@ def test_harness_run_trains_with_rollouts_on_the_server(server, served, wide_hea
     trainer's weights)."""
     from harness.cli import main
 
-    args = ["run", "--model", wide_head_folder, "--task", "math", "--trainer", "grpo", "--steps", "2", "--limit", "2",
-            "--k", "1,2", "--engine", "vllm-server", "--engine-url", server, "--out", str(tmp_path),
-            "--set", "trainer.prompts_per_step=1", "--set", "trainer.group_size=2", "--set", "trainer.lr=1e-3",
-            "--set", "trainer.max_new_tokens=8", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=8"]
+    args = [
+        "run",
+        "--model",
+        wide_head_folder,
+        "--task",
+        "math",
+        "--trainer",
+        "grpo",
+        "--steps",
+        "2",
+        "--limit",
+        "2",
+        "--k",
+        "1,2",
+        "--engine",
+        "vllm-server",
+        "--engine-url",
+        server,
+        "--out",
+        str(tmp_path),
+        "--set",
+        "trainer.prompts_per_step=1",
+        "--set",
+        "trainer.group_size=2",
+        "--set",
+        "trainer.lr=1e-3",
+        "--set",
+        "trainer.max_new_tokens=8",
+        "--set",
+        "searcher.n=2",
+        "--set",
+        "searcher.max_new_tokens=8",
+    ]
     assert main(args) == 0
     (folder,) = (p for p in tmp_path.iterdir() if p.is_dir())
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -11,8 +11,16 @@ from tiny_runs import RUN, harness, only_run, outcome
 
 from harness.cli import main
 
-EVERY = [*RUN[:RUN.index("--steps")], "--steps", "4", *RUN[RUN.index("--steps") + 2:],
-         "--eval-every", "2", "--eval-every-limit", "1"]
+EVERY = [
+    *RUN[: RUN.index("--steps")],
+    "--steps",
+    "4",
+    *RUN[RUN.index("--steps") + 2 :],
+    "--eval-every",
+    "2",
+    "--eval-every-limit",
+    "1",
+]
 
 
 def lines(path, **match):
@@ -45,7 +53,7 @@ def test_points_before_training_and_every_n_steps(evaluated, tmp_path):
 
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 0
     md = (tmp_path / "report" / "report.md").read_text()
-    table = md[md.index("Evaluation during training"):].splitlines()
+    table = md[md.index("Evaluation during training") :].splitlines()
     header = table[2].split(" | ")
     assert header[0] == "| step" and "pass@1" in header
     pass1 = header.index("pass@1")
@@ -57,14 +65,16 @@ def test_points_before_training_and_every_n_steps(evaluated, tmp_path):
 
 def test_training_is_the_same_without_it(evaluated, tmp_path):
     folder, _ = evaluated
-    plain = harness([*RUN[:RUN.index("--steps")], "--steps", "4", *RUN[RUN.index("--steps") + 2:],
-                     "--out", str(tmp_path)])
+    plain = harness(
+        [*RUN[: RUN.index("--steps")], "--steps", "4", *RUN[RUN.index("--steps") + 2 :], "--out", str(tmp_path)]
+    )
     assert plain.returncode == 0, plain.stderr[-2000:]
     expected = outcome(only_run(tmp_path))
     got = outcome(folder)
     assert [s for s in got["steps.jsonl"] if s["stage"] == "train"] == expected["steps.jsonl"]
-    assert [s for s in got["samples.jsonl"] if s["phase"] == "train"] == \
-        [s for s in expected["samples.jsonl"] if s["phase"] == "train"]
+    assert [s for s in got["samples.jsonl"] if s["phase"] == "train"] == [
+        s for s in expected["samples.jsonl"] if s["phase"] == "train"
+    ]
     assert {k: v for k, v in got["metrics"].items() if not k.startswith("during/")} == expected["metrics"]
 
 
@@ -86,8 +96,9 @@ def test_a_run_killed_inside_an_evaluation_resumes_without_losing_or_repeating_a
 
 
 def test_refused_when_nothing_trains(tmp_path, capsys):
-    assert main(["run", "--model", "tiny-random", "--trainer", "none", "--eval-every", "2",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(["run", "--model", "tiny-random", "--trainer", "none", "--eval-every", "2", "--out", str(tmp_path)]) == 2
+    )
     assert "--eval-every evaluates during training" in capsys.readouterr().err
     assert main(["run", "--model", "tiny-random", "--eval-every", "-1", "--out", str(tmp_path)]) == 2
     assert "--eval-every should be an integer >= 0" in capsys.readouterr().err

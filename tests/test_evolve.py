@@ -70,8 +70,9 @@ def test_the_seeds_are_best_of_ks_samples(tmp_path):
     task, engine = FakeTask(), FakeEngine(hashed_answers())
     _, evolve_samples, _ = search(Evolve(seeds=4, calls=4, seed=3), engine, task, tmp_path, "evolve")
     store = RunStore.create(tmp_path, "bok")
-    BestOfK(n=4, k=1, seed=3, embedding_diversity=False).search(engine, task, task.problems("eval", limit=4),
-                                                               phase="pre", store=store)
+    BestOfK(n=4, k=1, seed=3, embedding_diversity=False).search(
+        engine, task, task.problems("eval", limit=4), phase="pre", store=store
+    )
     bok = [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
     assert [s["text"] for s in evolve_samples] == [s["text"] for s in bok]
 
@@ -106,13 +107,25 @@ def test_a_multi_answer_policy_seeds_from_m_answer_rollouts(tmp_path):
     assert metrics["malformed_rollouts"] == 2 and metrics["missing_answers"] == 2
     assert metrics["children/seed"] == 10 and metrics["children/text"] == 2
     seeds = [s for s in samples if s["problem_id"] == "add-0" and s["how"] == "seed"]
-    assert [(s["call"], s["answer_index"], s["island"]) for s in seeds] == [(1, 0, 0), (1, 1, 1), (2, 0, 0),
-                                                                            (2, 1, 1), (3, 0, 0)]
-    assert [s["text"] for s in seeds] == ["The answer is 100", "The answer is 1", "The answer is 101",
-                                          "The answer is 2", "The answer is 99"]
+    assert [(s["call"], s["answer_index"], s["island"]) for s in seeds] == [
+        (1, 0, 0),
+        (1, 1, 1),
+        (2, 0, 0),
+        (2, 1, 1),
+        (3, 0, 0),
+    ]
+    assert [s["text"] for s in seeds] == [
+        "The answer is 100",
+        "The answer is 1",
+        "The answer is 101",
+        "The answer is 2",
+        "The answer is 99",
+    ]
     children = [s for s in samples if s["problem_id"] == "add-0" and s["how"] != "seed"]
-    assert [(s["call"], s["text"], s["success"]) for s in children] == [(4, "The answer is 0", True),
-                                                                      (5, "The answer is 0", True)]
+    assert [(s["call"], s["text"], s["success"]) for s in children] == [
+        (4, "The answer is 0", True),
+        (5, "The answer is 0", True),
+    ]
     assert "answer_index" not in children[0]
     # One engine call for the seeds (3 rollouts per problem, the rollout budget), then one for add-0's 2 children
     # of one answer each (36 = 2 x 10 + 16 for the delimiter: 10 tokens per answer), on 2 islands: 2 prompts
@@ -123,15 +136,18 @@ def test_multi_answer_seeds_are_best_of_ks_written_answers(tmp_path):
     from harness.searchers.best_of_k import BestOfK
 
     task, engine = FakeTask(), FakeEngine(two_answers)
-    _, evolve_samples, _ = search(Evolve(seeds=3, calls=3, seed=3, answers_per_rollout=2), engine, task, tmp_path,
-                                  "evolve")
+    _, evolve_samples, _ = search(
+        Evolve(seeds=3, calls=3, seed=3, answers_per_rollout=2), engine, task, tmp_path, "evolve"
+    )
     store = RunStore.create(tmp_path, "bok")
     BestOfK(n=6, k=2, seed=3, answers_per_rollout=2, embedding_diversity=False).search(
-        engine, task, task.problems("eval", limit=4), phase="pre", store=store)
+        engine, task, task.problems("eval", limit=4), phase="pre", store=store
+    )
     bok = [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
     assert [s["text"] for s in evolve_samples] == [s["text"] for s in bok if not s.get("missing")]
-    assert [(s["problem_id"], s["call"] - 1, s["answer_index"]) for s in evolve_samples] == \
-        [(s["problem_id"], s["rollout_index"], s["answer_index"]) for s in bok if not s.get("missing")]
+    assert [(s["problem_id"], s["call"] - 1, s["answer_index"]) for s in evolve_samples] == [
+        (s["problem_id"], s["rollout_index"], s["answer_index"]) for s in bok if not s.get("missing")
+    ]
     assert [p for p, _, _ in engine.calls[0:1]] == [p for p, _, _ in engine.calls[1:2]]  # the same prompts
 
 
@@ -141,8 +157,9 @@ def test_failed_children_cost_calls_not_candidates(tmp_path):
     def respond(messages, sample_index, seed):
         return "" if "## Current solution" in messages[-1]["content"] else "7"  # every child comes back empty
 
-    metrics, samples, _ = search(Evolve(seeds=1, children=3, calls=7, seed=0), FakeEngine(respond), task, tmp_path,
-                                 limit=2)
+    metrics, samples, _ = search(
+        Evolve(seeds=1, children=3, calls=7, seed=0), FakeEngine(respond), task, tmp_path, limit=2
+    )
     assert metrics["budget/calls"] == 14 and metrics["children/failed"] == 12
     assert metrics["budget/candidates"] == 2 and len(samples) == 2
 
@@ -176,7 +193,8 @@ def test_code_feedback_reaches_the_next_prompt(tmp_path):
 
     store = RunStore.create(tmp_path, "code")
     metrics = Evolve(seeds=2, children=2, calls=6, seed=0, workers=2, k="2,3").search(
-        FakeEngine(respond), task, [square], phase="pre", store=store)
+        FakeEngine(respond), task, [square], phase="pre", store=store
+    )
     assert "assert candidate(1) == 1  -> AssertionError" in prompts[2]  # seeds are prompts 0-1
     assert metrics["solved@3"] == 1.0 and metrics["solved@2"] == 0.0 and metrics["best/all_pass"] == 1.0
     assert metrics["budget/calls"] == 4  # stopped at the first success
@@ -184,12 +202,22 @@ def test_code_feedback_reaches_the_next_prompt(tmp_path):
 
 def test_results_do_not_depend_on_batching(tmp_path):
     task, engine = FakeTask(), FakeEngine(hashed_answers())
-    runs = [search(Evolve(seeds=2, children=3, calls=11, seed=5, batch_prompts=b, stop_on_success=False), engine,
-                   task, tmp_path, f"b{b}", limit=5) for b in (1, 2, 5)]
+    runs = [
+        search(
+            Evolve(seeds=2, children=3, calls=11, seed=5, batch_prompts=b, stop_on_success=False),
+            engine,
+            task,
+            tmp_path,
+            f"b{b}",
+            limit=5,
+        )
+        for b in (1, 2, 5)
+    ]
     assert runs[0][0] == runs[1][0] == runs[2][0]
     assert runs[0][1] == runs[1][1] == runs[2][1]
-    other_seed = search(Evolve(seeds=2, children=3, calls=11, seed=6, stop_on_success=False), engine, task,
-                        tmp_path, "s6", limit=5)
+    other_seed = search(
+        Evolve(seeds=2, children=3, calls=11, seed=6, stop_on_success=False), engine, task, tmp_path, "s6", limit=5
+    )
     assert other_seed[1] != runs[0][1]
 
 
@@ -197,8 +225,9 @@ def test_children_with_the_same_prompt_are_samples_of_it(tmp_path):
     """One seed: every child of a generation sees the same parent and context, so a problem's 4 children are 4
     samples of one prompt (prefilled once by a real engine), all problems in one engine call."""
     engine = FakeEngine(hashed_answers(1000))
-    _, samples, _ = search(Evolve(seeds=1, children=4, calls=5, seed=0, stop_on_success=False), engine, FakeTask(),
-                           tmp_path, limit=3)
+    _, samples, _ = search(
+        Evolve(seeds=1, children=4, calls=5, seed=0, stop_on_success=False), engine, FakeTask(), tmp_path, limit=3
+    )
     assert [(len(p), params.n) for p, params, _ in engine.calls] == [(3, 1), (3, 1)]
     assert engine.sample_counts == [None, [4, 4, 4]]
     children = [s for s in samples if s["problem_id"] == "add-1" and s["generation"] == 1]
@@ -216,8 +245,10 @@ def test_an_engine_without_samples_per_prompt_gives_the_same_search(tmp_path):
     options = {"seeds": 2, "children": 4, "calls": 14, "seed": 1, "islands": 1, "stop_on_success": False}
     task = FakeTask()
     one, plain = FakeEngine(hashed_answers()), PlainEngine(hashed_answers())
-    runs = [search(Evolve(**options), engine, task, tmp_path, name, limit=5) for engine, name in
-            ((one, "one"), (plain, "plain"))]
+    runs = [
+        search(Evolve(**options), engine, task, tmp_path, name, limit=5)
+        for engine, name in ((one, "one"), (plain, "plain"))
+    ]
     assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
     assert len(one.calls) == 4 and len(plain.calls) > 4  # group sizes differed within a generation
     assert all(counts is None for counts in plain.sample_counts)
@@ -234,19 +265,22 @@ def test_a_scorer_that_raises_costs_one_candidate(tmp_path):
     assert metrics["num_skipped"] == 4 and metrics["budget/candidates"] == 8 and len(samples) == 4
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"calls": 0}, "set calls, tokens or generations"),
-    ({"candidates": 5, "calls": 0}, "set calls, tokens or generations"),
-    ({"mode": "mutate"}, "unknown mode 'mutate'"),
-    ({"islands": 0}, "islands must be >= 1"),
-    ({"exploit": 0.9}, "must sum to 1"),
-    ({"seeds": 0}, "must be >= 1"),
-    ({"answers_per_rollout": 0}, "must be >= 1"),
-    ({"answers_per_rollout": 2, "delimiter": " "}, "delimiter must not be blank"),
-    ({"child_max_new_tokens": -1}, "child_max_new_tokens must be >= 0"),
-    ({"resume": "/nonexistent/run"}, "resume folder '/nonexistent/run' not found"),
-    ({"behaviours": "sarcasm"}, "unknown behaviour 'sarcasm'"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"calls": 0}, "set calls, tokens or generations"),
+        ({"candidates": 5, "calls": 0}, "set calls, tokens or generations"),
+        ({"mode": "mutate"}, "unknown mode 'mutate'"),
+        ({"islands": 0}, "islands must be >= 1"),
+        ({"exploit": 0.9}, "must sum to 1"),
+        ({"seeds": 0}, "must be >= 1"),
+        ({"answers_per_rollout": 0}, "must be >= 1"),
+        ({"answers_per_rollout": 2, "delimiter": " "}, "delimiter must not be blank"),
+        ({"child_max_new_tokens": -1}, "child_max_new_tokens must be >= 0"),
+        ({"resume": "/nonexistent/run"}, "resume folder '/nonexistent/run' not found"),
+        ({"behaviours": "sarcasm"}, "unknown behaviour 'sarcasm'"),
+    ],
+)
 def test_bad_options_fail_at_construction(options, message):
     with pytest.raises(ValueError, match=message):
         Evolve(**options)
@@ -282,16 +316,22 @@ def test_a_search_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
 
     # 3 problems per batch x 3 children per generation = 9 child rows per generation: row 25 is generation 3 of
     # the first batch, mid-call, after two generations were checkpointed.
-    proc = subprocess.run([sys.executable, "-c", KILLED_SEARCH, str(tmp_path / "killed"), "25"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_SEARCH, str(tmp_path / "killed"), "25"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -9, proc.stderr
     killed_dir = Path(proc.stdout.strip())
     saved = {p.name: json.loads(p.read_text()) for p in (killed_dir / "evolve" / "pre").glob("add-*.json")}
     assert len(saved) == 3 and all(s["generation"] == 2 and not s["done"] for s in saved.values())
     assert not (killed_dir / "samples.jsonl").exists()  # nothing was finished, so nothing was written yet
 
-    metrics, samples, store = search(Evolve(**options, resume=str(killed_dir)), engine, task, tmp_path,
-                                     "resumed", limit=6)
+    metrics, samples, store = search(
+        Evolve(**options, resume=str(killed_dir)), engine, task, tmp_path, "resumed", limit=6
+    )
     assert metrics == full_metrics and samples == full_samples
     for name, state in saved.items():  # every candidate evaluated before the kill is in the final database
         final = json.loads((store.dir / "evolve" / "pre" / name).read_text())

@@ -321,17 +321,20 @@ def test_from_state_rejects_a_broken_checkpoint() -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("features", "config", "word"), [
-    (TESTS, {"islands": 0}, "islands"),
-    (TESTS, {"bins": 0}, "bins"),
-    (TESTS, {"exploit": -0.1, "explore": 0.9, "random": 0.2}, "exploit"),
-    (TESTS, {"exploit": 0.5, "explore": 0.3, "random": 0.1}, "sum to 1"),
-    (TESTS, {"migration_interval": 0}, "migration_interval"),
-    (TESTS, {"migrants": 0}, "migrants"),
-    ([], {}, "features"),
-    ("test_0", {}, "features"),
-    (["a", "a"], {}, "duplicate"),
-])
+@pytest.mark.parametrize(
+    ("features", "config", "word"),
+    [
+        (TESTS, {"islands": 0}, "islands"),
+        (TESTS, {"bins": 0}, "bins"),
+        (TESTS, {"exploit": -0.1, "explore": 0.9, "random": 0.2}, "exploit"),
+        (TESTS, {"exploit": 0.5, "explore": 0.3, "random": 0.1}, "sum to 1"),
+        (TESTS, {"migration_interval": 0}, "migration_interval"),
+        (TESTS, {"migrants": 0}, "migrants"),
+        ([], {}, "features"),
+        ("test_0", {}, "features"),
+        (["a", "a"], {}, "duplicate"),
+    ],
+)
 def test_invalid_config_is_a_one_line_error(features, config, word) -> None:
     with pytest.raises(ValueError) as err:
         Database(features, **config)
@@ -340,6 +343,15 @@ def test_invalid_config_is_a_one_line_error(features, config, word) -> None:
 
 
 def test_candidate_dict_round_trip() -> None:
-    c = Candidate(id=3, text="```python\nx = 1\n```", rewards={"test_0": 1.0}, fitness=1.0, island=2, parent=1,
-                  generation=4, feedback="ok", success=True)
+    c = Candidate(
+        id=3,
+        text="```python\nx = 1\n```",
+        rewards={"test_0": 1.0},
+        fitness=1.0,
+        island=2,
+        parent=1,
+        generation=4,
+        feedback="ok",
+        success=True,
+    )
     assert Candidate.from_dict(json.loads(json.dumps(c.to_dict()))) == c

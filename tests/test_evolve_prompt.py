@@ -17,13 +17,25 @@ class Cand:
 
 
 PARENT_CODE = "def add(a, b):\n    return a - b"
-PARENT = Cand(1, f"Here it is:\n```python\n{PARENT_CODE}\n```\nDone.", {"test_0": 1.0, "test_1": 0.0}, 0.5,
-              "test_1: assert add(2, 2) == 4 failed")
+PARENT = Cand(
+    1,
+    f"Here it is:\n```python\n{PARENT_CODE}\n```\nDone.",
+    {"test_0": 1.0, "test_1": 0.0},
+    0.5,
+    "test_1: assert add(2, 2) == 4 failed",
+)
 TOP = Cand(2, "```python\ndef add(a, b):\n    return a + b + 0\n```", {"test_0": 1.0, "test_1": 1.0}, 1.0)
-DIVERSE = Cand(3, "```python\ndef add(a, b):\n    return sum([a, b])\n```", {"test_0": 0.0, "test_1": 1.0}, 0.25,
-               "test_0: TypeError")
-TASK = [{"role": "system", "content": "You are a careful programmer."},
-        {"role": "user", "content": "Write add(a, b) returning the sum."}]
+DIVERSE = Cand(
+    3,
+    "```python\ndef add(a, b):\n    return sum([a, b])\n```",
+    {"test_0": 0.0, "test_1": 1.0},
+    0.25,
+    "test_0: TypeError",
+)
+TASK = [
+    {"role": "system", "content": "You are a careful programmer."},
+    {"role": "user", "content": "Write add(a, b) returning the sum."},
+]
 DIFF = "<<<<<<< SEARCH\n{}\n=======\n{}\n>>>>>>> REPLACE"
 
 
@@ -71,8 +83,10 @@ def test_prompt_for_math_answers_and_long_texts():
 
 
 def test_format_rewards_is_compact():
-    assert format_rewards({"correct": 1.0, "boxed": 0.0, "len": 0.12345, "neg": -0.0}) == \
-        "correct=1 boxed=0 len=0.123 neg=0"
+    assert (
+        format_rewards({"correct": 1.0, "boxed": 0.0, "len": 0.12345, "neg": -0.0})
+        == "correct=1 boxed=0 len=0.123 neg=0"
+    )
 
 
 def test_extract_code_picks_the_last_code_block():
@@ -117,5 +131,7 @@ def test_child_text_each_way():
 
 
 def test_child_text_diff_on_a_text_parent_stays_text():
-    assert child_text("x = 2, so \\boxed{2}", DIFF.format("\\boxed{2}", "\\boxed{3}"), mode="diff") == \
-        ("x = 2, so \\boxed{3}", "diff")
+    assert child_text("x = 2, so \\boxed{2}", DIFF.format("\\boxed{2}", "\\boxed{3}"), mode="diff") == (
+        "x = 2, so \\boxed{3}",
+        "diff",
+    )

@@ -76,15 +76,27 @@ def _write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
 
 
 def test_there_is_a_file_per_claim():
-    assert {p.name for p in EXPERIMENTS} >= {"vpo_vs_grpo.toml", "vpo_seeds_evolve.toml", "vspo_expertise.toml",
-                                             "vspo_robustness.toml", "pkpo_vs_grpo.toml"}
+    assert {p.name for p in EXPERIMENTS} >= {
+        "vpo_vs_grpo.toml",
+        "vpo_seeds_evolve.toml",
+        "vspo_expertise.toml",
+        "vspo_robustness.toml",
+        "pkpo_vs_grpo.toml",
+    }
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
 def test_each_file_states_its_claim_and_runs_in_two_sizes(path):
     header = path.read_text()
-    for part in ("Claim:", "Paper:", "Expected signature:", "CPU size", "GPU size",
-                 f"harness run --config experiments/{path.name}", "harness report"):
+    for part in (
+        "Claim:",
+        "Paper:",
+        "Expected signature:",
+        "CPU size",
+        "GPU size",
+        f"harness run --config experiments/{path.name}",
+        "harness report",
+    ):
         assert part in header, f"{path.name}: no {part!r} in its header"
     cpu, gpu = load_experiment(path), load_experiment(path, size="gpu")
     assert cpu["size"] == "cpu" and cpu["model"] == "smollm2-135m"
@@ -139,9 +151,12 @@ def test_the_smoke_flags_override_every_arm(plugins):
 
 def test_arms_are_cells_of_their_own_with_their_options(tmp_path):
     cells = cells_for(load_experiment(_write(tmp_path, TWO_ARMS)), {}, NO_SET)
-    assert [(c.arm, c.trainer, c.seed) for c in cells] == [("grpo", "grpo", 0), ("grpo", "grpo", 1),
-                                                          ("grpo-random-weights", "grpo", 0),
-                                                          ("grpo-random-weights", "grpo", 1)]
+    assert [(c.arm, c.trainer, c.seed) for c in cells] == [
+        ("grpo", "grpo", 0),
+        ("grpo", "grpo", 1),
+        ("grpo-random-weights", "grpo", 0),
+        ("grpo-random-weights", "grpo", 1),
+    ]
     assert len({c.name for c in cells}) == 4
     assert cells[0].name.startswith("math-grpo-best-of-k-seed0-")
     assert cells[2].name.startswith("math-grpo-random-weights-best-of-k-seed0-")
@@ -162,11 +177,13 @@ def test_a_command_line_option_names_the_same_cell_as_the_files_value(tmp_path):
     """--set gives strings ("3e-5"), a file gives numbers (3e-5): one setting, one cell folder, so a grid rerun
     with the setting on the command line skips the cells the file already finished."""
     path = tmp_path / "exp.toml"
-    path.write_text("[set.trainer]\nlr = 3e-5\ngroup_size = 16\nscale_rewards = false\n"
-                    "[set.task]\nsource = \"champ\"\n")
+    path.write_text('[set.trainer]\nlr = 3e-5\ngroup_size = 16\nscale_rewards = false\n[set.task]\nsource = "champ"\n')
     (from_file,) = cells_for(load_experiment(path), {}, NO_SET)
-    given = {"task": {"source": "champ"}, "trainer": {"lr": "3e-5", "group_size": "16", "scale_rewards": "false"},
-             "searcher": {}}
+    given = {
+        "task": {"source": "champ"},
+        "trainer": {"lr": "3e-5", "group_size": "16", "scale_rewards": "false"},
+        "searcher": {},
+    }
     (from_cli,) = cells_for({"options": {}}, {}, given)
     assert from_cli.name == from_file.name
     other = {**given, "trainer": {**given["trainer"], "lr": "3e-4"}}
@@ -183,36 +200,55 @@ def test_options_are_layered_shared_size_arm_arm_size_command_line(tmp_path):
     flags = {"steps": 1, "seed": "5", "searcher": "best-of-k"}
     for cfg in cells_for(load_experiment(path, size="gpu"), flags, cli):  # the command line wins over all of it
         assert (cfg.steps, cfg.seed, cfg.options["trainer"]["group_size"], cfg.options["searcher"]["n"]) == (
-            1, 5, "4", "8")
+            1,
+            5,
+            "4",
+            "8",
+        )
 
 
 def test_a_file_without_arms_gives_the_cells_it_gave_before(tmp_path):
     """Names pinned from the code before arms existed: rerunning an old grid still finds its finished cells."""
-    path = _write(tmp_path, 'model = "tiny-random"\ntrainer = ["none", "grpo"]\nseed = [0, 1]\nsteps = 1\n'
-                            'limit = 2\nk = "1,2"\n[set.trainer]\ngroup_size = 2\n[set.searcher]\nn = 2\n')
+    path = _write(
+        tmp_path,
+        'model = "tiny-random"\ntrainer = ["none", "grpo"]\nseed = [0, 1]\nsteps = 1\n'
+        'limit = 2\nk = "1,2"\n[set.trainer]\ngroup_size = 2\n[set.searcher]\nn = 2\n',
+    )
     cells = cells_for(load_experiment(path), {}, NO_SET)
-    assert [c.name for c in cells] == ["math-none-best-of-k-seed0-2d7833e4", "math-none-best-of-k-seed1-90450903",
-                                       "math-grpo-best-of-k-seed0-6da28b55", "math-grpo-best-of-k-seed1-c07ae495"]
+    assert [c.name for c in cells] == [
+        "math-none-best-of-k-seed0-2d7833e4",
+        "math-none-best-of-k-seed1-90450903",
+        "math-grpo-best-of-k-seed0-6da28b55",
+        "math-grpo-best-of-k-seed1-c07ae495",
+    ]
     assert all(c.arm == "" for c in cells)
-    base = RunConfig(model="tiny-random", steps=1, limit=2, k="1,2",
-                     options={"task": {}, "trainer": {"group_size": 2}, "searcher": {"n": 2}})
+    base = RunConfig(
+        model="tiny-random",
+        steps=1,
+        limit=2,
+        k="1,2",
+        options={"task": {}, "trainer": {"group_size": 2}, "searcher": {"n": 2}},
+    )
     assert cells == expand(base, {"trainer": ["none", "grpo"], "seed": [0, 1]})
 
 
-@pytest.mark.parametrize("text, message", [
-    ('[[arm]]\ntrainer = "grpo"\n', "arm 1: 'name' must be"),
-    ('[[arm]]\nname = "a b"\ntrainer = "grpo"\n', r"arm 1 \(a b\): 'name' must be"),
-    ('[[arm]]\nname = "a"\n', r"arm 1 \(a\): 'trainer' must name a trainer"),
-    ('[[arm]]\nname = "a"\ntrainer = "grpo"\nlr = 1\n', r"arm 1 \(a\): unknown key\(s\) lr"),
-    ('[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.set.optimizer]\nlr = 1\n', "'set' must hold"),
-    ('[[arm]]\nname = "a"\ntrainer = "grpo"\n[[arm]]\nname = "a"\ntrainer = "vpo"\n', "arm name.s. a used twice"),
-    ('trainer = "grpo"\n[[arm]]\nname = "a"\ntrainer = "vpo"\n', "remove the shared 'trainer'"),
-    ('arm = "grpo"\n', "'arm' must be"),
-    ('[size.cpu]\n[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.size.gpu]\nsteps = 2\n', "size.s. gpu not among"),
-    ('[size.cpu]\n[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.size.cpu]\nmodel = "x"\n', r"unknown key\(s\) model"),
-    ('[[arm]]\nname = "a"\ntrainer = "grpo"\nsteps = "many"\n', "steps should be an integer"),
-    ('[size.cpu]\nlimt = 3\n', r"\[size.cpu\]: unknown setting\(s\) limt"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[[arm]]\ntrainer = "grpo"\n', "arm 1: 'name' must be"),
+        ('[[arm]]\nname = "a b"\ntrainer = "grpo"\n', r"arm 1 \(a b\): 'name' must be"),
+        ('[[arm]]\nname = "a"\n', r"arm 1 \(a\): 'trainer' must name a trainer"),
+        ('[[arm]]\nname = "a"\ntrainer = "grpo"\nlr = 1\n', r"arm 1 \(a\): unknown key\(s\) lr"),
+        ('[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.set.optimizer]\nlr = 1\n', "'set' must hold"),
+        ('[[arm]]\nname = "a"\ntrainer = "grpo"\n[[arm]]\nname = "a"\ntrainer = "vpo"\n', "arm name.s. a used twice"),
+        ('trainer = "grpo"\n[[arm]]\nname = "a"\ntrainer = "vpo"\n', "remove the shared 'trainer'"),
+        ('arm = "grpo"\n', "'arm' must be"),
+        ('[size.cpu]\n[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.size.gpu]\nsteps = 2\n', "size.s. gpu not among"),
+        ('[size.cpu]\n[[arm]]\nname = "a"\ntrainer = "grpo"\n[arm.size.cpu]\nmodel = "x"\n', r"unknown key\(s\) model"),
+        ('[[arm]]\nname = "a"\ntrainer = "grpo"\nsteps = "many"\n', "steps should be an integer"),
+        ("[size.cpu]\nlimt = 3\n", r"\[size.cpu\]: unknown setting\(s\) limt"),
+    ],
+)
 def test_a_bad_arm_or_size_is_one_line_naming_the_file(tmp_path, text, message):
     path = _write(tmp_path, text)
     with pytest.raises(ValueError, match=message) as error:
@@ -236,8 +272,10 @@ def test_cli_arm_and_size_flags(tmp_path, capsys, monkeypatch):
     assert main(["run", "--config", str(path), "--arm", "grpo-random-weights", "--size", "gpu", "--seed", "0"]) == 0
     assert [(c.arm, c.seed, c.model) for c in ran[0]] == [("grpo-random-weights", 0, "big")]
     assert "grid: 1 cells" in capsys.readouterr().out
-    for argv, message in ((["--arm", "nope"], "--arm nope: no such arm; arms: grpo, grpo-random-weights"),
-                          (["--trainer", "vpo"], "--trainer: the experiment file's arms name their trainers")):
+    for argv, message in (
+        (["--arm", "nope"], "--arm nope: no such arm; arms: grpo, grpo-random-weights"),
+        (["--trainer", "vpo"], "--trainer: the experiment file's arms name their trainers"),
+    ):
         assert main(["run", "--config", str(path), *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
@@ -256,7 +294,9 @@ def test_two_arms_run_and_the_report_pairs_them(tmp_path, plugins, tiny_policy_s
     cells = cells_for(load_experiment(path), given, NO_SET)
     folders = run_grid(cells, plugins=plugins, echo=lambda _: None)
     assert [json.loads((f / "manifest.json").read_text())["config"]["arm"] for f in folders] == [
-        "grpo", "grpo-random-weights"]
+        "grpo",
+        "grpo-random-weights",
+    ]
 
     db = tmp_path / "results.sqlite"
     rebuild(db, find_runs([tmp_path / "runs"]))
@@ -273,20 +313,27 @@ def test_two_arms_run_and_the_report_pairs_them(tmp_path, plugins, tiny_policy_s
 
 def test_the_demo_file_builds_one_run_of_the_demo(plugins):
     (cfg,) = cells_for(load_experiment(DEMO), {}, NO_SET)
-    assert (cfg.task, cfg.trainer, cfg.searcher, cfg.seed, cfg.steps, cfg.threads) == ("math", "grpo", "best-of-k",
-                                                                                       0, 20, 1)
+    assert (cfg.task, cfg.trainer, cfg.searcher, cfg.seed, cfg.steps, cfg.threads) == (
+        "math",
+        "grpo",
+        "best-of-k",
+        0,
+        20,
+        1,
+    )
     check_cell(cfg, plugins)
     task, trainer, _ = build_plugins(cfg, plugins, with_task=True)[:3]
     # the format pays only on a right answer (strict), so a wrong boxed answer earns nothing for its box
-    assert task.reward_weights == {"correct": 1.0, "boxed": 0.0, "strict": 1.0, "length": 0.25,
-                                   "lenient_correct": 0.0}
+    assert task.reward_weights == {"correct": 1.0, "boxed": 0.0, "strict": 1.0, "length": 0.25, "lenient_correct": 0.0}
     assert cfg.limit == 48
     assert trainer.config.temperature == 0.7 and trainer.config.lr == 3e-5
     # the format is taught before RL: SFT on the policy's own answers in the worked form, until 90% are boxed
     assert (trainer.config.warmup_steps, trainer.config.warmup_format, trainer.config.warmup_lr) == (48, "boxed", 3e-5)
     problem = task.problems("train", limit=1)[0]
-    assert task.reference_completion(problem) == f"{problem.meta['expression']} = {problem.answer}, so the result " \
-                                                 f"is \\boxed{{{problem.answer}}}"
+    assert (
+        task.reference_completion(problem) == f"{problem.meta['expression']} = {problem.answer}, so the result "
+        f"is \\boxed{{{problem.answer}}}"
+    )
 
 
 def test_steered_rollouts_groups_a_vspo_run_s_training_rollouts_by_strength(tmp_path, capsys):
@@ -295,12 +342,22 @@ def test_steered_rollouts_groups_a_vspo_run_s_training_rollouts_by_strength(tmp_
     script = runpy.run_path(str(DEMO.parent / "steered_rollouts.py"))
     run = tmp_path / "math-vspo-best-of-k-seed0-abc"
     run.mkdir()
-    rollouts = [(-0.1, "ab", 0.0, 0.5), (-0.05, "abcd", 1.0, 1.0), (0.0, "abcdef", 0.0, 0.0),
-                (0.2, "abcdefgh", 0.0, 0.0)]
+    rollouts = [
+        (-0.1, "ab", 0.0, 0.5),
+        (-0.05, "abcd", 1.0, 1.0),
+        (0.0, "abcdef", 0.0, 0.0),
+        (0.2, "abcdefgh", 0.0, 0.0),
+    ]
     rows = [{"phase": "before", "text": "not counted", "rewards": {"correct": 1.0}}]
-    rows += [{"phase": "train", "step": 0, "text": text, "rewards": {"correct": correct, "steering/beta": beta,
-                                                                     "behaviour/robustness": robust}}
-             for beta, text, correct, robust in rollouts]
+    rows += [
+        {
+            "phase": "train",
+            "step": 0,
+            "text": text,
+            "rewards": {"correct": correct, "steering/beta": beta, "behaviour/robustness": robust},
+        }
+        for beta, text, correct, robust in rollouts
+    ]
     (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert script["main"]([str(run), str(tmp_path / "missing")]) == 0
     out, err = capsys.readouterr()
@@ -308,7 +365,8 @@ def test_steered_rollouts_groups_a_vspo_run_s_training_rollouts_by_strength(tmp_
         "math-vspo-best-of-k-seed0-abc: 4 training rollouts",
         "  beta < 0:   2 rollouts  chars 3  correct 0.500  behaviour/robustness 0.750",
         "  beta = 0:   1 rollouts  chars 6  correct 0.000  behaviour/robustness 0.000",
-        "  beta > 0:   1 rollouts  chars 8  correct 0.000  behaviour/robustness 0.000"]
+        "  beta > 0:   1 rollouts  chars 8  correct 0.000  behaviour/robustness 0.000",
+    ]
     assert "missing: no samples.jsonl" in err
 
 
@@ -323,8 +381,9 @@ def test_every_arm_of_vpo_vs_grpo_gets_the_identical_warm_up(size, plugins):
     for cfg in cells:
         _, trainer, _, _ = build_plugins(cfg, plugins, with_task=True)
         options = asdict(trainer.config)
-        by_task.setdefault(cfg.task, {})[cfg.arm] = {k: v for k, v in options.items()
-                                                     if k.startswith("warmup_") and k != "warmup_ratio"}  # lr schedule
+        by_task.setdefault(cfg.task, {})[cfg.arm] = {
+            k: v for k, v in options.items() if k.startswith("warmup_") and k != "warmup_ratio"
+        }  # lr schedule
         assert options["trade_off_weights"] == "task"
     assert set(by_task) == {"maze", "code"}
     for task, arms in by_task.items():

@@ -14,22 +14,40 @@ from harness.trainers.sft import SFTTrainer
 DELIMITER = "### next answer ###"
 
 
-
 def _messages(err: str) -> list[str]:
     """The warm-up's one-line messages: what is left of each line once its progress bar's redraws (``\r``) and the
     bar's own cleared line are dropped."""
     return [kept for line in err.split("\n") if (kept := line.split("\r")[-1].strip())]
 
+
 def _plan(**overrides) -> WarmupPlan:
-    values = dict(m=2, delimiter=DELIMITER, max_new_tokens=12, temperature=1.0, max_steps=3, check_every=1,
-                  target_rate=0.9, samples_per_problem=3, lr=1e-3, batch_size=2, micro_batch=2, seed=0)
+    values = dict(
+        m=2,
+        delimiter=DELIMITER,
+        max_new_tokens=12,
+        temperature=1.0,
+        max_steps=3,
+        check_every=1,
+        target_rate=0.9,
+        samples_per_problem=3,
+        lr=1e-3,
+        batch_size=2,
+        micro_batch=2,
+        seed=0,
+    )
     return WarmupPlan(**{**values, **overrides})
 
 
 def test_the_rate_counts_rollouts_with_m_non_empty_answers():
     task = FakeTask(size=2)
-    engine = FakeEngine([join_answers(["It is 2.", "It is 3."], DELIMITER), "It is 2.",
-                         f"It is 2.\n{DELIMITER}\n", join_answers(["a", "b", "c"], DELIMITER)])
+    engine = FakeEngine(
+        [
+            join_answers(["It is 2.", "It is 3."], DELIMITER),
+            "It is 2.",
+            f"It is 2.\n{DELIMITER}\n",
+            join_answers(["a", "b", "c"], DELIMITER),
+        ]
+    )
     rate, texts = well_formed_rate(engine, task, task.problems("eval"), _plan(max_new_tokens=40), seed=0, samples=4)
     assert len(texts) == 8
     assert rate == 0.5  # two answers, and three (the third dropped); not one, nor one plus an empty part
@@ -38,8 +56,9 @@ def test_the_rate_counts_rollouts_with_m_non_empty_answers():
 def test_with_a_format_component_an_answer_must_earn_it_and_success_is_recorded():
     task = FakeTask(size=1)  # eval problem: 0+0 = 0; FakeTask's "format" is earned by any integer
     engine = FakeEngine(["It is 0.", "no idea", "It is 3."])
-    rate, records = well_formed_rate(engine, task, task.problems("eval"), _plan(m=1, format_component="format"),
-                                     seed=0, samples=3)
+    rate, records = well_formed_rate(
+        engine, task, task.problems("eval"), _plan(m=1, format_component="format"), seed=0, samples=3
+    )
     assert rate == 2 / 3  # one answer without an integer: not well formed though it is one non-empty answer
     assert [r["well_formed"] for r in records] == [True, False, True]
     assert [r["success"] for r in records] == [True, False, False]
@@ -47,8 +66,9 @@ def test_with_a_format_component_an_answer_must_earn_it_and_success_is_recorded(
     assert rate == 2 / 3  # one answer and no format named: well formed when the task reads an answer from it
     assert [r["well_formed"] for r in records] == [True, False, True]
     two = FakeEngine([join_answers(["It is 3.", "It is 0."], DELIMITER), join_answers(["It is 3.", "none"], DELIMITER)])
-    rate, records = well_formed_rate(two, task, task.problems("eval"), _plan(m=2, format_component="format",
-                                                                            max_new_tokens=40), seed=0, samples=2)
+    rate, records = well_formed_rate(
+        two, task, task.problems("eval"), _plan(m=2, format_component="format", max_new_tokens=40), seed=0, samples=2
+    )
     assert [(r["well_formed"], r["success"]) for r in records] == [(True, True), (False, False)]  # a set is right
 
 
@@ -65,11 +85,24 @@ def test_grpo_warms_up_on_a_named_format_before_rl_and_checks_the_name(tiny_poli
     engine = TransformersEngine(tiny_policy, progress=False)
     with pytest.raises(ValueError, match="warmup_format 'boxed' is not a reward component of task 'uppercase'"):
         GRPOTrainer(plugins=plugins, steps=1, warmup_steps=1, warmup_format="boxed").train(
-            tiny_policy, engine, task, task.problems("train"), store=RunStore(tmp_path, "bad"))
+            tiny_policy, engine, task, task.problems("train"), store=RunStore(tmp_path, "bad")
+        )
     before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
-    trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=2, group_size=2, max_new_tokens=8, lr=1e-3,
-                          warmup_steps=2, warmup_check_every=1, warmup_format="upper", warmup_target_rate=1.0,
-                          warmup_samples=2, warmup_problems=2, warmup_check_problems=2)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=1,
+        prompts_per_step=2,
+        group_size=2,
+        max_new_tokens=8,
+        lr=1e-3,
+        warmup_steps=2,
+        warmup_check_every=1,
+        warmup_format="upper",
+        warmup_target_rate=1.0,
+        warmup_samples=2,
+        warmup_problems=2,
+        warmup_check_problems=2,
+    )
     store = RunStore(tmp_path, "run")
     trainer.train(tiny_policy, engine, task, task.problems("train"), store=store)
     assert any(not torch.equal(before[k], v) for k, v in tiny_policy.model.state_dict().items())
@@ -85,8 +118,16 @@ def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugin
     task = UppercaseTask()
     problems = task.problems("train")
     store = FakeStore()
-    figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
-                            problems[2:4], _plan(), store=store, plugins=plugins)
+    figures = format_warmup(
+        tiny_policy,
+        TransformersEngine(tiny_policy, progress=False),
+        task,
+        problems[:2],
+        problems[2:4],
+        _plan(),
+        store=store,
+        plugins=plugins,
+    )
     # a random model never writes the delimiter: every round runs, and RL would start malformed
     assert figures["warmup/steps"] == 3 and figures["warmup/well_formed_rates"] == [0.0] * 4
     assert [s["stage"] for s in store.steps] == ["warmup"] * 3
@@ -103,8 +144,16 @@ def test_warm_up_stops_once_the_rate_is_met(tiny_policy, plugins, capsys):
     task = UppercaseTask()
     problems = task.problems("train")
     store = FakeStore()
-    figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
-                            problems[2:4], _plan(target_rate=0.0), store=store, plugins=plugins)
+    figures = format_warmup(
+        tiny_policy,
+        TransformersEngine(tiny_policy, progress=False),
+        task,
+        problems[:2],
+        problems[2:4],
+        _plan(target_rate=0.0),
+        store=store,
+        plugins=plugins,
+    )
     assert figures["warmup/steps"] == 0 and store.steps == []
     (summary,) = _messages(capsys.readouterr().err)  # no warning: the target was met
     assert "well-formed 2-answer rollouts in 0 SFT steps" in summary
@@ -128,12 +177,22 @@ def test_the_warm_up_stops_at_a_plateau_and_says_why(tiny_policy, plugins, capsy
     monkeypatch.setattr(warmup, "well_formed_rate", lambda *a, **k: (next(rates), []))
     task = UppercaseTask()
     problems = task.problems("train")
-    figures = format_warmup(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, problems[:2],
-                            problems[2:4], _plan(max_steps=6, patience=1), store=FakeStore(), plugins=plugins)
+    figures = format_warmup(
+        tiny_policy,
+        TransformersEngine(tiny_policy, progress=False),
+        task,
+        problems[:2],
+        problems[2:4],
+        _plan(max_steps=6, patience=1),
+        store=FakeStore(),
+        plugins=plugins,
+    )
     assert figures["warmup/steps"] == 2 and figures["warmup/well_formed_rates"] == [0.0, 0.5, 0.25]
     warning = _messages(capsys.readouterr().err)[-1]
-    assert "RL starts with 25% well-formed 2-answer rollouts (target 90%) after 2 warm-up steps; the rate stopped " \
-           "rising (0% -> 50% -> 25%; trainer.warmup_patience)" in warning
+    assert (
+        "RL starts with 25% well-formed 2-answer rollouts (target 90%) after 2 warm-up steps; the rate stopped "
+        "rising (0% -> 50% -> 25%; trainer.warmup_patience)" in warning
+    )
 
 
 def test_targets_prefer_answers_that_ended_to_those_cut_at_the_budget():
@@ -175,16 +234,26 @@ def test_worked_targets_keep_the_policys_reasoning_and_put_its_answer_in_the_for
     unboxed = f"First I add the numbers, which gives {problem.answer}."
     boxed = f"So the result is \\boxed{{{problem.answer}}}."
     wrong = "I think it is 12345."
-    (example,), dropped = extracted_targets(task, [Example(problem, [], "", [unboxed, boxed, wrong], [])], 3,
-                                            DELIMITER, worked=True, format_component="boxed")
+    (example,), dropped = extracted_targets(
+        task,
+        [Example(problem, [], "", [unboxed, boxed, wrong], [])],
+        3,
+        DELIMITER,
+        worked=True,
+        format_component="boxed",
+    )
     print(example.target)
     assert dropped == 0
     # distinct extracted answers: the unboxed and boxed texts share one, so it is taken from the first text
-    assert example.answers == [f"{unboxed}\n\\boxed{{{problem.answer}}}", f"{wrong}\n\\boxed{{12345}}",
-                               f"{unboxed}\n\\boxed{{{problem.answer}}}"]
+    assert example.answers == [
+        f"{unboxed}\n\\boxed{{{problem.answer}}}",
+        f"{wrong}\n\\boxed{{12345}}",
+        f"{unboxed}\n\\boxed{{{problem.answer}}}",
+    ]
     assert example.success == [True, False, True]
-    (kept,), _ = extracted_targets(task, [Example(problem, [], "", [boxed], [])], 1, DELIMITER, worked=True,
-                                   format_component="boxed")
+    (kept,), _ = extracted_targets(
+        task, [Example(problem, [], "", [boxed], [])], 1, DELIMITER, worked=True, format_component="boxed"
+    )
     assert kept.answers == [boxed]  # already in the format: the policy's words untouched
 
 
@@ -213,6 +282,7 @@ def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
     assert set(task.score(problem, reference).rewards.values()) == {1.0}  # reaches the goal, optimal, formatted
     assert written_answer(task, problem, "U U") == "Path: U U"
     from harness.trainers.format_warmup import resolve_targets
+
     assert resolve_targets("auto", task) == "extracted" and resolve_targets("self", task) == "self"
     assert resolve_targets("auto", FakeTask(size=1)) == "self"  # no answer form declared: its answers as written
     with pytest.raises(ValueError, match="warmup_targets must be one of auto, self, extracted, worked"):
@@ -227,11 +297,27 @@ def test_auto_targets_fall_back_to_the_samples_as_written_when_no_answer_is_read
     problems = task.problems("train", limit=4)
     engine = TransformersEngine(tiny_policy, progress=False)
     store = FakeStore()
-    figures = format_warmup(tiny_policy, engine, task, problems[:2], problems[2:4],
-                            _plan(targets="auto", max_steps=1), store=store, plugins=plugins)
+    figures = format_warmup(
+        tiny_policy,
+        engine,
+        task,
+        problems[:2],
+        problems[2:4],
+        _plan(targets="auto", max_steps=1),
+        store=store,
+        plugins=plugins,
+    )
     assert figures["warmup/skipped_nothing_extracted"] == 2 and figures["warmup/steps"] == 1
     assert {r["source"] for r in store.samples if r["phase"] == "train-sft"} == {"self"}
     assert "no answer extracted from any sample; its targets are the samples as written" in capsys.readouterr().err
     with pytest.raises(ValueError, match="vpo warm-up: no targets from 2 problems"):  # asked for, never replaced
-        format_warmup(tiny_policy, engine, task, problems[:2], problems[2:4], _plan(targets="extracted"),
-                      store=FakeStore(), plugins=plugins)
+        format_warmup(
+            tiny_policy,
+            engine,
+            task,
+            problems[:2],
+            problems[2:4],
+            _plan(targets="extracted"),
+            store=FakeStore(),
+            plugins=plugins,
+        )

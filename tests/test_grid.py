@@ -16,21 +16,35 @@ from harness.cli import main
 from harness.run import RunConfig
 from harness.runner.grid import cell_name, expand, load_experiment, run_grid, split_names
 
-TINY = {"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
-        "searcher": {"n": 2, "max_new_tokens": 4}}
+TINY = {
+    "task": {},
+    "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
+    "searcher": {"n": 2, "max_new_tokens": 4},
+}
 
 
 def _base(tmp_path, **kw):
-    settings = {"model": "tiny-random", "steps": 1, "limit": 2, "train_limit": 2, "k": "1,2", "out": str(tmp_path),
-                "options": json.loads(json.dumps(TINY)), **kw}
+    settings = {
+        "model": "tiny-random",
+        "steps": 1,
+        "limit": 2,
+        "train_limit": 2,
+        "k": "1,2",
+        "out": str(tmp_path),
+        "options": json.loads(json.dumps(TINY)),
+        **kw,
+    }
     return RunConfig(**settings)
 
 
 def test_expand_crosses_the_axes_and_names_cells_by_configuration(tmp_path):
     cells = expand(_base(tmp_path), {"task": ["math", "code"], "trainer": ["none", "grpo"], "seed": ["0", "1"]})
     assert len(cells) == 8
-    assert [(c.task, c.trainer, c.seed) for c in cells[:3]] == [("math", "none", 0), ("math", "none", 1),
-                                                                 ("math", "grpo", 0)]
+    assert [(c.task, c.trainer, c.seed) for c in cells[:3]] == [
+        ("math", "none", 0),
+        ("math", "none", 1),
+        ("math", "grpo", 0),
+    ]
     assert len({c.name for c in cells}) == 8
     assert cells[0].name.startswith("math-none-best-of-k-seed0-")
     # Where a cell runs (out, threads) does not change its name; what it computes (steps, an option) does.
@@ -47,14 +61,20 @@ def test_split_names_refuses_empty_items():
 
 def test_experiment_file_is_read_and_checked(tmp_path):
     good = tmp_path / "exp.toml"
-    good.write_text('task = ["math"]\ntrainer = ["none", "grpo"]\nseed = [0, 1]\nsteps = 2\nk = [1, 2]\n'
-                    '[set.trainer]\ngroup_size = 2\n')
+    good.write_text(
+        'task = ["math"]\ntrainer = ["none", "grpo"]\nseed = [0, 1]\nsteps = 2\nk = [1, 2]\n'
+        "[set.trainer]\ngroup_size = 2\n"
+    )
     settings = load_experiment(good)
     assert settings["trainer"] == ["none", "grpo"] and settings["k"] == "1,2" and settings["steps"] == 2
     assert settings["options"] == {"task": {}, "trainer": {"group_size": 2}, "searcher": {}}
     bad = tmp_path / "bad.toml"
-    for text, message in (('trainr = "grpo"', "unknown setting"), ("steps = 'many'", "steps should be an integer"),
-                          ("task = [", "not valid"), ("[set.optimizer]\nlr = 1", "'set' must hold")):
+    for text, message in (
+        ('trainr = "grpo"', "unknown setting"),
+        ("steps = 'many'", "steps should be an integer"),
+        ("task = [", "not valid"),
+        ("[set.optimizer]\nlr = 1", "'set' must hold"),
+    ):
         bad.write_text(text)
         with pytest.raises(ValueError, match=message):
             load_experiment(bad)
@@ -96,10 +116,12 @@ def test_cli_grid_killed_halfway_finishes_the_rest_on_rerun(tmp_path, tiny_polic
     """SIGKILL the CLI grid during its second cell; rerunning it skips the first cell and finishes the others."""
     out = tmp_path / "grid"
     exp = tmp_path / "exp.toml"
-    exp.write_text(f'model = "tiny-random"\ntrainer = ["none", "grpo", "vpo"]\nsteps = 1\nlimit = 2\n'
-                   f'train_limit = 2\nk = "1,2"\nout = "{out}"\n'
-                   '[set.trainer]\ngroup_size = 2\nprompts_per_step = 1\nmax_new_tokens = 4\n'
-                   '[set.searcher]\nn = 2\nmax_new_tokens = 4\n')
+    exp.write_text(
+        f'model = "tiny-random"\ntrainer = ["none", "grpo", "vpo"]\nsteps = 1\nlimit = 2\n'
+        f'train_limit = 2\nk = "1,2"\nout = "{out}"\n'
+        "[set.trainer]\ngroup_size = 2\nprompts_per_step = 1\nmax_new_tokens = 4\n"
+        "[set.searcher]\nn = 2\nmax_new_tokens = 4\n"
+    )
     env = {**os.environ, "HARNESS_DISABLE_PLUGIN_AUTOLOAD": "1"}
     command = [sys.executable, "-m", "harness", "run", "--config", str(exp)]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -133,8 +155,22 @@ def test_cli_refuses_a_broken_config_in_one_line(tmp_path, capsys):
     assert main(["run", "--trainer", "grpo,nonsense", "--out", str(tmp_path), "--model", "tiny-random"]) == 2
     assert "nonsense" in capsys.readouterr().err
     # An option one cell's trainer does not take fails the grid before any cell runs.
-    assert main(["run", "--trainer", "none,sft", "--set", "trainer.group_size=2", "--out", str(tmp_path),
-                 "--model", "tiny-random"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--trainer",
+                "none,sft",
+                "--set",
+                "trainer.group_size=2",
+                "--out",
+                str(tmp_path),
+                "--model",
+                "tiny-random",
+            ]
+        )
+        == 2
+    )
     assert "unknown option group_size" in capsys.readouterr().err
     assert not list(tmp_path.glob("*/manifest.json"))
 

@@ -75,8 +75,14 @@ def test_micro_batches_add_up_to_the_full_batch(norm):
     mask[:, 0] = 1
     full = aggregate(per_token, mask, norm, max_len=7)
     parts = sum(
-        normalise((per_token[i : i + 2] * mask[i : i + 2]).sum(-1), mask[i : i + 2].sum(-1).float(), norm,
-                  batch_rows=6, batch_tokens=int(mask.sum()), max_len=7)
+        normalise(
+            (per_token[i : i + 2] * mask[i : i + 2]).sum(-1),
+            mask[i : i + 2].sum(-1).float(),
+            norm,
+            batch_rows=6,
+            batch_tokens=int(mask.sum()),
+            max_len=7,
+        )
         for i in range(0, 6, 2)
     )
     assert torch.allclose(full, parts, atol=1e-6)

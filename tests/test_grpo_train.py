@@ -17,8 +17,9 @@ from harness.types import SamplingParams
 def test_grpo_changes_parameters(tiny_policy, plugins, tmp_path):
     before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
     engine = TransformersEngine(tiny_policy, progress=False)
-    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-3,
-                          beta=0.04)
+    trainer = GRPOTrainer(
+        plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-3, beta=0.04
+    )
     store = RunStore(tmp_path, "run")
     trainer.train(tiny_policy, engine, UppercaseTask(), UppercaseTask().problems("train"), store=store)
     changed = [k for k, v in tiny_policy.model.state_dict().items() if not torch.equal(before[k], v)]
@@ -39,8 +40,10 @@ def test_an_update_moves_probability_towards_positive_advantages(tiny_policy, pl
     The real-model test in test_smoke_real_model.py checks that a reward rises over steps."""
     task = UppercaseTask()
     engine = TransformersEngine(tiny_policy, progress=False)
-    completions = engine.generate([task.messages(p) for p in task.problems("train")],
-                                  SamplingParams(n=8, max_new_tokens=8, temperature=1.0, seed=5))
+    completions = engine.generate(
+        [task.messages(p) for p in task.problems("train")],
+        SamplingParams(n=8, max_new_tokens=8, temperature=1.0, seed=5),
+    )
     rewards = torch.tensor([[[task.score(None, c.text).rewards["upper"]]] for c in completions])
     groups = torch.tensor([c.prompt_index for c in completions])
     trainer = GRPOTrainer(plugins=plugins, lr=1e-3, max_new_tokens=8)
@@ -50,8 +53,9 @@ def test_an_update_moves_probability_towards_positive_advantages(tiny_policy, pl
     def sequence_logp():
         batch = pad_completions(completions, tiny_policy.tokenizer.pad_token_id)
         with torch.no_grad():
-            logp = sequence_logprobs(tiny_policy.model, batch["input_ids"], batch["attention_mask"],
-                                     int(batch["prompt_width"]))
+            logp = sequence_logprobs(
+                tiny_policy.model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"])
+            )
         return (logp * batch["completion_mask"]).sum(-1)
 
     before = sequence_logp()

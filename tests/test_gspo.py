@@ -62,15 +62,20 @@ def test_update_uses_the_sequence_ratio(tiny_policy, plugins):
     completion's exp(mean log-ratio), and not the token-level one."""
     task = UppercaseTask()
     engine = TransformersEngine(tiny_policy, progress=False)
-    completions = engine.generate([task.messages(p) for p in task.problems("train")[:2]],
-                                  SamplingParams(n=4, max_new_tokens=6, temperature=1.0, seed=3))
+    completions = engine.generate(
+        [task.messages(p) for p in task.problems("train")[:2]],
+        SamplingParams(n=4, max_new_tokens=6, temperature=1.0, seed=3),
+    )
     generator = torch.Generator().manual_seed(0)
-    completions = [replace(c, logprobs=[x + 0.4 * float(torch.randn((), generator=generator)) for x in c.logprobs])
-                   for c in completions]
+    completions = [
+        replace(c, logprobs=[x + 0.4 * float(torch.randn((), generator=generator)) for x in c.logprobs])
+        for c in completions
+    ]
     batch = pad_completions(completions, tiny_policy.tokenizer.pad_token_id)
     with torch.no_grad():
-        logp = sequence_logprobs(tiny_policy.model, batch["input_ids"], batch["attention_mask"],
-                                 int(batch["prompt_width"]))
+        logp = sequence_logprobs(
+            tiny_policy.model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"])
+        )
     mask = batch["completion_mask"].float()
     log_ratio = (logp - batch["old_logp"]) * mask
     per_row = torch.exp(log_ratio.sum(-1) / mask.sum(-1))
@@ -83,8 +88,9 @@ def test_update_uses_the_sequence_ratio(tiny_policy, plugins):
     def ratio_mean(level: str) -> float:
         trainer = GRPOTrainer(plugins=plugins, max_new_tokens=6, importance_sampling_level=level)
         optimizer = torch.optim.SGD(tiny_policy.model.parameters(), lr=0.0)  # the weights stay: both see one policy
-        return trainer.update(tiny_policy.model, tiny_policy.tokenizer, optimizer, None, completions,
-                              advantages)["ratio_mean"]
+        return trainer.update(tiny_policy.model, tiny_policy.tokenizer, optimizer, None, completions, advantages)[
+            "ratio_mean"
+        ]
 
     assert ratio_mean("sequence") == pytest.approx(seq_mean, rel=1e-4)
     assert ratio_mean("token") == pytest.approx(token_mean, rel=1e-4)

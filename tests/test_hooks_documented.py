@@ -30,8 +30,9 @@ def test_every_hook_has_a_docstring(hook):
 
 def test_docs_hooks_md_is_up_to_date():
     page = hook_reference.PAGE.read_text()
-    assert hook_reference.update(page) == page, \
+    assert hook_reference.update(page) == page, (
         "docs/reference/hooks.md is out of date: python -m harness.plugins.hook_reference"
+    )
     for hook in HOOKS:
         assert f"### `{hook}`" in page
     assert "- `batch_scoring: bool = False`: has ``score_many``" in page  # a field comment from harness/types.py
@@ -54,8 +55,9 @@ def test_every_hook_has_a_test_of_its_own(hook):
 
 def test_the_pages_worked_example_is_right():
     blocks = re.findall(r"^```python\n(>>> .*?)^```", hook_reference.PAGE.read_text(), re.S | re.M)
-    test = doctest.DocTestParser().get_doctest("".join(blocks), {}, "docs/reference/hooks.md",
-                                               str(hook_reference.PAGE), 0)
+    test = doctest.DocTestParser().get_doctest(
+        "".join(blocks), {}, "docs/reference/hooks.md", str(hook_reference.PAGE), 0
+    )
     assert len(test.examples) == 3
     result = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS).run(test)
     assert result.failed == 0

@@ -19,26 +19,67 @@ import pytest
 from tiny_runs import CEILING, EVAL, harness, harness_env, only_run
 
 VALUES = {  # label: a hostile value
-    "null": None, "huge": 99999999999999999999999, "negative": -1, "nan": float("nan"), "list": ["x"],
-    "object": {"x": 1}, "long": "x" * 100_000, "up": "../../x", "absolute": "/abs",
+    "null": None,
+    "huge": 99999999999999999999999,
+    "negative": -1,
+    "nan": float("nan"),
+    "list": ["x"],
+    "object": {"x": 1},
+    "long": "x" * 100_000,
+    "up": "../../x",
+    "absolute": "/abs",
     "markup": "<script>alert(1)</script>",
 }
 ODD_TEXT = {"up", "absolute", "markup"}  # a string a run could hold: indexed, shown escaped
 ACCEPTED = {  # the kind of a manifest field: the labels of VALUES a valid manifest may hold there
-    "name": ODD_TEXT, "text?": {"null", *ODD_TEXT}, "count?": {"null"}, "seed": set(), "seed?": {"null"},
-    "seconds?": {"null"}, "object": {"object"}, "object?": {"null", "object"}, "texts?": {"null", "list"},
-    "answers?": {"null"}, "any": {"null", "negative", "nan", "list", "object", *ODD_TEXT},
+    "name": ODD_TEXT,
+    "text?": {"null", *ODD_TEXT},
+    "count?": {"null"},
+    "seed": set(),
+    "seed?": {"null"},
+    "seconds?": {"null"},
+    "object": {"object"},
+    "object?": {"null", "object"},
+    "texts?": {"null", "list"},
+    "answers?": {"null"},
+    "any": {"null", "negative", "nan", "list", "object", *ODD_TEXT},
 }
 FIELDS = {  # every manifest field the index or the report reads, and its kind
-    "status": "name", "config": "object", "config.task": "name", "config.trainer": "name",
-    "config.searcher": "name", "config.model": "name", "config.seed": "seed?", "seed": "seed",
-    "config.preset": "text?", "config.arm": "text?", "config.engine": "text?", "config.k": "text?",
-    "config.threads": "count?", "config.options": "object?", "config.options.searcher": "object?",
-    "started": "text?", "seconds": "seconds?", "error": "text?", "warnings": "texts?", "processes": "count?",
-    "harness_version": "text?", "task": "object?", "task.name": "text?", "task.version": "text?",
-    "task.eval_problems": "count?", "task.data_source": "any", "model": "object?", "model.spec": "text?",
-    "model.source": "text?", "model.dtype": "text?", "model.parameters": "count?", "packages": "object?",
-    "resolved_options": "object?", "resolved_options.task": "object?", "resolved_options.searcher": "object?",
+    "status": "name",
+    "config": "object",
+    "config.task": "name",
+    "config.trainer": "name",
+    "config.searcher": "name",
+    "config.model": "name",
+    "config.seed": "seed?",
+    "seed": "seed",
+    "config.preset": "text?",
+    "config.arm": "text?",
+    "config.engine": "text?",
+    "config.k": "text?",
+    "config.threads": "count?",
+    "config.options": "object?",
+    "config.options.searcher": "object?",
+    "started": "text?",
+    "seconds": "seconds?",
+    "error": "text?",
+    "warnings": "texts?",
+    "processes": "count?",
+    "harness_version": "text?",
+    "task": "object?",
+    "task.name": "text?",
+    "task.version": "text?",
+    "task.eval_problems": "count?",
+    "task.data_source": "any",
+    "model": "object?",
+    "model.spec": "text?",
+    "model.source": "text?",
+    "model.dtype": "text?",
+    "model.parameters": "count?",
+    "packages": "object?",
+    "resolved_options": "object?",
+    "resolved_options.task": "object?",
+    "resolved_options.searcher": "object?",
     "resolved_options.searcher.answers_per_rollout": "answers?",
 }
 DEEP = "[" * 100_000 + "]" * 100_000  # deeper than Python's JSON parser recurses
@@ -63,15 +104,18 @@ def _cases() -> dict[str, tuple[str, str, object]]:
                 named = "config.task"
             cases[f"{field}={label}"] = ("manifest.json", named, lambda m, f=field, v=value: _set(m, f, v))
     cases["warnings=markup-line"] = ("manifest.json", "", lambda m: _set(m, "warnings", [VALUES["markup"]]))
-    cases["task.data_source=deep"] = ("manifest.json", "task.data_source",
-                                      lambda m: _set(m, "task.data_source", json.loads("[" * 80 + "]" * 80)))
+    cases["task.data_source=deep"] = (
+        "manifest.json",
+        "task.data_source",
+        lambda m: _set(m, "task.data_source", json.loads("[" * 80 + "]" * 80)),
+    )
     cases["manifest=too-deep-to-parse"] = ("manifest.json", "not valid JSON", DEEP)
-    cases["metric=huge"] = ("metrics.json", "before/pass@1", lambda m: {**m, "before/pass@1": 10 ** 400})
+    cases["metric=huge"] = ("metrics.json", "before/pass@1", lambda m: {**m, "before/pass@1": 10**400})
     cases["metric=long-name"] = ("metrics.json", "key", lambda m: {**m, "x" * 5000: 1.0})
-    cases["metric=curve-huge"] = ("metrics.json", "train/loss", lambda m: {**m, "train/loss": [0.0, 10 ** 400]})
-    cases["sample=huge-scalar"] = ("samples.jsonl", "line 1: scalar", lambda r: {**r, "scalar": 10 ** 400})
+    cases["metric=curve-huge"] = ("metrics.json", "train/loss", lambda m: {**m, "train/loss": [0.0, 10**400]})
+    cases["sample=huge-scalar"] = ("samples.jsonl", "line 1: scalar", lambda r: {**r, "scalar": 10**400})
     cases["sample=text-object"] = ("samples.jsonl", "line 1: text", lambda r: {**r, "text": {"x": 1}})
-    cases["sample=huge-call"] = ("samples.jsonl", "line 1: call", lambda r: {**r, "call": 10 ** 30})
+    cases["sample=huge-call"] = ("samples.jsonl", "line 1: call", lambda r: {**r, "call": 10**30})
     cases["sample=too-deep-to-parse"] = ("samples.jsonl", "line 1: not valid JSON", DEEP)
     return cases
 
@@ -98,8 +142,14 @@ def good_run(tmp_path_factory, tiny_policy_spec) -> Path:
 
 
 def _harness_in(cwd: Path, args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], env=harness_env(), capture_output=True,
-                          text=True, timeout=CEILING, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+        cwd=cwd,
+    )
 
 
 def _files(root: Path) -> set[Path]:

@@ -20,9 +20,13 @@ def test_a_run_completed_during_a_rebuild_is_in_the_index_after_it(tmp_path, tin
     first = harness([*EVAL, "--out", str(runs)])
     assert first.returncode == 0, first.stderr[-2000:]
     pause = tmp_path / "paused"
-    rebuild = subprocess.Popen([sys.executable, "-m", "harness", "index", str(runs)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env=harness_env(HARNESS_PAUSE=f"index:1:{pause}"))
+    rebuild = subprocess.Popen(
+        [sys.executable, "-m", "harness", "index", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=harness_env(HARNESS_PAUSE=f"index:1:{pause}"),
+    )
     try:
         deadline = time.monotonic() + CEILING
         while not pause.exists():

@@ -28,9 +28,13 @@ def runs(tmp_path_factory, tiny_policy_spec) -> Path:
 
 def _held_report(runs: Path, out: Path, pause: Path) -> subprocess.Popen:
     """`harness report` held after indexing: its private index is in ``out``."""
-    process = subprocess.Popen([sys.executable, "-m", "harness", "report", str(runs), "--out", str(out)],
-                               env=harness_env(HARNESS_PAUSE=f"report:1:{pause}"), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness", "report", str(runs), "--out", str(out)],
+        env=harness_env(HARNESS_PAUSE=f"report:1:{pause}"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + CEILING
     while not pause.exists():
         assert process.poll() is None, process.communicate()[1][-2000:]

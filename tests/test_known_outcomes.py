@@ -96,7 +96,8 @@ def train(trainer, policy, task) -> FakeStore:
 
 def sample(policy, prompts, n: int, max_new_tokens: int, steering=None):
     return TransformersEngine(policy, progress=False).generate(
-        prompts, SamplingParams(n=n, max_new_tokens=max_new_tokens, seed=EVAL_SEED), steering=steering)
+        prompts, SamplingParams(n=n, max_new_tokens=max_new_tokens, seed=EVAL_SEED), steering=steering
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -113,8 +114,10 @@ VPO_MARGIN = 0.4
 def coverage(task, answer_sets) -> float:
     """Mean number of components scored (> 0) by at least one answer of a set."""
     problem = task.problems("eval")[0]
-    covered = [sum(any(task.score(problem, a).rewards[c] > 0 for a in answers) for c in task.reward_weights)
-               for answers in answer_sets]
+    covered = [
+        sum(any(task.score(problem, a).rewards[c] > 0 for a in answers) for c in task.reward_weights)
+        for answers in answer_sets
+    ]
     return sum(covered) / len(covered)
 
 
@@ -122,8 +125,11 @@ def coverage(task, answer_sets) -> float:
 def grpo_coverage(toy_folder, plugins):
     policy = load_policy(toy_folder, plugins["model"])
     task = TradeOffTask()
-    train(GRPOTrainer(plugins=plugins, steps=50, prompts_per_step=2, group_size=8, max_new_tokens=6, lr=1e-2,
-                      seed=SEED), policy, task)
+    train(
+        GRPOTrainer(plugins=plugins, steps=50, prompts_per_step=2, group_size=8, max_new_tokens=6, lr=1e-2, seed=SEED),
+        policy,
+        task,
+    )
     completions = sample(policy, [task.messages(task.problems("eval")[0])], SETS * M, 6)
     return coverage(task, [[c.text for c in completions[i : i + M]] for i in range(0, SETS * M, M)])
 
@@ -133,16 +139,31 @@ def test_vpo_sets_cover_more_components_than_grpo_samples(advantage, intact, new
     policy, task = new_policy(), TradeOffTask()
     # No warm-up: the delimiter is one word of the vocabulary, and sets with more answers score higher, so RL alone
     # teaches the format.
-    train(VPOTrainer(plugins=plugins, steps=50, prompts_per_step=2, group_size=8, max_new_tokens=6 * M, lr=1e-2,
-                     answers_per_rollout=M, delimiter=DELIMITER, warmup_steps=0, advantage=advantage, seed=SEED),
-          policy, task)
+    train(
+        VPOTrainer(
+            plugins=plugins,
+            steps=50,
+            prompts_per_step=2,
+            group_size=8,
+            max_new_tokens=6 * M,
+            lr=1e-2,
+            answers_per_rollout=M,
+            delimiter=DELIMITER,
+            warmup_steps=0,
+            advantage=advantage,
+            seed=SEED,
+        ),
+        policy,
+        task,
+    )
     prompt = instruct(task.messages(task.problems("eval")[0]), M, DELIMITER)
     sets = [split_answers(c.text, M, DELIMITER) for c in sample(policy, [prompt], SETS, 6 * M)]
     gain = coverage(task, sets) - grpo_coverage
     print(f"vpo advantage={advantage} seed={SEED}: coverage gain over GRPO {gain:+.2f} (GRPO {grpo_coverage:.2f})")
     assert (gain > VPO_MARGIN) == intact, (
         f"VPO (advantage={advantage}) sets cover {gain:+.2f} components more than GRPO's {grpo_coverage:.2f}; "
-        f"expected {'more' if intact else 'no more'} than {VPO_MARGIN}")
+        f"expected {'more' if intact else 'no more'} than {VPO_MARGIN}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -174,21 +195,39 @@ def steering_file(new_policy, tmp_path):
     return paths
 
 
-@pytest.mark.parametrize("vector, alpha, intact", [("towards_a", 0.2, True), ("towards_a", 0.0, False),
-                                                   ("zero", 0.2, False)],
-                         ids=["vspo", "broken-alpha-0", "broken-zero-vector"])
-def test_vspo_moves_the_unsteered_policy_the_way_steering_does(vector, alpha, intact, new_policy, plugins,
-                                                                steering_file):
+@pytest.mark.parametrize(
+    "vector, alpha, intact",
+    [("towards_a", 0.2, True), ("towards_a", 0.0, False), ("zero", 0.2, False)],
+    ids=["vspo", "broken-alpha-0", "broken-zero-vector"],
+)
+def test_vspo_moves_the_unsteered_policy_the_way_steering_does(
+    vector, alpha, intact, new_policy, plugins, steering_file
+):
     policy, task = new_policy(), AnythingTask()
     before = share_of_a(policy)
-    train(VSPOTrainer(plugins=plugins, vector=str(steering_file[vector]), betas=BETAS, beta_unit="absolute",
-                      alpha=alpha, group_size=8, prompts_per_step=2, steps=40, max_new_tokens=8, lr=3e-3, seed=SEED),
-          policy, task)
+    train(
+        VSPOTrainer(
+            plugins=plugins,
+            vector=str(steering_file[vector]),
+            betas=BETAS,
+            beta_unit="absolute",
+            alpha=alpha,
+            group_size=8,
+            prompts_per_step=2,
+            steps=40,
+            max_new_tokens=8,
+            lr=3e-3,
+            seed=SEED,
+        ),
+        policy,
+        task,
+    )
     rise = share_of_a(policy) - before
     print(f"vspo vector={vector} alpha={alpha} seed={SEED}: share of 'a' {before:.2f} -> {before + rise:.2f}")
     assert (rise > VSPO_MARGIN) == intact, (
         f"VSPO (vector={vector}, alpha={alpha}) moved the unsteered share of 'a' by {rise:+.2f}; expected "
-        f"{'more' if intact else 'no more'} than {VSPO_MARGIN}")
+        f"{'more' if intact else 'no more'} than {VSPO_MARGIN}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -209,15 +248,22 @@ def kept_and_max_at_k(policy, task) -> tuple[int, float]:
     completions = sample(policy, [task.messages(p) for p in problems], 64, 6)
     firsts = Counter(first_word(c.text) for c in completions)
     kept = sum(firsts[w] >= 0.1 * len(completions) for w in "abcd")
-    values = [[task.score(p, c.text).rewards["value"] for c in completions if c.prompt_index == i]
-              for i, p in enumerate(problems)]
+    values = [
+        [task.score(p, c.text).rewards["value"] for c in completions if c.prompt_index == i]
+        for i, p in enumerate(problems)
+    ]
     return kept, sum(best_at_k(v, K) for v in values) / len(values)
 
 
 def train_on_hedge(policy, plugins, **options) -> None:
     # every problem in every step: a mean-maximiser then cannot sit on b (right on one problem in three) for long
-    train(GRPOTrainer(plugins=plugins, steps=80, prompts_per_step=3, group_size=8, max_new_tokens=6, lr=1e-2,
-                      seed=SEED, **options), policy, HedgeTask())
+    train(
+        GRPOTrainer(
+            plugins=plugins, steps=80, prompts_per_step=3, group_size=8, max_new_tokens=6, lr=1e-2, seed=SEED, **options
+        ),
+        policy,
+        HedgeTask(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -234,14 +280,18 @@ def test_pkpo_keeps_distinct_answers_and_raises_max_at_k(k, intact, new_policy, 
     train_on_hedge(policy, plugins, advantage="pkpo", pkpo_k=k)
     kept, max_at_k = kept_and_max_at_k(policy, HedgeTask())
     grpo_kept, grpo_max_at_k = grpo_hedge
-    print(f"pkpo k={k} seed={SEED}: kept {kept} (GRPO {grpo_kept}), max@{K} {before:.2f} -> {max_at_k:.2f} "
-          f"(GRPO {grpo_max_at_k:.2f})")
+    print(
+        f"pkpo k={k} seed={SEED}: kept {kept} (GRPO {grpo_kept}), max@{K} {before:.2f} -> {max_at_k:.2f} "
+        f"(GRPO {grpo_max_at_k:.2f})"
+    )
     assert (kept >= grpo_kept + PKPO_MORE_KEPT) == intact, (
         f"PKPO k={k} kept {kept} distinct answers, GRPO {grpo_kept}; expected {'at least' if intact else 'fewer than'}"
-        f" {PKPO_MORE_KEPT} more")
+        f" {PKPO_MORE_KEPT} more"
+    )
     assert (max_at_k > grpo_max_at_k + PKPO_MARGIN) == intact, (
         f"PKPO k={k}: max@{K} {max_at_k:.3f}, GRPO {grpo_max_at_k:.3f}; expected {'more' if intact else 'no more'} "
-        f"than {PKPO_MARGIN} above")
+        f"than {PKPO_MARGIN} above"
+    )
     if intact:  # and above the untrained policy's (GRPO's own 0.6 is only just above it)
         assert max_at_k > before + PKPO_MARGIN
 
@@ -279,8 +329,9 @@ def test_evolve_children_improve_on_their_parents(feedback, intact, tmp_path, mo
         check = evolve_module._check
         monkeypatch.setattr(evolve_module, "_check", lambda *args: (check(*args)[0], ""))
     store = FakeStore(tmp_path)
-    Evolve(seeds=4, children=4, calls=16, seed=SEED).search(FakeEngine(fixing_responder), task,
-                                                          task.problems("eval"), phase="eval", store=store)
+    Evolve(seeds=4, children=4, calls=16, seed=SEED).search(
+        FakeEngine(fixing_responder), task, task.problems("eval"), phase="eval", store=store
+    )
     fitness = {(s["problem_id"], s["sample_index"]): s["scalar"] for s in store.samples}
     children = [s for s in store.samples if s["parent"] is not None]
     improved = sum(s["scalar"] > fitness[s["problem_id"], s["parent"]] for s in children) / len(children)
@@ -289,4 +340,5 @@ def test_evolve_children_improve_on_their_parents(feedback, intact, tmp_path, mo
     assert (improved - fresh > EVOLVE_MARGIN) == intact, (
         f"evolve (feedback {'shown' if feedback else 'removed'}): children improved on their parents {improved:.2f} "
         f"of the time, fresh samples on an earlier one {fresh:.2f}; expected a lead "
-        f"{'above' if intact else 'of at most'} {EVOLVE_MARGIN}")
+        f"{'above' if intact else 'of at most'} {EVOLVE_MARGIN}"
+    )

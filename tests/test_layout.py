@@ -7,8 +7,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"harness": ROOT / "harness", "harness.tasks": ROOT / "tasks", "harness.trainers": ROOT / "trainers",
-           "harness.searchers": ROOT / "searchers"}
+FOLDERS = {
+    "harness": ROOT / "harness",
+    "harness.tasks": ROOT / "tasks",
+    "harness.trainers": ROOT / "trainers",
+    "harness.searchers": ROOT / "searchers",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -48,7 +52,7 @@ def test_no_import_cycles():
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = [*path[path.index(nxt):], nxt] if nxt in path else [node, nxt]
+                cycle = [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, [*path, nxt])
@@ -65,8 +69,9 @@ def test_the_core_imports_no_builtin_plugin():
     built-in packages as plugins, the way an entry point names a third-party one)."""
     offenders = []
     for name, path in _modules().items():
-        if not name.startswith("harness.") or name.startswith(("harness.tasks", "harness.trainers",
-                                                                "harness.searchers")):
+        if not name.startswith("harness.") or name.startswith(
+            ("harness.tasks", "harness.trainers", "harness.searchers")
+        ):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             module = node.module if isinstance(node, ast.ImportFrom) else None
@@ -82,7 +87,10 @@ def test_the_runner_probes_no_plugin():
     probes = []
     for path in sorted((ROOT / "harness" / "runner").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
-                    node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) > 2)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and (node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) > 2))
+            ):
                 probes.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert probes == []

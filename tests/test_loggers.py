@@ -80,6 +80,7 @@ class LoggerPlugin:
         def make(run_dir, config):
             self.created.append(cls(run_dir, config))
             return self.created[-1]
+
         make.requires = getattr(cls, "requires", None)
         return make
 
@@ -179,9 +180,14 @@ def test_a_raising_logger_is_dropped_with_one_warning(tmp_path, plugin, registry
     assert recorder.events == EXPECTED  # the others carry on
     assert len(read_jsonl(store.dir / "metrics.jsonl")) == len(EXPECTED)
     assert json.loads((store.dir / "metrics.json").read_text()) == {
-        "before/pass@1": 0.25, "before/num_problems": 4, "warmup/sft_loss": [2.0],
-        "train/loss": [1.5, 1.0], "train/reward_mean": [0.1, 0.3],
-        "after/pass@1": 0.5, "after/solved": [1, 3], "vspo/layer": 19,
+        "before/pass@1": 0.25,
+        "before/num_problems": 4,
+        "warmup/sft_loss": [2.0],
+        "train/loss": [1.5, 1.0],
+        "train/reward_mean": [0.1, 0.3],
+        "after/pass@1": 0.5,
+        "after/solved": [1, 3],
+        "vspo/layer": 19,
     }
 
 
@@ -197,8 +203,10 @@ def test_unknown_logger_lists_the_available_ones_before_opening_any(tmp_path, pl
 def test_a_missing_package_is_one_line_before_opening_any(tmp_path, plugin, registry):
     with pytest.raises(ValueError) as err:
         open_loggers(["recorder", "needy"], registry, tmp_path, CONFIG)
-    assert str(err.value) == ("logger 'needy' needs the no_such_package_for_harness_tests package: "
-                              "pip install no_such_package_for_harness_tests")
+    assert str(err.value) == (
+        "logger 'needy' needs the no_such_package_for_harness_tests package: "
+        "pip install no_such_package_for_harness_tests"
+    )
     assert not plugin.created and not list(tmp_path.iterdir())
 
 
@@ -209,10 +217,12 @@ def test_wandb_missing_says_how_to_install(tmp_path, registry):
 
 
 def test_listing_loggers_imports_no_backend():
-    code = ("import sys\n"
-            "from harness.plugins import get_plugin_manager\n"
-            "print(get_plugin_manager(autoload=False)['logger'].names())\n"
-            "print(sorted({'torch', 'tensorboard', 'mlflow', 'wandb'} & set(sys.modules)))\n")
+    code = (
+        "import sys\n"
+        "from harness.plugins import get_plugin_manager\n"
+        "print(get_plugin_manager(autoload=False)['logger'].names())\n"
+        "print(sorted({'torch', 'tensorboard', 'mlflow', 'wandb'} & set(sys.modules)))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
@@ -250,8 +260,7 @@ def test_mlflow_records_params_and_metric_history(tmp_path, registry, monkeypatc
     run = client.get_run(loggers[1].run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "run"
     assert run.data.params["trainer.lr"] == "1e-05" and run.data.params["task.name"] == "math"
-    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/loss")] == [(0, 1.5),
-                                                                                                     (1, 1.0)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/loss")] == [(0, 1.5), (1, 1.0)]
     assert run.data.metrics["before/pass_1"] == 0.25  # "@" is not allowed in MLflow names
     assert "after/solved" not in run.data.metrics
 
@@ -270,9 +279,20 @@ def test_wandb_offline_writes_a_run(tmp_path, registry, monkeypatch):
 
 def a_training_step(step):
     """The samples.jsonl records GRPO writes for one step (two answers; "|" and a newline in one)."""
-    return [{"problem_id": f"p{step}", "phase": "train", "step": step, "prompt": "2 + 2?", "text": text,
-             "extracted": extracted, "rewards": {"correct": reward, "brevity": 0.5}, "scalar": reward,
-             "advantage": reward - 0.5} for text, extracted, reward in (("a | b\nso 4", "4", 1.0), ("5", "5", 0.0))]
+    return [
+        {
+            "problem_id": f"p{step}",
+            "phase": "train",
+            "step": step,
+            "prompt": "2 + 2?",
+            "text": text,
+            "extracted": extracted,
+            "rewards": {"correct": reward, "brevity": 0.5},
+            "scalar": reward,
+            "advantage": reward - 0.5,
+        }
+        for text, extracted, reward in (("a | b\nso 4", "4", 1.0), ("5", "5", 0.0))
+    ]
 
 
 def test_completion_tables_every_n_steps_reach_tensorboard_and_wandb(tmp_path, registry, monkeypatch):
@@ -295,15 +315,24 @@ def test_completion_tables_every_n_steps_reach_tensorboard_and_wandb(tmp_path, r
     texts = events.Tensors("train/completions/text_summary")
     assert [t.step for t in texts] == [1, 3]  # after every 2nd step, at that step's index
     table = texts[0].tensor_proto.string_val[0].decode()
-    assert table.splitlines()[0] == ("| problem_id | prompt | completion | extracted | correct | brevity | scalar | "
-                                     "advantage |")
+    assert table.splitlines()[0] == (
+        "| problem_id | prompt | completion | extracted | correct | brevity | scalar | advantage |"
+    )
     assert "| p1 | 2 + 2? | a \\| b<br>so 4 | 4 | 1 | 0.5 | 1 | 0.5 |" in table
     (run,) = (store.dir / "wandb").glob("offline-run-*")
     tables = sorted((run / "files" / "media" / "table" / "train").glob("completions_*.table.json"))
     assert len(tables) == 2
     logged = [json.loads(t.read_text()) for t in tables]
-    assert logged[0]["columns"] == ["problem_id", "prompt", "completion", "extracted", "correct", "brevity", "scalar",
-                                    "advantage"]
+    assert logged[0]["columns"] == [
+        "problem_id",
+        "prompt",
+        "completion",
+        "extracted",
+        "correct",
+        "brevity",
+        "scalar",
+        "advantage",
+    ]
     assert sorted(row[0] for t in logged for row in t["data"]) == ["p1", "p1", "p3", "p3"]
     assert ["p1", "2 + 2?", "a | b\nso 4", "4", 1.0, 0.5, 1.0, 0.5] in logged[0]["data"] + logged[1]["data"]
 
@@ -382,9 +411,29 @@ def test_harness_run_streams_to_the_loggers_it_is_given(tmp_path, tiny_policy_sp
 
     from harness.cli import main
 
-    common = ["run", "--model", "tiny-random", "--steps", "2", "--limit", "2", "--train-limit", "2", "--k", "1",
-              "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1", "--set",
-              "trainer.max_new_tokens=4", "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4"]
+    common = [
+        "run",
+        "--model",
+        "tiny-random",
+        "--steps",
+        "2",
+        "--limit",
+        "2",
+        "--train-limit",
+        "2",
+        "--k",
+        "1",
+        "--set",
+        "trainer.group_size=2",
+        "--set",
+        "trainer.prompts_per_step=1",
+        "--set",
+        "trainer.max_new_tokens=4",
+        "--set",
+        "searcher.n=1",
+        "--set",
+        "searcher.max_new_tokens=4",
+    ]
     assert main([*common, "--out", str(tmp_path / "bad"), "--log", "tensorbored"]) == 2
     assert not (tmp_path / "bad").exists()
     assert main([*common, "--out", str(tmp_path), "--log", "tensorboard", "--log-completions-every", "1"]) == 0
@@ -402,5 +451,6 @@ def test_harness_run_streams_to_the_loggers_it_is_given(tmp_path, tiny_policy_sp
     samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
     for text in texts:
         rows = text.tensor_proto.string_val[0].decode().splitlines()[2:]
-        assert [row.split(" | ")[0] for row in rows] == [f"| {s['problem_id']}" for s in samples
-                                                         if s["phase"] == "train" and s["step"] == text.step]
+        assert [row.split(" | ")[0] for row in rows] == [
+            f"| {s['problem_id']}" for s in samples if s["phase"] == "train" and s["step"] == text.step
+        ]

@@ -88,7 +88,11 @@ def test_no_committed_answer_is_unparsed(completion: str) -> None:
     score = MathTask().score(_problem("28"), completion)
     assert score.unparsed and score.extracted is None
     assert {k: v for k, v in score.rewards.items() if k != "lenient_correct"} == {
-        "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0.0}
+        "correct": 0.0,
+        "boxed": 0.0,
+        "strict": 0.0,
+        "length": 0.0,
+    }
 
 
 def test_a_guess_counts_only_in_lenient_correct() -> None:
@@ -155,8 +159,11 @@ def test_placeholder_copied_from_the_instruction_is_never_an_answer_nor_boxed() 
 def test_real_fixture_is_mostly_unboxed_so_the_reward_keeps_signal() -> None:
     """SmolLM2-135M rarely boxes: its committed answers must count without a box, or "correct" would be ~0."""
     # batches a and b: generated under a prompt that did not show the box (later prompts do)
-    committed = [read_answer(r["text"], question=r["problem"]) for r in _fixture("real")
-                 if r["label"] is not None and _batch(r) in ("a", "b")]
+    committed = [
+        read_answer(r["text"], question=r["problem"])
+        for r in _fixture("real")
+        if r["label"] is not None and _batch(r) in ("a", "b")
+    ]
     assert len(committed) >= 40 and sum(r.boxed for r in committed) <= 3
     assert sum(r.value is not None for r in committed) >= 0.95 * len(committed)
 
@@ -174,11 +181,21 @@ def test_reward_vector_order_and_components() -> None:
     assert boxed_right.rewards == {"correct": 1.0, "boxed": 1.0, "strict": 1.0, "length": 1.0, "lenient_correct": 1.0}
     assert boxed_right.primary == "correct" and boxed_right.success and boxed_right.extracted == "28"
     # Right but unboxed: correct (reported apart from strict), no format reward.
-    assert task.score(problem, "23 + 5 = 28").rewards == {"correct": 1.0, "boxed": 0.0, "strict": 0.0, "length": 1.0,
-                                                          "lenient_correct": 1.0}
+    assert task.score(problem, "23 + 5 = 28").rewards == {
+        "correct": 1.0,
+        "boxed": 0.0,
+        "strict": 0.0,
+        "length": 1.0,
+        "lenient_correct": 1.0,
+    }
     # Boxed but wrong: the format reward alone (and it is short).
-    assert task.score(problem, "\\boxed{27}").rewards == {"correct": 0.0, "boxed": 1.0, "strict": 0.0, "length": 1.0,
-                                                          "lenient_correct": 0.0}
+    assert task.score(problem, "\\boxed{27}").rewards == {
+        "correct": 0.0,
+        "boxed": 1.0,
+        "strict": 0.0,
+        "length": 1.0,
+        "lenient_correct": 0.0,
+    }
     # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
     assert task.version == "math-v7"
@@ -198,7 +215,12 @@ def test_boxes_of_different_values_are_a_hedge_that_earns_nothing(hedge: str) ->
     score = MathTask().score(_problem("28"), hedge)
     assert score.unparsed and score.extracted is None
     assert score.rewards | {"length": 0} == {
-        "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0, "lenient_correct": 0.0}
+        "correct": 0.0,
+        "boxed": 0.0,
+        "strict": 0.0,
+        "length": 0,
+        "lenient_correct": 0.0,
+    }
 
 
 def test_a_box_that_copies_the_instructions_placeholder_earns_no_format_reward() -> None:
@@ -206,7 +228,12 @@ def test_a_box_that_copies_the_instructions_placeholder_earns_no_format_reward()
     task = MathTask()  # "Give the result in the form \boxed{result}."
     for copy in ("\\boxed{result}", "So: $\\boxed{ Result }$"):
         assert task.score(problem, copy).rewards | {"length": 0} == {
-            "correct": 0.0, "boxed": 0.0, "strict": 0.0, "length": 0, "lenient_correct": 0.0}
+            "correct": 0.0,
+            "boxed": 0.0,
+            "strict": 0.0,
+            "length": 0,
+            "lenient_correct": 0.0,
+        }
     assert task.score(problem, "23 + 5 = \\boxed{28}").rewards["boxed"] == 1.0
     # An instruction whose example box holds a value: copying the example is no format either, another value is.
     # Nor is the problem's sum boxed again, however the completion goes on; a boxed equation's value is a value.
@@ -233,8 +260,12 @@ def test_length_component_falls_linearly_from_target_to_cap(chars: int, length: 
 
 
 def test_length_weight_option_and_no_reward_for_saying_nothing() -> None:
-    assert MathTask(length_weight="0.25").reward_weights == {"correct": 1.0, "boxed": 0.5, "length": 0.25,
-                                                             "lenient_correct": 0.0}
+    assert MathTask(length_weight="0.25").reward_weights == {
+        "correct": 1.0,
+        "boxed": 0.5,
+        "length": 0.25,
+        "lenient_correct": 0.0,
+    }
     assert MathTask().score(_problem("28"), "").rewards["length"] == 0.0  # silence is not a concise answer
     assert MathTask().score(_problem("28"), "I don't know").rewards["length"] == 0.0
 
@@ -242,8 +273,10 @@ def test_length_weight_option_and_no_reward_for_saying_nothing() -> None:
 def test_strict_weight_pays_the_format_only_on_a_right_answer() -> None:
     task = MathTask(boxed_weight=0, strict_weight="1")
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.0, "strict": 1.0, "lenient_correct": 0.0}
-    weighted = {text: sum(w * task.score(_problem("28"), text).rewards[k] for k, w in task.reward_weights.items())
-                for text in ("\\boxed{28}", "\\boxed{27}", "23 + 5 = 28")}
+    weighted = {
+        text: sum(w * task.score(_problem("28"), text).rewards[k] for k, w in task.reward_weights.items())
+        for text in ("\\boxed{28}", "\\boxed{27}", "23 + 5 = 28")
+    }
     assert weighted == {"\\boxed{28}": 2.0, "\\boxed{27}": 0.0, "23 + 5 = 28": 1.0}
 
 
@@ -251,8 +284,11 @@ def test_reference_completion_is_the_boxed_answer_right_boxed_and_strict() -> No
     task = MathTask()
     reference = task.reference_completion(_problem("28"))
     assert reference == "\\boxed{28}"
-    assert {k: task.score(_problem("28"), reference).rewards[k] for k in ("correct", "boxed", "strict")} == \
-        {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
+    assert {k: task.score(_problem("28"), reference).rewards[k] for k in ("correct", "boxed", "strict")} == {
+        "correct": 1.0,
+        "boxed": 1.0,
+        "strict": 1.0,
+    }
 
 
 def test_worked_reference_works_the_problems_expression_out_before_the_box() -> None:
@@ -260,8 +296,11 @@ def test_worked_reference_works_the_problems_expression_out_before_the_box() -> 
     worked = Problem(id="p", prompt="Calculate 23 + 5.", answer="28", meta={"expression": "23 + 5"})
     reference = task.reference_completion(worked)
     assert reference == "23 + 5 = 28, so the result is \\boxed{28}"
-    assert {k: task.score(worked, reference).rewards[k] for k in ("correct", "boxed", "strict")} == \
-        {"correct": 1.0, "boxed": 1.0, "strict": 1.0}
+    assert {k: task.score(worked, reference).rewards[k] for k in ("correct", "boxed", "strict")} == {
+        "correct": 1.0,
+        "boxed": 1.0,
+        "strict": 1.0,
+    }
     assert task.reference_completion(_problem("28")) == "\\boxed{28}"  # no expression carried: the bare box
     assert MathTask().reference_completion(worked) == "\\boxed{28}"  # off by default
 
@@ -276,8 +315,17 @@ def test_operand_or_question_copied_into_the_answer_is_wrong(hack: str) -> None:
 
 @pytest.mark.parametrize(
     ("reference", "answer"),
-    [("0.5", "\\frac{1}{2}"), ("\\frac{1}{2}", "0.5"), ("1/2", "\\dfrac{1}{2}"), ("-18", "-18"), ("1000", "1,000"),
-     ("28", "x = 28"), ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"), ("2x+1", "1+2x"), ("\\text{(C)}", "(c)")],
+    [
+        ("0.5", "\\frac{1}{2}"),
+        ("\\frac{1}{2}", "0.5"),
+        ("1/2", "\\dfrac{1}{2}"),
+        ("-18", "-18"),
+        ("1000", "1,000"),
+        ("28", "x = 28"),
+        ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"),
+        ("2x+1", "1+2x"),
+        ("\\text{(C)}", "(c)"),
+    ],
 )
 def test_equivalent_forms_are_correct(reference: str, answer: str) -> None:
     assert answers_match(reference, answer)
@@ -306,8 +354,35 @@ def test_pathological_answers_are_refused_quickly_in_any_thread() -> None:
     assert results == [0.0] * 5 + [1.0]
 
 
-_FRAGMENTS = ["\\boxed{", "\\fbox{", "{", "}", "28", "-3", "1/2", "\\frac{1}{2}", "^", "^{", "!", "=", "+", "(", ")",
-              "The answer is ", "**Answer:** ", "$", ".", ",", " ", "\n", "\\sqrt{", "x", "apples", "\\text{", "9^{9^{"]
+_FRAGMENTS = [
+    "\\boxed{",
+    "\\fbox{",
+    "{",
+    "}",
+    "28",
+    "-3",
+    "1/2",
+    "\\frac{1}{2}",
+    "^",
+    "^{",
+    "!",
+    "=",
+    "+",
+    "(",
+    ")",
+    "The answer is ",
+    "**Answer:** ",
+    "$",
+    ".",
+    ",",
+    " ",
+    "\n",
+    "\\sqrt{",
+    "x",
+    "apples",
+    "\\text{",
+    "9^{9^{",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -490,8 +565,16 @@ def test_hub_failure_is_one_line(fake_hub: list[tuple]) -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"source": "nope"}, {"source": "jsonl"}, {"max_digits": 0}, {"operators": "%"}, {"eval_fraction": 0},
-     {"length_weight": -1}, {"strict_weight": -1}, {"length_target": 500, "length_cap": 500}],
+    [
+        {"source": "nope"},
+        {"source": "jsonl"},
+        {"max_digits": 0},
+        {"operators": "%"},
+        {"eval_fraction": 0},
+        {"length_weight": -1},
+        {"strict_weight": -1},
+        {"length_target": 500, "length_cap": 500},
+    ],
 )
 def test_bad_options_fail_at_construction(options: dict) -> None:
     with pytest.raises(ValueError, match="math"):
@@ -504,8 +587,10 @@ def test_bad_options_fail_at_construction(options: dict) -> None:
 
 
 def test_import_tasks_is_cheap() -> None:
-    code = ("import sys, harness.tasks; "
-            "print(sorted({'torch', 'datasets', 'math_verify', 'harness.tasks.math'} & set(sys.modules)))")
+    code = (
+        "import sys, harness.tasks; "
+        "print(sorted({'torch', 'datasets', 'math_verify', 'harness.tasks.math'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -14,8 +14,13 @@ import pytest
 
 from harness.tasks.math_answers import answers_match, is_checkable
 
-CASES = [("1/2", "0.5", True), ("\\frac{1}{2}", "0.50", True), ("x + 1", "1 + x", True), ("3", "4", False),
-         ("\\{1, 2\\}", "\\{2, 1\\}", True)]
+CASES = [
+    ("1/2", "0.5", True),
+    ("\\frac{1}{2}", "0.50", True),
+    ("x + 1", "1 + x", True),
+    ("3", "4", False),
+    ("\\{1, 2\\}", "\\{2, 1\\}", True),
+]
 
 
 def _verdicts() -> list[bool]:

@@ -11,9 +11,7 @@ from harness.tasks.splits import normalise
 from harness.types import Task, scalarize
 
 # S at (0, 0), G at (2, 0); the only way round the walls is R R D D L L (6 moves).
-GRID = ["S...",
-        "##.#",
-        "G..."]
+GRID = ["S...", "##.#", "G..."]
 PROBLEM = maze_problem(GRID)
 
 
@@ -47,8 +45,10 @@ def test_hand_built_maze() -> None:
         # the optimal path, unmarked: reaches the goal without the format reward
         ("I would go R R D D L L", {"reaches_goal": 1, "valid_moves": 1, "progress": 1, "optimal": 1, "format": 0}),
         # marked but with prose inside: the moves count, the format does not
-        ("Path: go right, right, then down, down, left, left",
-         {"reaches_goal": 1, "valid_moves": 1, "progress": 1, "optimal": 1, "format": 0}),
+        (
+            "Path: go right, right, then down, down, left, left",
+            {"reaches_goal": 1, "valid_moves": 1, "progress": 1, "optimal": 1, "format": 0},
+        ),
     ],
 )
 def test_hand_computed_rewards(completion: str, expected: dict[str, float]) -> None:
@@ -108,8 +108,33 @@ def test_messages_ask_for_a_path_line() -> None:
     assert messages[0]["content"].startswith(PROBLEM.prompt) and "Path: U R D L" in messages[0]["content"]
 
 
-_FRAGMENTS = ["Path:", "path is", "R", "L", "U", "D", "up", "down", "left", "right", "→", "↓", " ", ",", "\n",
-              "1. ", "- ", "\\boxed{", "}", "<answer>", "</answer>", "**", "dull", "x", "7"]
+_FRAGMENTS = [
+    "Path:",
+    "path is",
+    "R",
+    "L",
+    "U",
+    "D",
+    "up",
+    "down",
+    "left",
+    "right",
+    "→",
+    "↓",
+    " ",
+    ",",
+    "\n",
+    "1. ",
+    "- ",
+    "\\boxed{",
+    "}",
+    "<answer>",
+    "</answer>",
+    "**",
+    "dull",
+    "x",
+    "7",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -159,8 +184,17 @@ def test_options_from_the_command_line_are_strings() -> None:
     assert all(len(p.meta["grid"]) == 3 for p in task.problems("train"))
 
 
-@pytest.mark.parametrize("options", [{"min_size": 5, "max_size": 4}, {"min_size": 1}, {"wall_density": 0.9},
-                                     {"min_distance": 11}, {"pool_size": 0}, {"eval_fraction": 0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"min_size": 5, "max_size": 4},
+        {"min_size": 1},
+        {"wall_density": 0.9},
+        {"min_distance": 11},
+        {"pool_size": 0},
+        {"eval_fraction": 0},
+    ],
+)
 def test_bad_options_fail_at_construction(options: dict) -> None:
     with pytest.raises(ValueError, match="maze"):
         MazeTask(**options)

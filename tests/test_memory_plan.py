@@ -28,8 +28,20 @@ def test_each_part_by_hand():
     # layers: 2 rows x 8 tokens x (20 x 10 + 6 x 20) x 2 layers x 4 bytes; logits: 2 x 100 x (3.5 x 4 x 5 + 4 x 3)
     assert full["activations"] == 16 * 320 * 2 * 4 + 2 * 100 * (3.5 * 4 * 5 + 4 * 3)
     assert full["peak"] == 16000 + full["activations"]
-    lora = plan(shape, TrainingShape(dtype="bfloat16", lora_r=4, beta=0.1, gradient_checkpointing=True,
-                                     micro_batch=2, prompt_tokens=3, completion_tokens=5, vllm_share=0.5, gpu_gib=2))
+    lora = plan(
+        shape,
+        TrainingShape(
+            dtype="bfloat16",
+            lora_r=4,
+            beta=0.1,
+            gradient_checkpointing=True,
+            micro_batch=2,
+            prompt_tokens=3,
+            completion_tokens=5,
+            vllm_share=0.5,
+            gpu_gib=2,
+        ),
+    )
     assert lora["trained_parameters"] == 200 and (lora["gradients"], lora["optimizer"]) == (400, 800)
     assert lora["reference"] == 0  # LoRA's reference is the adapters switched off
     # checkpointed: one hidden width per layer in bf16, plus one layer in full
@@ -45,8 +57,25 @@ def test_each_part_by_hand():
 
 
 def test_the_command_prints_each_part_and_refuses_what_it_cannot_plan(capsys):
-    assert main(["memory", "--model", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "bfloat16", "--lora-r", "16",
-                 "--gradient-checkpointing", "--micro-batch", "4", "--vllm-share", "0.3"]) == 0
+    assert (
+        main(
+            [
+                "memory",
+                "--model",
+                "Qwen/Qwen2.5-7B-Instruct",
+                "--dtype",
+                "bfloat16",
+                "--lora-r",
+                "16",
+                "--gradient-checkpointing",
+                "--micro-batch",
+                "4",
+                "--vllm-share",
+                "0.3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "7.62B parameters" in out and "vllm            24.00 GiB" in out and "reference" not in out
     assert main(["memory", "--model", "nobody/nothing"]) == 2

@@ -137,10 +137,13 @@ def brute_set(rollouts: list[list[float]], k: int, m: int) -> float:
     return sum(max(max(r) for r in subset) for subset in subsets) / len(subsets)
 
 
-@pytest.mark.parametrize(("rollouts", "pooled", "set_level"), [
-    ([[1, 0, 0, 0], [1, 0, 0, 0]], 1 - comb(6, 4) / comb(8, 4), 1.0),  # 0.786 pooled; every 4-answer set succeeds
-    ([[1, 1, 1, 1], [0, 0, 0, 0]], 1 - comb(4, 4) / comb(8, 4), 0.5),  # 0.986 pooled; half the sets succeed
-])
+@pytest.mark.parametrize(
+    ("rollouts", "pooled", "set_level"),
+    [
+        ([[1, 0, 0, 0], [1, 0, 0, 0]], 1 - comb(6, 4) / comb(8, 4), 1.0),  # 0.786 pooled; every 4-answer set succeeds
+        ([[1, 1, 1, 1], [0, 0, 0, 0]], 1 - comb(4, 4) / comb(8, 4), 0.5),  # 0.986 pooled; half the sets succeed
+    ],
+)
 def test_set_level_pass_at_k_hand_computed(rollouts, pooled, set_level):
     answers = [a for r in rollouts for a in r]
     assert pass_at_k(8, sum(answers), 4) == pytest.approx(pooled)
@@ -160,9 +163,11 @@ def test_set_level_hand_computed_with_three_rollouts_of_two():
     assert set_pass_at_k(3, 1, 4, 2) == pytest.approx(2 / 3)
     assert set_best_at_k(bests, 2, 2) == pytest.approx(0.5)
     assert set_best_at_k(bests, 4, 2) == pytest.approx(2.5 / 3) == pytest.approx(brute_set(rollouts, 4, 2))
-    assert set_pass_at_ks([(3, 1), (3, 3)], [1, 2, 3, 4, 6, 8], 2) == {2: pytest.approx((1 / 3 + 1) / 2),
-                                                                         4: pytest.approx((2 / 3 + 1) / 2),
-                                                                         6: 1.0}
+    assert set_pass_at_ks([(3, 1), (3, 3)], [1, 2, 3, 4, 6, 8], 2) == {
+        2: pytest.approx((1 / 3 + 1) / 2),
+        4: pytest.approx((2 / 3 + 1) / 2),
+        6: 1.0,
+    }
     assert set_best_at_ks([bests], [2, 3, 6], 2) == {2: pytest.approx(0.5), 6: 1.0}
     with pytest.raises(ValueError, match="multiple of m=2"):
         set_pass_at_k(3, 1, 3, 2)
@@ -172,16 +177,21 @@ def test_set_level_hand_computed_with_three_rollouts_of_two():
         set_pass_at_ks([(3, 1)], [1, 3], 2)
 
 
-@given(st.integers(1, 4), st.lists(st.lists(st.sampled_from([0.0, 0.25, 1.0]), min_size=4, max_size=4),
-                                   min_size=1, max_size=6), st.data())
+@given(
+    st.integers(1, 4),
+    st.lists(st.lists(st.sampled_from([0.0, 0.25, 1.0]), min_size=4, max_size=4), min_size=1, max_size=6),
+    st.data(),
+)
 def test_set_level_matches_brute_force_over_rollouts(m, rows, data):
     rollouts = [row[:m] for row in rows]
     j = data.draw(st.integers(1, len(rollouts)))
     successes = [[float(a >= 1.0) for a in r] for r in rollouts]
     assert set_pass_at_k(len(rollouts), sum(any(r) for r in successes), j * m, m) == pytest.approx(
-        brute_set(successes, j * m, m), abs=1e-12)
-    assert set_best_at_k([max(r) for r in rollouts], j * m, m) == pytest.approx(brute_set(rollouts, j * m, m),
-                                                                                abs=1e-12)
+        brute_set(successes, j * m, m), abs=1e-12
+    )
+    assert set_best_at_k([max(r) for r in rollouts], j * m, m) == pytest.approx(
+        brute_set(rollouts, j * m, m), abs=1e-12
+    )
 
 
 def test_set_level_ks():
@@ -196,22 +206,35 @@ def record(rollout, success, scalar, **extra):
 
 def test_rollout_outcomes_follow_best_of_k_rules():
     records = [
-        record(0, False, 0.5), record(0, True, 1.5),  # succeeds, best 1.5
-        record(1, False, None, error="boom"), record(1, False, 0.0, missing=True),  # raised -> floor; missing: never
-        record(2, False, -1.0), record(2, False, 0.2),
+        record(0, False, 0.5),
+        record(0, True, 1.5),  # succeeds, best 1.5
+        record(1, False, None, error="boom"),
+        record(1, False, 0.0, missing=True),  # raised -> floor; missing: never
+        record(2, False, -1.0),
+        record(2, False, 0.2),
         record(3, True, 1.5),  # cut short (n not a multiple of m): left out
     ]
     # floor = the lowest known scalar, -1.0 (as pooled best@k fills it); rollout 1's only written answer raised
     assert rollout_outcomes(records, 2) == (3, 1, [1.5, -1.0, 0.2])
-    everything_missing = [record(0, False, 0.0, missing=True), record(0, False, 0.0, missing=True),
-                          record(1, False, -2.0), record(1, False, -3.0)]
+    everything_missing = [
+        record(0, False, 0.0, missing=True),
+        record(0, False, 0.0, missing=True),
+        record(1, False, -2.0),
+        record(1, False, -3.0),
+    ]
     assert rollout_outcomes(everything_missing, 2) == (2, 0, [0.0, -2.0])  # an empty rollout scores 0, as in VPO
     with pytest.raises(KeyError):
         rollout_outcomes([{"success": True, "scalar": 1.0}] * 2, 2)  # m > 1 needs rollout_index
 
 
-@given(st.lists(st.lists(st.tuples(st.booleans(), st.one_of(st.none(), st.floats(-5, 5))), min_size=1,
-                         max_size=9), min_size=1, max_size=5), st.data())
+@given(
+    st.lists(
+        st.lists(st.tuples(st.booleans(), st.one_of(st.none(), st.floats(-5, 5))), min_size=1, max_size=9),
+        min_size=1,
+        max_size=5,
+    ),
+    st.data(),
+)
 def test_with_m_1_set_level_is_the_per_sample_estimator_exactly(problems, data):
     """M = 1: rollout_outcomes + set_*_at_ks give the per-sample figures value for value, scorer errors included."""
     records = [[{"success": ok, "scalar": x, "rollout_index": i} for i, (ok, x) in enumerate(p)] for p in problems]
@@ -250,11 +273,18 @@ json.dump(out, sys.stdout)
 def test_evaluate_modules_load_offline_and_agree(tmp_path):
     # A fresh interpreter: evaluate reads its offline flags and module cache path once, at import.
     repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf"), "HF_MODULES_CACHE": str(tmp_path / "modules"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-c", _LOAD_OFFLINE], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_EVALUATE_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOAD_OFFLINE], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     per_problem = [(4, 2), (4, 0), (5, 3)]

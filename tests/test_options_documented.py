@@ -28,8 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _builtin_entries():
     plugins = get_plugin_manager(autoload=False)
-    return [(kind, entry) for kind in options_reference.KINDS for entry in plugins[kind]
-            if entry.plugin.startswith("builtin:")]
+    return [
+        (kind, entry)
+        for kind in options_reference.KINDS
+        for entry in plugins[kind]
+        if entry.plugin.startswith("builtin:")
+    ]
 
 
 @pytest.mark.parametrize(("kind", "entry"), _builtin_entries(), ids=lambda x: getattr(x, "name", x))
@@ -54,8 +58,13 @@ def test_a_stale_page_is_found(tmp_path, monkeypatch):
 
 
 def test_harness_options_trainer_grpo_lists_every_field_with_its_help():
-    result = subprocess.run([sys.executable, "-m", "harness", "options", "trainer", "grpo"], capture_output=True,
-                            text=True, timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "options", "trainer", "grpo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     listed = {}
@@ -81,7 +90,7 @@ def test_harness_options_for_a_family_member_and_an_unknown_kind(capsys):
 # A third party's options: the same comments, the same command
 # ----------------------------------------------------------------------------------------------------------------
 
-PLUGIN = '''
+PLUGIN = """
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -126,7 +135,7 @@ def harness_register_tasks(registry):
 @hookimpl
 def harness_register_trainers(registry):
     registry.add("toy", ToyTrainer, "a toy")
-'''
+"""
 
 
 @pytest.fixture()
@@ -146,8 +155,11 @@ def test_a_plugins_comments_are_its_help(toy_plugin, capsys):
     assert task["suffix"].help == "the text each prompt ends with, said over two lines"
     assert task["a"].help == "" and task["b"].help == ""
     trainer = {o.name: o for o in describe_entry("trainer", plugins["trainer"].get("toy"))}
-    assert [trainer[n].help for n in ("steps", "lr", "seed")] == ["optimizer steps", "AdamW learning rate",
-                                                                  "a block above"]
+    assert [trainer[n].help for n in ("steps", "lr", "seed")] == [
+        "optimizer steps",
+        "AdamW learning rate",
+        "a block above",
+    ]
     assert main(["options", "trainer", "toy", "--plugin", toy_plugin]) == 0
     out = capsys.readouterr().out
     assert "  lr: float = 1e-05  [0..1]\n      AdamW learning rate" in out
@@ -178,8 +190,10 @@ def test_an_unknown_option_names_the_closest_with_its_help():
     with pytest.raises(ValueError) as error:
         check_options("searcher", "best-of-k", best_of_k, {"tmperature": "1", "zzz": 1})
     message = str(error.value)
-    assert message.startswith("searcher 'best-of-k': unknown options tmperature, zzz; for tmperature did you mean "
-                              "temperature (sampling temperature)?")
+    assert message.startswith(
+        "searcher 'best-of-k': unknown options tmperature, zzz; for tmperature did you mean "
+        "temperature (sampling temperature)?"
+    )
     assert message.endswith("(`harness options searcher best-of-k` lists the 12 options)") and "\n" not in message
     assert "max_new_tokens" not in message  # not every name
 
@@ -197,8 +211,12 @@ def test_the_cli_answers_an_unknown_option_in_one_line(tmp_path, capsys):
 
 def test_there_is_one_make_config():
     needle = "def " + "make_config"  # spelt apart, so that grep finds only the definition
-    found = [str(p.relative_to(ROOT)) for folder in ("harness", "tasks", "trainers", "searchers")
-             for p in (ROOT / folder).rglob("*.py") if needle in p.read_text()]
+    found = [
+        str(p.relative_to(ROOT))
+        for folder in ("harness", "tasks", "trainers", "searchers")
+        for p in (ROOT / folder).rglob("*.py")
+        if needle in p.read_text()
+    ]
     assert found == ["harness/plugins/options.py"]
     from harness.plugins import options
     from harness.tasks import reasoning_gym_bridge
@@ -206,15 +224,18 @@ def test_there_is_one_make_config():
     assert reasoning_gym_bridge.make_config is options.make_config
 
 
-@pytest.mark.parametrize(("text", "toml", "hint", "expected"), [
-    ("3", 3.0, int, 3),
-    ("1e-5", 1e-5, float, 1e-5),
-    ("2", 2, float, 2.0),
-    ("false", False, bool, False),
-    ("1,4,16", [1, 4, 16], list[int], [1, 4, 16]),
-    ("none", None, int | None, None),
-    ("+-", "+-", str | list[str], "+-"),  # a union that takes text keeps it, for the plugin to read
-])
+@pytest.mark.parametrize(
+    ("text", "toml", "hint", "expected"),
+    [
+        ("3", 3.0, int, 3),
+        ("1e-5", 1e-5, float, 1e-5),
+        ("2", 2, float, 2.0),
+        ("false", False, bool, False),
+        ("1,4,16", [1, 4, 16], list[int], [1, 4, 16]),
+        ("none", None, int | None, None),
+        ("+-", "+-", str | list[str], "+-"),  # a union that takes text keeps it, for the plugin to read
+    ],
+)
 def test_set_text_and_config_values_convert_alike(text, toml, hint, expected):
     assert coerce(text, None, hint) == expected == coerce(toml, None, hint)
 
@@ -237,8 +258,10 @@ def test_a_run_s_options_reach_a_keyword_factory_typed(toy_plugin):
 
 
 def test_describe_takes_a_plain_function_and_annotated_bounds():
-    def factory(n: Annotated[int, Bounds(1, None)] = 8,  # candidates
-                plugins=None):
+    def factory(
+        n: Annotated[int, Bounds(1, None)] = 8,  # candidates
+        plugins=None,
+    ):
         return n
 
     (option,) = describe(factory)

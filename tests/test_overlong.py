@@ -37,16 +37,24 @@ def test_masked_rows_and_tokens(tiny_policy):
 def test_a_truncated_rollout_gives_no_gradient(tiny_policy, plugins, norm):
     """Under mask_truncated the gradient does not depend on a truncated rollout's advantage; without it, it does."""
     engine = SmallVocabEngine(tiny_policy, ["a b", "a b c d e f g h", "q r s", "u v w x y z m n"])
-    completions = engine.generate([[{"role": "user", "content": "hi"}]],
-                                  SamplingParams(n=4, max_new_tokens=6, temperature=1.0))
+    completions = engine.generate(
+        [[{"role": "user", "content": "hi"}]], SamplingParams(n=4, max_new_tokens=6, temperature=1.0)
+    )
     assert [c.finished for c in completions] == [True, False, True, False]
 
     def gradient(mask_truncated: bool, advantages: list[float]) -> torch.Tensor:
-        trainer = GRPOTrainer(plugins=plugins, max_new_tokens=6, loss_norm=norm, mask_truncated=mask_truncated,
-                              max_grad_norm=1e9)
+        trainer = GRPOTrainer(
+            plugins=plugins, max_new_tokens=6, loss_norm=norm, mask_truncated=mask_truncated, max_grad_norm=1e9
+        )
         model = tiny_policy.model
-        trainer.update(model, tiny_policy.tokenizer, torch.optim.SGD(model.parameters(), lr=0.0), None,
-                       completions, torch.tensor(advantages))
+        trainer.update(
+            model,
+            tiny_policy.tokenizer,
+            torch.optim.SGD(model.parameters(), lr=0.0),
+            None,
+            completions,
+            torch.tensor(advantages),
+        )
         return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
     base = [1.0, 0.5, -1.0, -0.5]
@@ -65,10 +73,16 @@ def test_the_penalty_enters_the_reward_before_the_advantages(tiny_policy, plugin
 
     def train(penalty: float) -> list[dict]:
         store = RunStore(tmp_path, f"run-{penalty}")
-        trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=1, group_size=4, max_new_tokens=6,
-                              overlong_penalty=penalty, overlong_buffer=4)
-        trainer.train(tiny_policy, SmallVocabEngine(tiny_policy, responses), task, task.problems("train"),
-                      store=store)
+        trainer = GRPOTrainer(
+            plugins=plugins,
+            steps=1,
+            prompts_per_step=1,
+            group_size=4,
+            max_new_tokens=6,
+            overlong_penalty=penalty,
+            overlong_buffer=4,
+        )
+        trainer.train(tiny_policy, SmallVocabEngine(tiny_policy, responses), task, task.problems("train"), store=store)
         return [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
 
     without = train(0.0)
@@ -93,8 +107,12 @@ def test_the_options_are_checked(plugins):
 def test_the_penalty_reaches_the_subclasses_shaping(plugins, name, options):
     """VPO and VSPO keep GRPO's loop; VSPO's own shaping() replaces GRPO's, and its shaping_value() still hands
     the overlong component on: 6 tokens of an 8-token budget with a 4-token buffer is -0.5, whatever the answer."""
-    trainer = plugins["trainer"].get(name).load()(plugins=plugins, max_new_tokens=8, overlong_penalty=2.0,
-                                                 overlong_buffer=4, **options)
-    completion = Completion(prompt_index=0, sample_index=0, prompt_ids=[1], token_ids=[5] * 6, logprobs=[0.0] * 6,
-                            text="x", finished=True)
+    trainer = (
+        plugins["trainer"]
+        .get(name)
+        .load()(plugins=plugins, max_new_tokens=8, overlong_penalty=2.0, overlong_buffer=4, **options)
+    )
+    completion = Completion(
+        prompt_index=0, sample_index=0, prompt_ids=[1], token_ids=[5] * 6, logprobs=[0.0] * 6, text="x", finished=True
+    )
     assert trainer.shaping_value("overlong", Problem(id="p", prompt="q"), completion, "x") == -0.5

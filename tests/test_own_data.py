@@ -12,17 +12,26 @@ from harness.tasks.math import MathTask
 from harness.tasks.mmlu_pro import MMLUProTask
 
 GSM8K = {  # two rows in GSM8K's shape: the answer column is a worked solution ending in "#### <answer>"
-    "question": ["Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-                 "How many clips did Natalia sell altogether in April and May?",
-                 "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
-                 "How much did she earn?"],
-    "answer": ["Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
-               "altogether in April and May.\n#### 72",
-               "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned 0.2 x 50 = "
-               "$<<0.2*50=10>>10.\n#### 10"],
+    "question": [
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did Natalia sell altogether in April and May?",
+        "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
+        "How much did she earn?",
+    ],
+    "answer": [
+        "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+        "altogether in April and May.\n#### 72",
+        "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned 0.2 x 50 = "
+        "$<<0.2*50=10>>10.\n#### 10",
+    ],
 }
-GSM8K_OPTIONS = {"source": "hub", "question": "question", "answer": "answer", "answer_pattern": "#### (.+)",
-                 "eval_fraction": 1.0}
+GSM8K_OPTIONS = {
+    "source": "hub",
+    "question": "question",
+    "answer": "answer",
+    "answer_pattern": "#### (.+)",
+    "eval_fraction": 1.0,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +52,11 @@ def _write(tmp_path: Path, columns: dict[str, list], how: str) -> Path:
         return tmp_path / "saved"
     if how == "dataset_dict":
         datasets.DatasetDict({"train": table.select([0]), "test": table.select([1])}).save_to_disk(
-            str(tmp_path / "saved_dict"))
+            str(tmp_path / "saved_dict")
+        )
         return tmp_path / "saved_dict"
     path = tmp_path / f"data.{how}"
-    {"parquet": table.to_parquet, "jsonl": table.to_json, "csv": lambda p: table.to_csv(p, index=False)}[how](
-        str(path))
+    {"parquet": table.to_parquet, "jsonl": table.to_json, "csv": lambda p: table.to_csv(p, index=False)}[how](str(path))
     return path
 
 
@@ -118,11 +127,15 @@ def test_a_bad_pattern_is_one_line() -> None:
 
 def test_mmlu_shaped_data_maps_question_choices_and_an_index_answer(tmp_path: Path) -> None:
     """cais/mmlu's shape: choices (a list) and answer (the option's index)."""
-    columns = {"question": ["Which gas do plants take in?", "What is 3 x 3?"],
-               "choices": [["oxygen", "carbon dioxide", "helium", "neon"], ["6", "9", "12", "3"]],
-               "answer": [1, 1], "subject": ["biology", "maths"]}
-    task = MMLUProTask(source="hub", hub_id=str(_write(tmp_path, columns, "parquet")), options="choices",
-                       eval_fraction=1.0)
+    columns = {
+        "question": ["Which gas do plants take in?", "What is 3 x 3?"],
+        "choices": [["oxygen", "carbon dioxide", "helium", "neon"], ["6", "9", "12", "3"]],
+        "answer": [1, 1],
+        "subject": ["biology", "maths"],
+    }
+    task = MMLUProTask(
+        source="hub", hub_id=str(_write(tmp_path, columns, "parquet")), options="choices", eval_fraction=1.0
+    )
     problems = {p.meta["question"]: p for p in task.problems("eval")}
     nine = problems["What is 3 x 3?"]
     assert [p.answer for p in problems.values()] == ["B", "B"] and nine.meta["options"] == ["6", "9", "12", "3"]
@@ -135,17 +148,28 @@ def test_mmlu_shaped_data_maps_question_choices_and_an_index_answer(tmp_path: Pa
 
 def test_mmlu_answer_pattern_reads_the_letter(tmp_path: Path) -> None:
     columns = {"q": ["What is 3 x 3?"], "opts": [["6", "9"]], "label": ["Answer: (B)"]}
-    task = MMLUProTask(source="hub", hub_id=str(_write(tmp_path, columns, "jsonl")), question="q", options="opts",
-                       answer="label", answer_pattern=r"\(([A-J])\)", eval_fraction=1.0)
+    task = MMLUProTask(
+        source="hub",
+        hub_id=str(_write(tmp_path, columns, "jsonl")),
+        question="q",
+        options="opts",
+        answer="label",
+        answer_pattern=r"\(([A-J])\)",
+        eval_fraction=1.0,
+    )
     assert [p.answer for p in task.problems("eval")] == ["B"]
 
 
 def test_code_reads_another_dataset_in_the_jsonl_schema_through_its_columns(tmp_path: Path) -> None:
-    columns = {"text": ["Write a function double(x) that returns twice x."], "func": ["double"],
-               "checks": [["assert double(2) == 4", "assert double(-1) == -2"]]}
+    columns = {
+        "text": ["Write a function double(x) that returns twice x."],
+        "func": ["double"],
+        "checks": [["assert double(2) == 4", "assert double(-1) == -2"]],
+    }
     path = _write(tmp_path, columns, "parquet")
-    task = CodeTask(source="hub", hub_id=str(path), prompt="text", entry_point="func", tests="checks",
-                    eval_fraction=1.0)
+    task = CodeTask(
+        source="hub", hub_id=str(path), prompt="text", entry_point="func", tests="checks", eval_fraction=1.0
+    )
     (problem,) = task.problems("eval")
     assert problem.meta["entry_point"] == "double" and len(problem.meta["tests"]) == 2
     rewards = task.score(problem, "```python\ndef double(x):\n    return 2 * x\n```").rewards

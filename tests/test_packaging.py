@@ -29,21 +29,41 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # Top-level folders of the checkout that are no part of a source tree (the .gitignore's, and git's own)
-NOT_SOURCES = {".git", ".venv", ".venv-vllm", ".gpu", ".cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
-               "build", "dist", "runs"}
+NOT_SOURCES = {
+    ".git",
+    ".venv",
+    ".venv-vllm",
+    ".gpu",
+    ".cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "build",
+    "dist",
+    "runs",
+}
 # Where each installed package's files come from in the checkout (pyproject's [tool.setuptools.package-dir])
-FOLDERS = {"harness": "harness", "harness/tasks": "tasks", "harness/trainers": "trainers",
-           "harness/searchers": "searchers"}
+FOLDERS = {
+    "harness": "harness",
+    "harness/tasks": "tasks",
+    "harness/trainers": "trainers",
+    "harness/searchers": "searchers",
+}
 # Package data (pyproject's [tool.setuptools.package-data]), as paths in the wheel
-DATA = ["harness/tasks/data/*.json", "harness/tasks/data/*.jsonl", "harness/report/templates/*.j2",
-        "harness/metrics/evaluate_modules/*/*.py"]
+DATA = [
+    "harness/tasks/data/*.json",
+    "harness/tasks/data/*.jsonl",
+    "harness/report/templates/*.j2",
+    "harness/metrics/evaluate_modules/*/*.py",
+]
 GENERIC = ("tasks", "trainers", "searchers")
 MINUTES = 60
 
 
 def _run(command: list[str], timeout_min: float = 10, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=timeout_min * MINUTES,
-                          **kwargs)
+    return subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, timeout=timeout_min * MINUTES, **kwargs
+    )
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
@@ -57,8 +77,19 @@ def wheel(tmp_path_factory) -> Path:
     src = tmp_path_factory.mktemp("source") / "vector-harness"
     shutil.copytree(REPO, src, ignore=_ignore, symlinks=True)
     out = tmp_path_factory.mktemp("wheel")
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--disable-pip-version-check",
-             "--quiet", "-w", out, src]
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-index",
+        "--disable-pip-version-check",
+        "--quiet",
+        "-w",
+        out,
+        src,
+    ]
     done = _run([*build[:4], "--no-build-isolation", *build[4:]])
     if done.returncode != 0:  # this environment's setuptools is missing or too old: pip fetches the build backend
         isolated = _run([*build[:5], *build[6:]])
@@ -77,15 +108,31 @@ def venv(tmp_path_factory, wheel) -> dict:
     if made.returncode != 0:
         pytest.skip(f"cannot create a virtual environment here: {made.stderr.strip()[-500:]}")
     python = root / "venv" / "bin" / "python"
-    installed = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index",
-                      "--disable-pip-version-check", "--quiet", wheel])
+    installed = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--quiet",
+            wheel,
+        ]
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
     site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
     assert site.is_dir() and site.resolve().is_relative_to(root.resolve()), site
     ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
     (site / "zz-dependencies.pth").write_text("".join(f"{path}\n" for path in ours))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "HARNESS_DISABLE_PLUGIN_AUTOLOAD")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "HARNESS_DISABLE_PLUGIN_AUTOLOAD")
+    }
     env |= {"VIRTUAL_ENV": str(root / "venv"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return {"root": root, "python": python, "bin": root / "venv" / "bin", "site": site, "env": env}
 
@@ -98,16 +145,22 @@ def test_the_wheel_holds_every_module_and_data_file_under_harness(wheel):
 
     # Every module of the checkout, at its installed path: a subpackage missing from pyproject's explicit
     # `packages` list would be missing here.
-    modules = {f"{installed}/{path.relative_to(REPO / folder).as_posix()}"
-               for installed, folder in FOLDERS.items() for path in (REPO / folder).rglob("*.py")
-               if "__pycache__" not in path.parts}
+    modules = {
+        f"{installed}/{path.relative_to(REPO / folder).as_posix()}"
+        for installed, folder in FOLDERS.items()
+        for path in (REPO / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
     assert sorted(modules - set(names)) == [], "modules of the checkout missing from the wheel"
 
     for pattern in DATA:  # each data file of the checkout, and nothing else, under each pattern
         package = next(p for p in sorted(FOLDERS, key=len, reverse=True) if pattern.startswith(p + "/"))
         folder = REPO / FOLDERS[package]
-        in_checkout = sorted(f"{package}/{path.relative_to(folder).as_posix()}"
-                             for path in folder.glob(pattern[len(package) + 1:]) if path.is_file())
+        in_checkout = sorted(
+            f"{package}/{path.relative_to(folder).as_posix()}"
+            for path in folder.glob(pattern[len(package) + 1 :])
+            if path.is_file()
+        )
         in_wheel = sorted(n for n in names if fnmatch.fnmatch(n, pattern) and n.count("/") == pattern.count("/"))
         assert in_checkout, f"the checkout has no {pattern}: this test's pattern is stale"
         assert in_wheel == in_checkout, pattern
@@ -120,10 +173,12 @@ def test_site_packages_gets_harness_subpackages_and_no_generic_names(venv):
         assert (site / "harness" / name / "__init__.py").is_file()
         assert not (site / name).exists()
     # The installed copy is the one imported, and the checkout is nowhere on the path
-    code = ("import importlib.util, json, harness, harness.tasks, harness.trainers, harness.searchers\n"
-            "specs = {n: importlib.util.find_spec(n) for n in ('tasks', 'trainers', 'searchers')}\n"
-            "print(json.dumps({'files': [m.__file__ for m in (harness, harness.tasks, harness.trainers,"
-            " harness.searchers)], 'generic': {n: s and s.origin for n, s in specs.items()}}))\n")
+    code = (
+        "import importlib.util, json, harness, harness.tasks, harness.trainers, harness.searchers\n"
+        "specs = {n: importlib.util.find_spec(n) for n in ('tasks', 'trainers', 'searchers')}\n"
+        "print(json.dumps({'files': [m.__file__ for m in (harness, harness.tasks, harness.trainers,"
+        " harness.searchers)], 'generic': {n: s and s.origin for n, s in specs.items()}}))\n"
+    )
     done = _run([venv["python"], "-c", code], cwd=venv["root"], env=venv["env"])
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -135,16 +190,47 @@ def test_the_installed_harness_lists_and_runs_away_from_the_checkout(venv):
     harness = venv["bin"] / "harness"
     listing = _run([harness, "list"], cwd=venv["root"], env=venv["env"])
     assert listing.returncode == 0, listing.stderr[-3000:]
-    for kind, name in [("tasks", "math"), ("tasks", "code"), ("trainers", "grpo"), ("trainers", "vpo"),
-                       ("searchers", "best-of-k"), ("searchers", "evolve")]:
-        assert re.search(rf"^\s+{re.escape(name)}\s+.*\[builtin:harness\.{kind}\]$", listing.stdout, re.M), \
-            (name, listing.stdout)
+    for kind, name in [
+        ("tasks", "math"),
+        ("tasks", "code"),
+        ("trainers", "grpo"),
+        ("trainers", "vpo"),
+        ("searchers", "best-of-k"),
+        ("searchers", "evolve"),
+    ]:
+        assert re.search(rf"^\s+{re.escape(name)}\s+.*\[builtin:harness\.{kind}\]$", listing.stdout, re.M), (
+            name,
+            listing.stdout,
+        )
 
     out = venv["root"] / "runs"
-    done = _run([harness, "run", "--task", "math", "--trainer", "none", "--searcher", "best-of-k",
-                 "--model", "tiny-random", "--limit", "2", "--k", "1", "--set", "searcher.n=2",
-                 "--set", "searcher.max_new_tokens=8", "--out", out], timeout_min=20, cwd=venv["root"],
-                env=venv["env"])
+    done = _run(
+        [
+            harness,
+            "run",
+            "--task",
+            "math",
+            "--trainer",
+            "none",
+            "--searcher",
+            "best-of-k",
+            "--model",
+            "tiny-random",
+            "--limit",
+            "2",
+            "--k",
+            "1",
+            "--set",
+            "searcher.n=2",
+            "--set",
+            "searcher.max_new_tokens=8",
+            "--out",
+            out,
+        ],
+        timeout_min=20,
+        cwd=venv["root"],
+        env=venv["env"],
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (manifest,) = out.glob("*/manifest.json")
     assert json.loads(manifest.read_text())["status"] == "complete"

@@ -27,14 +27,18 @@ FIXTURES = Path(__file__).parent / "fixtures" / "persona"
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = Problem(id="q", prompt="How does photosynthesis work?")
 
-EXPERT = ("Photosynthesis couples the light-dependent reactions in the thylakoid membrane, where photosystem II "
-          "oxidises H2O and drives a proton gradient for ATP synthase, to the Calvin-Benson cycle in the stroma, "
-          "where RuBisCO fixes CO2 into 3-phosphoglycerate using ATP and NADPH. Net: 6CO2 + 6H2O -> C6H12O6 + 6O2.")
-TEACHER = ("Great question! Imagine a plant is like a little kitchen. It takes in sunlight, water and air, and "
-           "cooks its own food, kind of like when you bake a cake. For example, a sunflower turns toward the sun to "
-           "get more light for cooking. Don't worry, it's easy: light plus water plus air makes sugar for the "
-           "plant, and it gives us fresh air to breathe too! Next time you see a leaf, remember it's a tiny "
-           "solar-powered kitchen working all day long.")
+EXPERT = (
+    "Photosynthesis couples the light-dependent reactions in the thylakoid membrane, where photosystem II "
+    "oxidises H2O and drives a proton gradient for ATP synthase, to the Calvin-Benson cycle in the stroma, "
+    "where RuBisCO fixes CO2 into 3-phosphoglycerate using ATP and NADPH. Net: 6CO2 + 6H2O -> C6H12O6 + 6O2."
+)
+TEACHER = (
+    "Great question! Imagine a plant is like a little kitchen. It takes in sunlight, water and air, and "
+    "cooks its own food, kind of like when you bake a cake. For example, a sunflower turns toward the sun to "
+    "get more light for cooking. Don't worry, it's easy: light plus water plus air makes sugar for the "
+    "plant, and it gives us fresh air to breathe too! Next time you see a leaf, remember it's a tiny "
+    "solar-powered kitchen working all day long."
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +97,14 @@ def test_off_topic_and_empty_answers_earn_nothing(task: PersonaTask) -> None:
         assert score.unparsed and score.extracted is None and all(v == 0.0 for v in score.rewards.values())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(st.one_of(st.text(max_size=400), st.sampled_from(["\ud800 lone surrogate", "\x00" * 50, "🌱" * 300,
-                                                         "word " * 2000])))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.one_of(
+        st.text(max_size=400), st.sampled_from(["\ud800 lone surrogate", "\x00" * 50, "🌱" * 300, "word " * 2000])
+    )
+)
 def test_score_never_raises(task: PersonaTask, completion: str) -> None:
     score = task.score(QUESTION, completion)
     assert all(0.0 <= v <= 1.0 for v in score.rewards.values())
@@ -116,8 +124,15 @@ def _tiny_classifier(folder: Path, num_labels: int, chat_template: str | None = 
     if chat_template:
         tokenizer.chat_template = chat_template
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=num_labels)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=num_labels,
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)

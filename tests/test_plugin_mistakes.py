@@ -31,9 +31,19 @@ class Majority:
         if self.fail:
             raise KeyError("votes")
         scores = [task.score(problems[c.prompt_index], c.text) for c in completions]
-        store.write_samples({"problem_id": problems[c.prompt_index].id, "phase": phase, "sample_index": c.sample_index,
-                             "text": c.text, "extracted": s.extracted, "unparsed": s.unparsed, "rewards": s.rewards,
-                             "scalar": s.rewards["correct"]} for c, s in zip(completions, scores, strict=True))
+        store.write_samples(
+            {
+                "problem_id": problems[c.prompt_index].id,
+                "phase": phase,
+                "sample_index": c.sample_index,
+                "text": c.text,
+                "extracted": s.extracted,
+                "unparsed": s.unparsed,
+                "rewards": s.rewards,
+                "scalar": s.rewards["correct"],
+            }
+            for c, s in zip(completions, scores, strict=True)
+        )
         return {"majority@8": 0.5, "pass@1": sum(s.success for s in scores) / len(scores)}
 
 
@@ -86,8 +96,10 @@ def installed(monkeypatch):
     """Install ``Package`` (and any plugins given) as entry points of distribution 'my-dist'."""
 
     def install(*extra):
-        eps = [SimpleNamespace(name=name, dist=SimpleNamespace(name="my-dist"), load=lambda p=plugin: p)
-               for name, plugin in (("pkg", Package()), *extra)]
+        eps = [
+            SimpleNamespace(name=name, dist=SimpleNamespace(name="my-dist"), load=lambda p=plugin: p)
+            for name, plugin in (("pkg", Package()), *extra)
+        ]
         monkeypatch.setattr(manager, "entry_points", lambda group: eps if group == manager.ENTRY_POINT_GROUP else [])
         monkeypatch.delenv(manager.DISABLE_AUTOLOAD_ENV, raising=False)
 
@@ -103,29 +115,36 @@ def test_a_task_without_data_source_is_refused_before_the_model_loads(installed,
     installed()
     assert main([*RUN, "--task", "no-source", "--searcher", "majority", "--out", str(tmp_path)]) == 2
     errors, stdout = _error_lines(capsys)
-    assert errors == ["harness: error: task 'no-source' (plugin 'my-dist:pkg') does not follow the Task protocol: "
-                      "missing data_source()"]
+    assert errors == [
+        "harness: error: task 'no-source' (plugin 'my-dist:pkg') does not follow the Task protocol: "
+        "missing data_source()"
+    ]
     assert "loading model" not in stdout and not any(tmp_path.iterdir())
 
 
 def test_an_estimator_of_the_wrong_type_is_refused_before_the_model_loads(installed, tmp_path, capsys):
     installed()
-    assert main([*RUN, "--task", "adds", "--trainer", "grpo", "--set", "trainer.advantage=listy",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main([*RUN, "--task", "adds", "--trainer", "grpo", "--set", "trainer.advantage=listy", "--out", str(tmp_path)])
+        == 2
+    )
     errors, stdout = _error_lines(capsys)
-    assert errors == ["harness: error: advantage 'listy' (plugin 'my-dist:pkg') does not follow the advantage "
-                      "estimator contract: should return a tensor of advantages [B], got list [0.0, 0.0, 0.0, 0.0]"]
+    assert errors == [
+        "harness: error: advantage 'listy' (plugin 'my-dist:pkg') does not follow the advantage "
+        "estimator contract: should return a tensor of advantages [B], got list [0.0, 0.0, 0.0, 0.0]"
+    ]
     assert "loading model" not in stdout
 
 
 def test_a_searcher_that_raises_fails_the_run_in_one_line_and_the_report_says_why(installed, tmp_path, capsys):
     installed()
     runs = tmp_path / "runs"
-    assert main([*RUN, "--task", "adds", "--searcher", "majority", "--set", "searcher.fail=true",
-                 "--out", str(runs)]) == 2
+    assert (
+        main([*RUN, "--task", "adds", "--searcher", "majority", "--set", "searcher.fail=true", "--out", str(runs)]) == 2
+    )
     errors, _ = _error_lines(capsys)
     (folder,) = (p for p in runs.iterdir() if p.is_dir())
-    line = ("searcher 'majority' (plugin 'my-dist:pkg') failed while evaluating (eval): KeyError: 'votes'")
+    line = "searcher 'majority' (plugin 'my-dist:pkg') failed while evaluating (eval): KeyError: 'votes'"
     assert errors == [f"harness: error: {line} (traceback in {folder / 'error.txt'})"]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "failed" and manifest["error"].startswith(line)
@@ -167,12 +186,14 @@ def test_a_clashing_or_misspelt_package_is_skipped_and_runs_go_on(installed, tmp
 
 def test_a_trainer_failing_under_its_progress_bar_gets_a_line_of_its_own(installed, tmp_path, capsys):
     installed()
-    assert main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles", "--out", str(tmp_path)]) == 2
+    )
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if "harness: error" in line]
-    assert line.startswith("harness: error: trainer 'stumbles' (plugin 'my-dist:pkg') failed while training: "
-                           "ValueError: lost my footing"), err  # not glued behind the bar's last frame
+    assert line.startswith(
+        "harness: error: trainer 'stumbles' (plugin 'my-dist:pkg') failed while training: ValueError: lost my footing"
+    ), err  # not glued behind the bar's last frame
 
 
 def test_debug_raises_the_plugin_s_error_with_its_traceback(installed, tmp_path):
@@ -180,6 +201,18 @@ def test_debug_raises_the_plugin_s_error_with_its_traceback(installed, tmp_path)
 
     installed()
     with pytest.raises(PluginFailed) as err:
-        main([*RUN, "--task", "adds", "--searcher", "majority", "--set", "searcher.fail=true", "--out", str(tmp_path),
-              "--debug"])
+        main(
+            [
+                *RUN,
+                "--task",
+                "adds",
+                "--searcher",
+                "majority",
+                "--set",
+                "searcher.fail=true",
+                "--out",
+                str(tmp_path),
+                "--debug",
+            ]
+        )
     assert isinstance(err.value.__cause__, KeyError)  # the plugin's own exception, with its traceback

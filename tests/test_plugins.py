@@ -85,8 +85,12 @@ def test_cli_listing_does_not_import_torch(argv):
 
 
 def test_cli_unknown_task_is_one_line_error():
-    result = subprocess.run([sys.executable, "-m", "harness", "run", "--task", "nope", "--model", "tiny-random"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--task", "nope", "--model", "tiny-random"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("harness: error: unknown task 'nope'; available:") and "math" in lines[-1]
@@ -94,11 +98,27 @@ def test_cli_unknown_task_is_one_line_error():
 
 
 def test_cli_bad_option_is_one_line_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "harness", "run", "--model", "tiny-random", "--out", str(tmp_path),
-                             "--set", "trainer.lrr=1"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--model",
+            "tiny-random",
+            "--out",
+            str(tmp_path),
+            "--set",
+            "trainer.lrr=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == ("harness: error: trainer 'grpo': unknown option lrr; did you "
-                                                      "mean lr (AdamW learning rate)?")
+    assert result.stderr.strip().splitlines()[-1] == (
+        "harness: error: trainer 'grpo': unknown option lrr; did you mean lr (AdamW learning rate)?"
+    )
     assert not any(tmp_path.iterdir())  # refused before a run folder was made
 
 
@@ -114,8 +134,23 @@ def test_a_family_name_resolves_members():
 
 
 def test_cli_unknown_task_option_is_one_line_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "harness", "run", "--model", "tiny-random", "--out", str(tmp_path),
-                             "--set", "task.bogus=1"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--model",
+            "tiny-random",
+            "--out",
+            str(tmp_path),
+            "--set",
+            "task.bogus=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("harness: error: task 'math': ")
     assert "bogus" in result.stderr and not any(tmp_path.iterdir())
@@ -164,8 +199,11 @@ def test_a_package_cannot_take_a_builtin_name(monkeypatch, capsys):
 def test_two_packages_with_one_name_the_first_by_entry_point_name_keeps_it(monkeypatch, capsys):
     # Listed in the "wrong" order: the manager sorts entry points by name, so the outcome never depends on the
     # order in which importlib.metadata happens to find the packages.
-    _installed(monkeypatch, _EntryPoint("zeta", "z-dist", _tasks_plugin("shared")),
-               _EntryPoint("alpha", "a-dist", _tasks_plugin("shared")))
+    _installed(
+        monkeypatch,
+        _EntryPoint("zeta", "z-dist", _tasks_plugin("shared")),
+        _EntryPoint("alpha", "a-dist", _tasks_plugin("shared")),
+    )
     plugins = get_plugin_manager()
     assert plugins["task"].get("shared").plugin == "a-dist:alpha"
     assert plugins.broken == {"z-dist:zeta": "task 'shared' not registered: the name is taken by 'a-dist:alpha'"}
@@ -182,11 +220,16 @@ def test_a_package_with_a_misspelt_hook_is_skipped_not_fatal(monkeypatch, capsys
         def harness_register_trainers(self, registry):  # spelt right, but the plugin is skipped as a whole
             registry.add("half-a-plugin", "nowhere:Trainer")
 
-    _installed(monkeypatch, _EntryPoint("typo", "typo-dist", Misspelt()),
-               _EntryPoint("fine", "fine-dist", _tasks_plugin("fine-task")))
+    _installed(
+        monkeypatch,
+        _EntryPoint("typo", "typo-dist", Misspelt()),
+        _EntryPoint("fine", "fine-dist", _tasks_plugin("fine-task")),
+    )
     plugins = get_plugin_manager()
-    assert plugins.broken == {"typo-dist:typo": "not loaded: unknown hook(s) harness_register_taskz (misspelt? every "
-                                                "hook is listed in docs/reference/hooks.md)"}
+    assert plugins.broken == {
+        "typo-dist:typo": "not loaded: unknown hook(s) harness_register_taskz (misspelt? every "
+        "hook is listed in docs/reference/hooks.md)"
+    }
     assert "half-a-plugin" not in plugins["trainer"] and plugins.manager.get_plugin("typo-dist:typo") is None
     assert "fine-task" in plugins["task"]  # the other package is unaffected
     warning = f"warning: plugin 'typo-dist:typo': {plugins.broken['typo-dist:typo']}"
@@ -200,11 +243,16 @@ def test_a_package_that_fails_to_import_or_raises_is_skipped(monkeypatch, capsys
             registry.add("before-the-error", "nowhere:Searcher")
             raise RuntimeError("no licence key\nsecond line")
 
-    _installed(monkeypatch, _EntryPoint("gone", "gone-dist", ImportError("No module named 'gone'")),
-               _EntryPoint("raises", "raises-dist", Raises()))
+    _installed(
+        monkeypatch,
+        _EntryPoint("gone", "gone-dist", ImportError("No module named 'gone'")),
+        _EntryPoint("raises", "raises-dist", Raises()),
+    )
     plugins = get_plugin_manager()
-    assert plugins.broken == {"gone-dist:gone": "not loaded: ImportError: No module named 'gone'",
-                              "raises-dist:raises": "harness_register_searchers raised RuntimeError: no licence key"}
+    assert plugins.broken == {
+        "gone-dist:gone": "not loaded: ImportError: No module named 'gone'",
+        "raises-dist:raises": "harness_register_searchers raised RuntimeError: no licence key",
+    }
     assert len(capsys.readouterr().err.splitlines()) == 2
 
 
@@ -214,8 +262,11 @@ def test_harness_list_still_works_with_a_broken_package(monkeypatch, capsys):
         def harness_register_taskz(self, registry):
             pass
 
-    _installed(monkeypatch, _EntryPoint("typo", "typo-dist", Misspelt()),
-               _EntryPoint("clash", "clash-dist", _tasks_plugin("maze")))
+    _installed(
+        monkeypatch,
+        _EntryPoint("typo", "typo-dist", Misspelt()),
+        _EntryPoint("clash", "clash-dist", _tasks_plugin("maze")),
+    )
     assert main(["list"]) == 0
     captured = capsys.readouterr()
     assert re.search(r"^\s+math\s.*\[builtin:harness.tasks\]$", captured.out, re.M)  # the rest is listed
@@ -267,9 +318,19 @@ class _EveryHook:
         registry.add("l-x", "no_such_module:Logger", "a logger")
 
 
-@pytest.mark.parametrize(("kind", "name"), [("task", "t-x"), ("trainer", "tr-x"), ("searcher", "s-x"),
-                                            ("advantage", "a-x"), ("model", "m-x"), ("behaviour", "b-x"),
-                                            ("engine", "e-x"), ("logger", "l-x")])
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("task", "t-x"),
+        ("trainer", "tr-x"),
+        ("searcher", "s-x"),
+        ("advantage", "a-x"),
+        ("model", "m-x"),
+        ("behaviour", "b-x"),
+        ("engine", "e-x"),
+        ("logger", "l-x"),
+    ],
+)
 def test_each_registration_hook_fills_its_own_registry(kind, name):
     plugin = _EveryHook()
     plugins = get_plugin_manager(extra_plugins=(plugin,), autoload=False)
@@ -290,10 +351,13 @@ def test_harness_register_engines_registers_the_three_engines_lazily():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     listed, imported = result.stdout.splitlines()
-    assert listed == str([
-        ("transformers", "builtin:harness.engine", "harness.engine.transformers_engine:TransformersEngine"),
-        ("vllm", "builtin:harness.engine", "harness.engine.vllm_engine:VLLMEngine"),
-        ("vllm-server", "builtin:harness.engine", "harness.engine.vllm_server_engine:VLLMServerEngine")])
+    assert listed == str(
+        [
+            ("transformers", "builtin:harness.engine", "harness.engine.transformers_engine:TransformersEngine"),
+            ("vllm", "builtin:harness.engine", "harness.engine.vllm_engine:VLLMEngine"),
+            ("vllm-server", "builtin:harness.engine", "harness.engine.vllm_server_engine:VLLMServerEngine"),
+        ]
+    )
     assert imported == "[]"  # listing engines imports none of them
 
 

@@ -35,13 +35,15 @@ pytest.importorskip("peft")
 def _rollouts(policy, n: int = 4, tokens: int = 8):
     task = UppercaseTask()
     engine = TransformersEngine(policy, progress=False)
-    return engine.generate([task.messages(p) for p in task.problems("train")],
-                           SamplingParams(n=n, max_new_tokens=tokens, temperature=1.0, seed=3))
+    return engine.generate(
+        [task.messages(p) for p in task.problems("train")],
+        SamplingParams(n=n, max_new_tokens=tokens, temperature=1.0, seed=3),
+    )
 
 
 def _logp(model, completions, pad_id, **autocast):
     batch = pad_completions(completions, pad_id)
-    with torch.no_grad(), (torch.autocast("cpu", **autocast) if autocast else torch.no_grad()):
+    with torch.no_grad(), torch.autocast("cpu", **autocast) if autocast else torch.no_grad():
         logp = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], int(batch["prompt_width"]))
     return logp, batch["completion_mask"].bool()
 
@@ -54,14 +56,23 @@ def _plain_logp(model, completions, pad_id):
         with torch.no_grad():
             logits = model(input_ids=ids.to(next(model.parameters()).device)).logits.float()
         logp = logits[0, len(c.prompt_ids) - 1 : -1].log_softmax(-1)
-        rows.append(logp.gather(-1, ids[0, len(c.prompt_ids):, None]).squeeze(-1))
+        rows.append(logp.gather(-1, ids[0, len(c.prompt_ids) :, None]).squeeze(-1))
     return rows
 
 
 def test_lora_trains_only_the_adapters_and_its_kl_reference_is_the_adapters_off(tiny_policy, plugins, tmp_path):
     base = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
-    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-2,
-                          beta=0.04, lora_r=4, lora_alpha=8)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=2,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=8,
+        lr=1e-2,
+        beta=0.04,
+        lora_r=4,
+        lora_alpha=8,
+    )
     engine = TransformersEngine(tiny_policy, progress=False)
     store = RunStore(tmp_path, "run")
     trainer.train(tiny_policy, engine, UppercaseTask(), UppercaseTask().problems("train"), store=store)
@@ -150,7 +161,17 @@ def test_learning_rate_schedules_by_hand():
     options = PostTrainingOptions(lr_scheduler="linear", warmup_ratio=0.2)
     # 10 steps, ceil(0.2 * 10) = 2 warm-up steps at 1/3, 2/3; then 1 - (s - 2) / 8
     assert [round(lr_factor(s, 10, options), 4) for s in range(10)] == [
-        0.3333, 0.6667, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+        0.3333,
+        0.6667,
+        1.0,
+        0.875,
+        0.75,
+        0.625,
+        0.5,
+        0.375,
+        0.25,
+        0.125,
+    ]
     cosine = PostTrainingOptions(lr_scheduler="cosine")
     assert lr_factor(0, 8, cosine) == 1.0 and lr_factor(4, 8, cosine) == pytest.approx(0.5)
     assert lr_factor(7, 8, cosine) == pytest.approx(0.5 * (1 + torch.cos(torch.tensor(7 / 8 * torch.pi)).item()))
@@ -162,11 +183,25 @@ def test_learning_rate_schedules_by_hand():
 
 
 def test_the_schedule_and_several_passes_per_batch_reach_the_optimizer(tiny_policy, plugins, tmp_path):
-    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-2,
-                          num_iterations=2, lr_scheduler="linear", warmup_ratio=0.5)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=2,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=8,
+        lr=1e-2,
+        num_iterations=2,
+        lr_scheduler="linear",
+        warmup_ratio=0.5,
+    )
     store = RunStore(tmp_path, "run")
-    trainer.train(tiny_policy, TransformersEngine(tiny_policy, progress=False), UppercaseTask(),
-                  UppercaseTask().problems("train"), store=store)
+    trainer.train(
+        tiny_policy,
+        TransformersEngine(tiny_policy, progress=False),
+        UppercaseTask(),
+        UppercaseTask().problems("train"),
+        store=store,
+    )
     steps = [json.loads(line) for line in (store.dir / "steps.jsonl").read_text().splitlines()]
     assert [s["lr"] for s in steps] == pytest.approx([1e-2 * 0.5, 1e-2 * 1.0])
     # the second pass sees a policy the first pass moved: its ratios leave 1 and the mean over passes shows it
@@ -184,14 +219,14 @@ def test_autocast_auto_trains_in_the_rollouts_bf16_only_over_float32_weights():
 
 
 @pytest.mark.parametrize("rollout_dtype", ["bfloat16", None])
-def test_a_trainer_resolves_autocast_auto_from_the_engine_it_trains_with(tiny_policy, plugins, tmp_path,
-                                                                         rollout_dtype):
+def test_a_trainer_resolves_autocast_auto_from_the_engine_it_trains_with(tiny_policy, plugins, tmp_path, rollout_dtype):
     trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=1, group_size=2, max_new_tokens=4)
     assert trainer.config.autocast == "auto"
     before = [p.detach().clone() for p in tiny_policy.model.parameters()]
     engine = TransformersEngine(tiny_policy, progress=False, rollout_dtype=rollout_dtype)
-    trainer.train(tiny_policy, engine, UppercaseTask(), UppercaseTask().problems("train"),
-                  store=RunStore(tmp_path, "run"))
+    trainer.train(
+        tiny_policy, engine, UppercaseTask(), UppercaseTask().problems("train"), store=RunStore(tmp_path, "run")
+    )
     assert trainer.config.autocast == ("bfloat16" if rollout_dtype else "")
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.model.parameters(), strict=True))
 
@@ -208,11 +243,17 @@ def _uppercase_plugins():
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_trained_policy_is_saved_and_evaluates_to_the_after_metrics(tmp_path, lora):
     plugins = _uppercase_plugins()
-    options = {"task": {}, "trainer": {"lr": "1e-2", **({"lora_r": "4", "save_merged": "true"} if lora else {})},
-               "searcher": {"n": "2"}}
+    options = {
+        "task": {},
+        "trainer": {"lr": "1e-2", **({"lora_r": "4", "save_merged": "true"} if lora else {})},
+        "searcher": {"n": "2"},
+    }
     common = dict(task="uppercase", limit=2, k="1,2", out=str(tmp_path), seed=3)
-    folder = run(RunConfig(**common, model="tiny-random", trainer="grpo", steps=2, train_limit=4, options=options),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(**common, model="tiny-random", trainer="grpo", steps=2, train_limit=4, options=options),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     saved = folder / "model"
     weights = "adapter_model.safetensors" if lora else "model.safetensors"
     assert (saved / weights).exists() and (saved / "tokenizer.json").exists()
@@ -228,8 +269,11 @@ def test_the_trained_policy_is_saved_and_evaluates_to_the_after_metrics(tmp_path
     completions = _rollouts(base)
     pad = base.tokenizer.pad_token_id
     assert not torch.allclose(_logp(trained.model, completions, pad)[0], _logp(base.model, completions, pad)[0])
-    again = run(RunConfig(**common, trainer="none", model=str(saved), options={**options, "trainer": {}}),
-                plugins=plugins, echo=lambda _: None)
+    again = run(
+        RunConfig(**common, trainer="none", model=str(saved), options={**options, "trainer": {}}),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     evaluated = json.loads((again / "metrics.json").read_text())
     after = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("after/")}
     for key in ("pass@1", "pass@2", "best@1", "best@2", "mean_reward/upper"):
@@ -237,8 +281,9 @@ def test_the_trained_policy_is_saved_and_evaluates_to_the_after_metrics(tmp_path
     if lora:  # the merged folder loads as a plain model, with the adapters folded in
         merged = load_policy(str(folder / "model-merged"), plugins["model"])
         assert merged.adapter is None and not any("lora_" in k for k in merged.model.state_dict())
-        assert torch.allclose(_logp(merged.model, completions, pad)[0], _logp(trained.model, completions, pad)[0],
-                              atol=1e-4)
+        assert torch.allclose(
+            _logp(merged.model, completions, pad)[0], _logp(trained.model, completions, pad)[0], atol=1e-4
+        )
 
 
 def test_push_to_hub_uploads_the_saved_folder(tmp_path):
@@ -293,8 +338,7 @@ def test_an_engine_is_sent_the_lora_policy_as_plain_merged_weights(plugins, dtyp
     assert (adapted - untouched.logits).abs().max() > 0.5  # the adapters change the output ...
     assert torch.allclose(adapted.float(), served.float(), atol=1e-4 if dtype == "float32" else 5e-2)  # ... as merged
     # a model without adapters is sent its own state dict, unchanged
-    assert all(torch.equal(a, b) for (_, a), b in zip(serving_weights(plain), plain.state_dict().values(),
-                                                       strict=True))
+    assert all(torch.equal(a, b) for (_, a), b in zip(serving_weights(plain), plain.state_dict().values(), strict=True))
 
 
 def test_a_lora_run_resumed_after_training_evaluates_its_trained_adapters(tmp_path):
@@ -326,8 +370,20 @@ def test_a_lora_run_resumed_after_training_evaluates_its_trained_adapters(tmp_pa
     plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
     assert capabilities_of(plugins["trainer"].get("grpo").create(lora_r="4"), TrainerCapabilities).prepares_policy
     options = {"task": {}, "trainer": {"lr": "1e-2", "lora_r": "4"}, "searcher": {"n": "2"}}
-    cfg = RunConfig(task="uppercase", trainer="grpo", searcher="fails-after-once", model="tiny-random", limit=2,
-                    k="1,2", steps=2, train_limit=4, out=str(tmp_path), seed=3, save_model=False, options=options)
+    cfg = RunConfig(
+        task="uppercase",
+        trainer="grpo",
+        searcher="fails-after-once",
+        model="tiny-random",
+        limit=2,
+        k="1,2",
+        steps=2,
+        train_limit=4,
+        out=str(tmp_path),
+        seed=3,
+        save_model=False,
+        options=options,
+    )
     with pytest.raises(Exception, match="the after evaluation failed once"):
         run(cfg, plugins=plugins, echo=lambda _: None)
     (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
@@ -343,12 +399,26 @@ def test_a_lora_checkpoint_holds_the_adapters_only_and_resumes_to_the_same_polic
     from harness.store.checkpoint import Checkpointer
 
     def train(policy, existing=False):
-        trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-2,
-                              lora_r=4, lora_alpha=8, seed=0)
+        trainer = GRPOTrainer(
+            plugins=plugins,
+            steps=2,
+            prompts_per_step=2,
+            group_size=4,
+            max_new_tokens=8,
+            lr=1e-2,
+            lora_r=4,
+            lora_alpha=8,
+            seed=0,
+        )
         store = RunStore(tmp_path, "run", existing=existing)
         store.checkpointer = Checkpointer(store.dir, 1)
-        trainer.train(policy, TransformersEngine(policy, progress=False), UppercaseTask(),
-                      UppercaseTask().problems("train"), store=store)
+        trainer.train(
+            policy,
+            TransformersEngine(policy, progress=False),
+            UppercaseTask(),
+            UppercaseTask().problems("train"),
+            store=store,
+        )
         return store.dir / "checkpoint"
 
     torch.manual_seed(0)

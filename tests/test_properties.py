@@ -38,7 +38,7 @@ def test_split_answers_never_returns_more_than_m_or_blanks(text: str, m: int) ->
 def test_a_diff_whose_search_is_in_the_code_applies_exactly(lines: list[str], data) -> None:
     code = "\n".join(lines)
     start = data.draw(st.integers(0, len(code) - 1))
-    search = code[start:start + data.draw(st.integers(1, len(code) - start))]
+    search = code[start : start + data.draw(st.integers(1, len(code) - start))]
     if not search.strip():
         return
     diff = f"<<<<<<< SEARCH\n{search}\n=======\nREPLACED\n>>>>>>> REPLACE\n"
@@ -87,9 +87,20 @@ def test_experiment_files_load_or_refuse_with_a_value_error(tmp_path, text: str)
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60)
-@given(st.lists(st.one_of(st.text(), st.builds(lambda pid, ok, x: json.dumps(
-    {"problem_id": pid, "phase": "eval", "success": ok, "scalar": x}), st.sampled_from("abc"), st.booleans(),
-    st.one_of(st.none(), st.floats(allow_nan=True)))), max_size=20))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(),
+            st.builds(
+                lambda pid, ok, x: json.dumps({"problem_id": pid, "phase": "eval", "success": ok, "scalar": x}),
+                st.sampled_from("abc"),
+                st.booleans(),
+                st.one_of(st.none(), st.floats(allow_nan=True)),
+            ),
+        ),
+        max_size=20,
+    )
+)
 def test_samples_cut_or_garbled_are_read_or_refused_naming_the_line(tmp_path, lines: list[str]) -> None:
     """A last line cut by a crash is skipped; any other bad line is a ValueError naming the file and the line (the
     index then skips the folder, saying so), never another exception."""

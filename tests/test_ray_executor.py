@@ -55,20 +55,23 @@ def ray_cluster():
 
 
 def code_task(executor: str = "local", **options) -> CodeTask:
-    return CodeTask(source="jsonl", path=str(TINY_CODE), eval_fraction=1.0, test_slots=3, executor=executor,
-                    **options)
+    return CodeTask(source="jsonl", path=str(TINY_CODE), eval_fraction=1.0, test_slots=3, executor=executor, **options)
 
 
 # What the fake model writes: right, wrong, partly right, a load error, a body that raises, no code at all.
 ANSWERS = {
-    "square": ["def square(x):\n    return x * x",
-               "def square(x):\n    return x + x",
-               "def square(x):\n    return x * x if x < 3 else 0",
-               "import numpy_is_not_here\n\ndef square(x):\n    return x * x",
-               "def square(x):\n    raise ValueError(x)"],
-    "shout": ["def shout(s):\n    return s.upper() + '!'",
-              "def shout(s):\n    return s.upper()",
-              "def shout(s):\n    return s + '!'"],
+    "square": [
+        "def square(x):\n    return x * x",
+        "def square(x):\n    return x + x",
+        "def square(x):\n    return x * x if x < 3 else 0",
+        "import numpy_is_not_here\n\ndef square(x):\n    return x * x",
+        "def square(x):\n    raise ValueError(x)",
+    ],
+    "shout": [
+        "def shout(s):\n    return s.upper() + '!'",
+        "def shout(s):\n    return s.upper()",
+        "def shout(s):\n    return s + '!'",
+    ],
 }
 
 
@@ -87,9 +90,11 @@ def run_evolve(evolve: Evolve, task, tmp_path: Path, name: str, problems) -> dic
     store = RunStore.create(tmp_path, name)
     metrics = evolve.search(FakeEngine(pseudo_model), task, problems, phase="pre", store=store)
     folder = store.dir / "evolve" / "pre"
-    return {"metrics": metrics,
-            "samples": [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()],
-            "files": {p.name: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}}
+    return {
+        "metrics": metrics,
+        "samples": [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()],
+        "files": {p.name: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))},
+    }
 
 
 def counting(executor):
@@ -125,8 +130,12 @@ def test_evolve_on_ray_workers_equals_the_local_pool(ray_cluster, tmp_path):
     assert ray_run["files"] == local["files"] and len(local["files"]) == 3  # 2 problems' databases, the curve
     # The search really exercised the sandbox: passes, failures, a program that fails to load, one that raises.
     assert 0 < local["metrics"]["mean_reward/all_pass"] < 1
-    feedback = [c["feedback"] for name, state in local["files"].items() if name != "curve.json"
-                for c in state["db"]["candidates"]]
+    feedback = [
+        c["feedback"]
+        for name, state in local["files"].items()
+        if name != "curve.json"
+        for c in state["db"]["candidates"]
+    ]
     assert any("ModuleNotFoundError: No module named 'numpy_is_not_here'" in f for f in feedback)
     assert any("-> ValueError: 1" in f for f in feedback)
 
@@ -144,8 +153,11 @@ def test_a_scorer_that_raises_on_a_worker_costs_one_candidate_as_locally(ray_clu
     runs = []
     for executor in ("local", "ray"):
         store = RunStore.create(tmp_path, executor)
-        runs.append(Evolve(seeds=2, calls=2, seed=0, executor=executor).search(
-            FakeEngine(["7", "4"]), task, problems, phase="pre", store=store))
+        runs.append(
+            Evolve(seeds=2, calls=2, seed=0, executor=executor).search(
+                FakeEngine(["7", "4"]), task, problems, phase="pre", store=store
+            )
+        )
     assert runs[0] == runs[1] and runs[1]["num_skipped"] == 4 and runs[1]["budget/candidates"] == 8
 
 
@@ -161,7 +173,8 @@ def test_best_of_k_on_the_code_task_scores_on_ray_as_locally(ray_cluster, tmp_pa
         mapped = counting(task.executor)
         store = RunStore.create(tmp_path, executor)
         metrics = BestOfK(n=4, k="1,4", seed=0, embedding_diversity=False).search(
-            FakeEngine(pseudo_model), task, task.problems("eval"), phase="eval", store=store)
+            FakeEngine(pseudo_model), task, task.problems("eval"), phase="eval", store=store
+        )
         samples = [json.loads(line) for line in (store.dir / "samples.jsonl").read_text().splitlines()]
         runs.append((metrics, samples, len(mapped)))
     assert runs[0][:2] == runs[1][:2]
@@ -228,8 +241,17 @@ def sandbox_witness(task: CodeTask, pair) -> tuple[int, list[int], list[str]]:
 @needs_ray
 def test_the_program_runs_in_a_sandbox_process_not_in_the_ray_worker(ray_cluster, tmp_path):
     data = tmp_path / "where.jsonl"
-    data.write_text(json.dumps({"id": "where", "prompt": "Write where().", "entry_point": "where",
-                                "tests": ["assert where() is None, where()"]}) + "\n")
+    data.write_text(
+        json.dumps(
+            {
+                "id": "where",
+                "prompt": "Write where().",
+                "entry_point": "where",
+                "tests": ["assert where() is None, where()"],
+            }
+        )
+        + "\n"
+    )
     task = CodeTask(source="jsonl", path=str(data), eval_fraction=1.0)
     problem = task.problems("eval")[0]
     [(worker, servers, feedback)] = RayExecutor("test").map(sandbox_witness, task, [(problem, WHERE_AM_I)])
@@ -282,8 +304,21 @@ def test_asking_for_ray_without_it_is_one_line_before_anything_loads(monkeypatch
 
 
 def test_the_cli_refuses_a_missing_ray_before_the_model_loads(tmp_path):
-    argv = ["run", "--task", "code", "--trainer", "none", "--searcher", "evolve", "--model", "tiny-random",
-            "--out", str(tmp_path), "--set", "searcher.executor=ray"]
+    argv = [
+        "run",
+        "--task",
+        "code",
+        "--trainer",
+        "none",
+        "--searcher",
+        "evolve",
+        "--model",
+        "tiny-random",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "searcher.executor=ray",
+    ]
     code = f"import sys\nsys.modules['ray'] = None\nfrom harness.cli import main\nsys.exit(main({argv!r}))\n"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 2, result.stderr
@@ -293,8 +328,10 @@ def test_the_cli_refuses_a_missing_ray_before_the_model_loads(tmp_path):
 
 
 def test_importing_the_harness_does_not_import_ray():
-    code = ("import sys\nimport harness.executors, harness.searchers.evolve, harness.tasks.code\n"
-            "from harness.cli import main\n"
-            "try:\n    main(['list'])\nexcept SystemExit:\n    pass\nassert 'ray' not in sys.modules\n")
+    code = (
+        "import sys\nimport harness.executors, harness.searchers.evolve, harness.tasks.code\n"
+        "from harness.cli import main\n"
+        "try:\n    main(['list'])\nexcept SystemExit:\n    pass\nassert 'ray' not in sys.modules\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr

@@ -27,21 +27,54 @@ def test_readme_plugin_installs_lists_and_runs(tmp_path):
     for name, text in files.items():
         (package / name).write_text(text)
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                    str(package)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(package)],
+        check=True,
+        timeout=300,
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     env.pop("HARNESS_DISABLE_PLUGIN_AUTOLOAD", None)
 
-    listing = subprocess.run([sys.executable, "-m", "harness", "list"], env=env, capture_output=True, text=True,
-                             timeout=60, check=True).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "harness", "list"], env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert re.search(r"^\s+echo\s+Repeat a word back\s+\[harness-echo:echo\]$", listing, re.M), listing
 
     out = tmp_path / "runs"
     result = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--task", "echo", "--trainer", "grpo", "--model", "tiny-random",
-         "--steps", "1", "--limit", "2", "--k", "1,2", "--out", str(out), "--set", "searcher.n=2",
-         "--set", "searcher.max_new_tokens=4", "--set", "trainer.max_new_tokens=4", "--set", "trainer.group_size=2"],
-        env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--task",
+            "echo",
+            "--trainer",
+            "grpo",
+            "--model",
+            "tiny-random",
+            "--steps",
+            "1",
+            "--limit",
+            "2",
+            "--k",
+            "1,2",
+            "--out",
+            str(out),
+            "--set",
+            "searcher.n=2",
+            "--set",
+            "searcher.max_new_tokens=4",
+            "--set",
+            "trainer.max_new_tokens=4",
+            "--set",
+            "trainer.group_size=2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (folder,) = (p for p in out.iterdir() if p.is_dir())  # beside it: results.sqlite, the runs index
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -37,8 +37,12 @@ def test_reference_answers_score_correct_and_wrong_ones_do_not(tasks: dict, name
 @pytest.mark.parametrize("name", ["basic_arithmetic", "leg_counting", "chain_sum"])
 def test_untagged_answers_are_found_but_earn_no_format_reward(tasks: dict, name: str) -> None:
     problem = tasks[name].problems("eval", limit=1)[0]
-    for completion in (f"So the answer is {problem.answer}.", f"**Answer:** {problem.answer}",
-                       f"Thinking...\n\\boxed{{{problem.answer}}}", f"Let me add.\n{problem.answer}"):
+    for completion in (
+        f"So the answer is {problem.answer}.",
+        f"**Answer:** {problem.answer}",
+        f"Thinking...\n\\boxed{{{problem.answer}}}",
+        f"Let me add.\n{problem.answer}",
+    ):
         score = tasks[name].score(problem, completion)
         assert score.rewards["correct"] == 1.0 and score.rewards["format"] == 0.0, completion
 
@@ -105,8 +109,10 @@ def test_datasets_without_a_single_reference_use_their_checker() -> None:
 def test_reasoning_gym_seeds_overlap_which_is_why_there_is_one_pool() -> None:
     import reasoning_gym
 
-    a, b = reasoning_gym.create_dataset("leg_counting", seed=7, size=5), reasoning_gym.create_dataset(
-        "leg_counting", seed=8, size=5)
+    a, b = (
+        reasoning_gym.create_dataset("leg_counting", seed=7, size=5),
+        reasoning_gym.create_dataset("leg_counting", seed=8, size=5),
+    )
     assert a[1]["question"] == b[0]["question"]  # item i+1 of seed s is item i of seed s+1
 
 
@@ -126,8 +132,16 @@ def test_splits_are_disjoint_by_content_and_deterministic(tasks: dict, name: str
 
 
 def test_duplicates_are_dropped_and_reported() -> None:
-    task = ReasoningGymTask("basic_arithmetic", pool_size=200, min_terms="2", max_terms="2", max_digits="1",
-                            operators="+", allow_negation="false", allow_parentheses="false")
+    task = ReasoningGymTask(
+        "basic_arithmetic",
+        pool_size=200,
+        min_terms="2",
+        max_terms="2",
+        max_digits="1",
+        operators="+",
+        allow_negation="false",
+        allow_parentheses="false",
+    )
     n = len(task.problems("train")) + len(task.problems("eval"))
     source = task.data_source()
     assert source["duplicates_dropped"] == 200 - n > 0  # only 11 x 11 one-digit sums exist
@@ -152,8 +166,9 @@ def test_task_protocol_messages_and_data_source(tasks: dict) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "hint"), [("leg_countin", "leg_counting"), ("no_such_thing", "basic_arithmetic"),
-                                            ("", "rg:<name>")])
+@pytest.mark.parametrize(
+    ("name", "hint"), [("leg_countin", "leg_counting"), ("no_such_thing", "basic_arithmetic"), ("", "rg:<name>")]
+)
 def test_unknown_dataset_is_a_one_line_error_listing_names(name: str, hint: str) -> None:
     with pytest.raises(ValueError) as error:
         ReasoningGymTask(name)
@@ -161,8 +176,16 @@ def test_unknown_dataset_is_a_one_line_error_listing_names(name: str, hint: str)
 
 
 def test_string_options_are_converted_to_the_config_types() -> None:
-    task = ReasoningGymTask("basic_arithmetic", min_terms="2", max_terms="3", operators="+,-",
-                            allow_negation="false", whitespace="no_space", pool_size="40", eval_fraction="0.5")
+    task = ReasoningGymTask(
+        "basic_arithmetic",
+        min_terms="2",
+        max_terms="3",
+        operators="+,-",
+        allow_negation="false",
+        whitespace="no_space",
+        pool_size="40",
+        eval_fraction="0.5",
+    )
     config = task.config
     assert (config.min_terms, config.max_terms, config.operators) == (2, 3, ["+", "-"])
     assert config.allow_negation is False and config.whitespace == "no_space"
@@ -205,12 +228,29 @@ def test_family_registration_passes_the_dataset_name() -> None:
     assert isinstance(task, ReasoningGymTask) and task.name == "rg:leg_counting" and task.config.max_animals == 3
 
 
-_FRAGMENTS = ["<answer>", "</answer>", "\\boxed{", "}", "The answer is ", "Answer:", "42", "-7", ".", "\n", " ",
-              "legs", "**", "$", "[1, 2]", "x" * 120]
+_FRAGMENTS = [
+    "<answer>",
+    "</answer>",
+    "\\boxed{",
+    "}",
+    "The answer is ",
+    "Answer:",
+    "42",
+    "-7",
+    ".",
+    "\n",
+    " ",
+    "legs",
+    "**",
+    "$",
+    "[1, 2]",
+    "x" * 120,
+]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.one_of(st.text(max_size=200), st.lists(st.sampled_from(_FRAGMENTS), max_size=30).map("".join)))
 def test_score_never_raises(tasks: dict, completion: str) -> None:
     task = tasks["leg_counting"]

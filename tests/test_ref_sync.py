@@ -42,28 +42,43 @@ def test_training_moves_the_reference_by_the_formula(tiny_policy, plugins, tmp_p
     frozen = grpo_module._frozen_copy
     monkeypatch.setattr(grpo_module, "_frozen_copy", keep)
     initial = copy.deepcopy(tiny_policy.model)
-    trainer = GRPOTrainer(plugins=plugins, steps=2, prompts_per_step=1, group_size=4, max_new_tokens=6, lr=1e-2,
-                          beta=0.1, sync_ref_model=sync, ref_model_sync_steps=2, ref_model_mixup_alpha=0.3)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=2,
+        prompts_per_step=1,
+        group_size=4,
+        max_new_tokens=6,
+        lr=1e-2,
+        beta=0.1,
+        sync_ref_model=sync,
+        ref_model_sync_steps=2,
+        ref_model_mixup_alpha=0.3,
+    )
     store = RunStore(tmp_path, "run")
     task = UppercaseTask()
-    trainer.train(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, task.problems("train"),
-                  store=store)
+    trainer.train(
+        tiny_policy, TransformersEngine(tiny_policy, progress=False), task, task.problems("train"), store=store
+    )
     (reference,) = references
     steps = [json.loads(line) for line in (store.dir / "steps.jsonl").read_text().splitlines()]
     assert all(s["grad_norm"] > 0 for s in steps)  # the policy moved, so a mix is told from either end
-    for ref, start, end in zip(reference.parameters(), initial.parameters(), tiny_policy.model.parameters(),
-                               strict=True):
+    for ref, start, end in zip(
+        reference.parameters(), initial.parameters(), tiny_policy.model.parameters(), strict=True
+    ):
         expected = 0.3 * end + 0.7 * start if sync else start
         assert torch.allclose(ref, expected, atol=1e-6)
     assert [s.get("ref_synced") for s in steps] == ([0.0, 1.0] if sync else [None, None])
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"beta": 0.0}, "needs beta > 0"),
-    ({"lora_r": 4}, "needs full fine-tuning"),
-    ({"ref_model_mixup_alpha": 0.0}, "ref_model_mixup_alpha must be in"),
-    ({"ref_model_sync_steps": 11}, "more would never sync"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"beta": 0.0}, "needs beta > 0"),
+        ({"lora_r": 4}, "needs full fine-tuning"),
+        ({"ref_model_mixup_alpha": 0.0}, "ref_model_mixup_alpha must be in"),
+        ({"ref_model_sync_steps": 11}, "more would never sync"),
+    ],
+)
 def test_the_options_are_checked(plugins, options, message):
     with pytest.raises(ValueError, match=message):
         GRPOTrainer(plugins=plugins, sync_ref_model=True, **{"beta": 0.04, "steps": 10, **options})

@@ -28,8 +28,13 @@ from tiny_runs import outcome as _outcome
 
 
 def _start(args: list[str], **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], env=harness_env(**env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        env=harness_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _held(process: subprocess.Popen, pause_file: Path) -> None:
@@ -111,8 +116,13 @@ def test_a_grid_started_twice_shares_its_cells_and_both_exit_0(tmp_path, baselin
         _held(first, pause)
         log = tmp_path / "second.log"
         with open(log, "w") as out:
-            second = subprocess.Popen([sys.executable, "-m", "harness", *grid], stdout=out, stderr=subprocess.STDOUT,
-                                      env=harness_env(PYTHONUNBUFFERED="1"), text=True)
+            second = subprocess.Popen(
+                [sys.executable, "-m", "harness", *grid],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=harness_env(PYTHONUNBUFFERED="1"),
+                text=True,
+            )
         deadline = time.monotonic() + CEILING
         while f"waiting for pid {first.pid}" not in log.read_text():  # it ran the other cell, and now waits
             assert second.poll() is None, log.read_text()[-2000:]
@@ -161,7 +171,7 @@ def _damage_steps_deleted(folder: Path) -> str:
 def _damage_samples_line_broken(folder: Path) -> str:
     data = (folder / "samples.jsonl").read_bytes()
     second = data.index(b"\n") + 1
-    (folder / "samples.jsonl").write_bytes(data[:second] + b"{oops" + data[second + 5:])
+    (folder / "samples.jsonl").write_bytes(data[:second] + b"{oops" + data[second + 5 :])
     return "samples.jsonl line 2: not valid JSON"
 
 
@@ -176,22 +186,32 @@ def _damage_checkpoint_weights_flipped(folder: Path) -> str:
     path = folder / "checkpoint" / "model.pt"
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 4096] = bytes(b ^ 0xFF for b in data[middle:middle + 4096])
+    data[middle : middle + 4096] = bytes(b ^ 0xFF for b in data[middle : middle + 4096])
     path.write_bytes(bytes(data))
     return "the checkpoint's model.pt is not the file it wrote"
 
 
-@pytest.mark.parametrize("damage", [_damage_samples_cut_short, _damage_steps_deleted, _damage_samples_line_broken,
-                                    _damage_checkpoint_weights_cut, _damage_checkpoint_weights_flipped],
-                         ids=lambda f: f.__name__[len("_damage_"):])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _damage_samples_cut_short,
+        _damage_steps_deleted,
+        _damage_samples_line_broken,
+        _damage_checkpoint_weights_cut,
+        _damage_checkpoint_weights_flipped,
+    ],
+    ids=lambda f: f.__name__[len("_damage_") :],
+)
 def test_resume_refuses_a_folder_that_no_longer_matches_its_checkpoint(killed, tmp_path, damage):
     """Before: samples.jsonl cut shorter than the checkpoint recorded was cut back further and the run marked
     complete with 54 of 96 training samples; steps.jsonl deleted gave a complete run with 3 of 6 step lines. Now:
     one line naming the file, exit 2, before the model loads, and the folder is left as it was."""
     folder = _copy(killed, tmp_path)
     expected = damage(folder)
+
     def sizes():
         return {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file() and p.name != ".lock"}
+
     before = sizes()
     done = _harness(["run", "--resume", str(folder)])
     assert done.returncode == 2 and len(_lines(done.stderr)) == 1, done.stderr
@@ -263,8 +283,7 @@ def test_a_failed_rebuild_leaves_the_old_index_whole(baseline, tmp_path, monkeyp
         shutil.copytree(baseline[0], runs / f"good-{i}")
     assert results_db.reindex(runs, echo=lambda _: None) == 3
     real = results_db.read_run
-    monkeypatch.setattr(results_db, "read_run",
-                        lambda run_dir: real(run_dir) if run_dir.name != "good-1" else 1 / 0)
+    monkeypatch.setattr(results_db, "read_run", lambda run_dir: real(run_dir) if run_dir.name != "good-1" else 1 / 0)
     with pytest.raises(ZeroDivisionError):
         results_db.reindex(runs, echo=lambda _: None)
     conn = sqlite3.connect(runs / "results.sqlite")
@@ -310,8 +329,9 @@ def test_sigterm_ends_a_run_like_an_interrupt(tmp_path):
     process.send_signal(signal.SIGTERM)
     code, err = _finish(process)
     said = [line for line in err.splitlines() if line.startswith("harness:")]  # progress bars aside
-    assert code == 130 and said == ["harness: error: interrupted; everything written so far is kept in the run "
-                                    "folder"], err[-2000:]
+    assert code == 130 and said == [
+        "harness: error: interrupted; everything written so far is kept in the run folder"
+    ], err[-2000:]
     folder = only_run(tmp_path / "runs")
     assert json.loads((folder / "manifest.json").read_text())["status"] == "interrupted"
 

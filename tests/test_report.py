@@ -22,18 +22,34 @@ from harness.report.summary import example_samples, paired_change
 from harness.run import RunConfig, run
 from harness.store.results_db import connect, find_runs, index_run, rebuild
 
-TINY = {"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
-        "searcher": {"n": 4, "max_new_tokens": 4}}
+TINY = {
+    "task": {},
+    "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
+    "searcher": {"n": 4, "max_new_tokens": 4},
+}
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, plugins, tiny_policy_spec):
     """An evaluation-only run and a GRPO run of the tiny model, on the same 3 problems."""
     out = tmp_path_factory.mktemp("runs")
-    folders = [run(RunConfig(trainer=trainer, model="tiny-random", steps=2, limit=3, train_limit=2, k="1,2,4",
-                             out=str(out), options=json.loads(json.dumps(TINY))), plugins=plugins,
-                   echo=lambda _: None)
-               for trainer in ("none", "grpo")]
+    folders = [
+        run(
+            RunConfig(
+                trainer=trainer,
+                model="tiny-random",
+                steps=2,
+                limit=3,
+                train_limit=2,
+                k="1,2,4",
+                out=str(out),
+                options=json.loads(json.dumps(TINY)),
+            ),
+            plugins=plugins,
+            echo=lambda _: None,
+        )
+        for trainer in ("none", "grpo")
+    ]
     return out, folders
 
 
@@ -74,26 +90,55 @@ def test_report_command_line(two_runs, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-def _fake_run(root: Path, name: str, problems: list[tuple[int, list[bool]]], status: str = "complete",
-              phase: str = "eval", extra: dict | None = None, manifest: dict | None = None) -> Path:
+def _fake_run(
+    root: Path,
+    name: str,
+    problems: list[tuple[int, list[bool]]],
+    status: str = "complete",
+    phase: str = "eval",
+    extra: dict | None = None,
+    manifest: dict | None = None,
+) -> Path:
     """A hand-made run folder: per problem, the success of each candidate (scalar 1.0 / 0.0); ``extra`` metrics
     and ``manifest`` fields are added as given."""
     folder = root / name
     folder.mkdir(parents=True)
     counts = [(len(s), sum(s)) for _, s in problems]
-    metrics = {f"{phase}/pass@1": sum(pass_at_k(n, c, 1) for n, c in counts) / len(counts),
-               f"{phase}/pass@2": sum(pass_at_k(n, c, 2) for n, c in counts) / len(counts),
-               f"{phase}/solved@4": 0.5, **(extra or {})}
+    metrics = {
+        f"{phase}/pass@1": sum(pass_at_k(n, c, 1) for n, c in counts) / len(counts),
+        f"{phase}/pass@2": sum(pass_at_k(n, c, 2) for n, c in counts) / len(counts),
+        f"{phase}/solved@4": 0.5,
+        **(extra or {}),
+    }
     (folder / "metrics.json").write_text(json.dumps(metrics))
-    (folder / "manifest.json").write_text(json.dumps({
-        "status": status, "seed": 0, "task": {"eval_problems": len(problems)},
-        "config": {"task": "math", "trainer": "none", "searcher": "best-of-k", "model": "m", "preset": "quick"},
-        **(manifest or {})}))
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {
+                "status": status,
+                "seed": 0,
+                "task": {"eval_problems": len(problems)},
+                "config": {"task": "math", "trainer": "none", "searcher": "best-of-k", "model": "m", "preset": "quick"},
+                **(manifest or {}),
+            }
+        )
+    )
     with open(folder / "samples.jsonl", "w") as f:
         for pid, successes in problems:
             for i, ok in enumerate(successes):
-                f.write(json.dumps({"problem_id": f"p{pid}", "phase": phase, "sample_index": i, "text": f"t{i}",
-                                    "success": ok, "scalar": float(ok), "rewards": {"correct": float(ok)}}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "problem_id": f"p{pid}",
+                            "phase": phase,
+                            "sample_index": i,
+                            "text": f"t{i}",
+                            "success": ok,
+                            "scalar": float(ok),
+                            "rewards": {"correct": float(ok)},
+                        }
+                    )
+                    + "\n"
+                )
     return folder
 
 
@@ -131,20 +176,32 @@ def test_store_is_rebuilt_from_folders_and_skips_unfinished_runs(tmp_path):
 def test_report_shows_every_metric_a_searcher_returns(tmp_path):
     """A third-party searcher's own metric (majority@8) is neither pass@k, best@k, solved@c, diversity/ nor
     behaviour/: it still reaches the HTML, the Markdown and the CSV, formatted."""
-    _fake_run(tmp_path / "runs", "third-party", [(0, [True, False]), (1, [False, False])], phase="after",
-              extra={"after/majority@8": 0.625, "after/num_tokens": 12345.0, "after/tiny": 0.00004,
-                     "after/rate": 1.0, "after/not_a_number": "n/a"})
+    _fake_run(
+        tmp_path / "runs",
+        "third-party",
+        [(0, [True, False]), (1, [False, False])],
+        phase="after",
+        extra={
+            "after/majority@8": 0.625,
+            "after/num_tokens": 12345.0,
+            "after/tiny": 0.00004,
+            "after/rate": 1.0,
+            "after/not_a_number": "n/a",
+        },
+    )
     _fake_run(tmp_path / "runs", "other", [(0, [True, True])], phase="after", extra={"after/rate": 0.5})
     html = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None)
     page = html.read_text()
-    other = page[page.index("<h2>Other metrics</h2>"):]
+    other = page[page.index("<h2>Other metrics</h2>") :]
     assert "<th>majority@8</th>" in other and '<td class="num">0.625</td>' in other
     assert '<td class="num">12,345</td>' in other and '<td class="num">4.00e-05</td>' in other
     assert "not_a_number" not in page  # only numbers are indexed
     md = (tmp_path / "report" / "report.md").read_text()
-    assert ("## Other metrics\n\n| run | phase | majority@8 | num_tokens | rate | tiny |\n|---|---|---|---|---|---|\n"
-            "| other | after | - | - | 0.500 | - |\n"
-            "| third-party | after | 0.625 | 12,345 | 1.000 | 4.00e-05 |\n") in md  # a rate of 1 reads 1.000
+    assert (
+        "## Other metrics\n\n| run | phase | majority@8 | num_tokens | rate | tiny |\n|---|---|---|---|---|---|\n"
+        "| other | after | - | - | 0.500 | - |\n"
+        "| third-party | after | 0.625 | 12,345 | 1.000 | 4.00e-05 |\n"
+    ) in md  # a rate of 1 reads 1.000
     rows = list(csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines()))
     assert [(r["run"], r["majority@8"]) for r in rows] == [("other", ""), ("third-party", "0.625")]
 
@@ -153,8 +210,13 @@ def test_report_says_which_folders_it_skipped_and_why(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     _fake_run(runs, "done", [(0, [True, False])])
     _fake_run(runs, "killed", [(0, [True, False])], status="running")
-    _fake_run(runs, "crashed", [(0, [True, True])], status="failed",
-              manifest={"error": "RuntimeError: CUDA out of memory\nTraceback (most recent call last): ..."})
+    _fake_run(
+        runs,
+        "crashed",
+        [(0, [True, True])],
+        status="failed",
+        manifest={"error": "RuntimeError: CUDA out of memory\nTraceback (most recent call last): ..."},
+    )
     _fake_run(runs, "no-eval", [(0, [True, True])], phase="train")
     (runs / "empty").mkdir()
     (runs / "garbled").mkdir()
@@ -214,8 +276,10 @@ def test_a_line_cut_by_a_crash_is_skipped_not_fatal(tmp_path):
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM problems").fetchone()[0] == 1
 
 
-@pytest.mark.skipif(find_chromium() is None, reason="Debian's chromium is not installed (make test installs it "
-                    "where it can run apt-get)")
+@pytest.mark.skipif(
+    find_chromium() is None,
+    reason="Debian's chromium is not installed (make test installs it where it can run apt-get)",
+)
 def test_html_report_renders_in_headless_chromium(two_runs, tmp_path):
     """Open the page in headless Chromium: every image loads, no console error, the sort script runs on a click;
     the screenshot is kept in tests/artifacts/report.png for a person to look at."""
@@ -234,8 +298,16 @@ def test_html_report_renders_in_headless_chromium(two_runs, tmp_path):
 # -- paired differences, seeds, solved-only-by, baselines: hand-made runs with before and after evaluations --------
 
 
-def _trained_run(root: Path, name: str, trainer: str, seed: int, phases: dict[str, dict[str, list[float]]],
-                 m: int = 1, ks: tuple[int, ...] = (1, 2), manifest: dict | None = None) -> Path:
+def _trained_run(
+    root: Path,
+    name: str,
+    trainer: str,
+    seed: int,
+    phases: dict[str, dict[str, list[float]]],
+    m: int = 1,
+    ks: tuple[int, ...] = (1, 2),
+    manifest: dict | None = None,
+) -> Path:
     """A hand-made run folder of a trained run: per phase, per problem id, each candidate's scalar (1.0 = success,
     anything else a failure). Metrics are computed as best-of-k does: per candidate with m = 1, over whole rollouts
     of m answers (set-level, k a multiple of m) otherwise. ``manifest`` fields are merged into the manifest."""
@@ -246,15 +318,28 @@ def _trained_run(root: Path, name: str, trainer: str, seed: int, phases: dict[st
         for phase, problems in phases.items():
             for pid, scalars in problems.items():
                 for i, scalar in enumerate(scalars):
-                    f.write(json.dumps({"problem_id": pid, "phase": phase, "sample_index": i, "rollout_index": i // m,
-                                        "answer_index": i % m, "text": f"t{i}", "success": scalar == 1.0,
-                                        "scalar": scalar, "rewards": {"correct": scalar}}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "problem_id": pid,
+                                "phase": phase,
+                                "sample_index": i,
+                                "rollout_index": i // m,
+                                "answer_index": i % m,
+                                "text": f"t{i}",
+                                "success": scalar == 1.0,
+                                "scalar": scalar,
+                                "rewards": {"correct": scalar},
+                            }
+                        )
+                        + "\n"
+                    )
             for k in ks:
                 if k % m:
                     continue
                 per_pass, per_best = [], []
                 for scalars in problems.values():
-                    rollouts = [scalars[j:j + m] for j in range(0, len(scalars), m)]
+                    rollouts = [scalars[j : j + m] for j in range(0, len(scalars), m)]
                     per_pass.append(pass_at_k(len(rollouts), sum(1.0 in r for r in rollouts), k // m))
                     per_best.append(best_at_k([max(r) for r in rollouts], k // m))
                 metrics[f"{phase}/pass@{k}"] = math.fsum(per_pass) / len(per_pass)
@@ -262,11 +347,25 @@ def _trained_run(root: Path, name: str, trainer: str, seed: int, phases: dict[st
     (folder / "metrics.json").write_text(json.dumps(metrics))
     searcher = {"n": "4", "k": ",".join(map(str, ks)), "seed": seed, **({"answers_per_rollout": m} if m > 1 else {})}
     problems = len(next(iter(phases.values())))
-    base = {"status": "complete", "seed": seed, "task": {"name": "math", "eval_problems": problems},
-            "config": {"task": "math", "trainer": trainer, "searcher": "best-of-k", "model": "m", "preset": "quick",
-                       "seed": seed, "k": ",".join(map(str, ks)), "steps": 1, "name": name, "threads": 1,
-                       "options": {"searcher": {"n": "4"}}},
-            "resolved_options": {"searcher": searcher, "trainer": {"seed": seed}}}
+    base = {
+        "status": "complete",
+        "seed": seed,
+        "task": {"name": "math", "eval_problems": problems},
+        "config": {
+            "task": "math",
+            "trainer": trainer,
+            "searcher": "best-of-k",
+            "model": "m",
+            "preset": "quick",
+            "seed": seed,
+            "k": ",".join(map(str, ks)),
+            "steps": 1,
+            "name": name,
+            "threads": 1,
+            "options": {"searcher": {"n": "4"}},
+        },
+        "resolved_options": {"searcher": searcher, "trainer": {"seed": seed}},
+    }
     for key, value in (manifest or {}).items():
         base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
     (folder / "manifest.json").write_text(json.dumps(base))
@@ -286,11 +385,13 @@ def _rows(root: Path):
 def test_paired_differences_computed_by_hand(tmp_path):
     problems = ["p0", "p1", "p2"]
     # grpo: nothing solved before, everything after: +1 on every problem, so every resample gives +1.
-    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems},
-                                               "after": {p: ALL for p in problems}})
+    _trained_run(
+        tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems}, "after": {p: ALL for p in problems}}
+    )
     # vpo: the same before; after identical to before: 0 on every problem.
-    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {p: NONE for p in problems},
-                                             "after": {p: NONE for p in problems}})
+    _trained_run(
+        tmp_path, "vpo", "vpo", 0, {"before": {p: NONE for p in problems}, "after": {p: NONE for p in problems}}
+    )
     rows = _rows(tmp_path)
     by_run = {d.runs[0]: d for d in compare.after_minus_before(rows)}
     for name in ("pass@1", "pass@2", "best@1", "best@2"):
@@ -325,12 +426,18 @@ def _add_behaviour(folder: Path, scores: dict[str, dict[str, list[float]]], reco
 
 
 def test_behaviour_scores_are_paired_by_problem_like_pass_at_k(tmp_path):
-    folder = _trained_run(tmp_path, "vspo", "vspo", 0, {"before": {"p0": NONE, "p1": NONE},
-                                                        "after": {"p0": NONE, "p1": NONE}})
+    folder = _trained_run(
+        tmp_path, "vspo", "vspo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": {"p0": NONE, "p1": NONE}}
+    )
     # per-problem means: before 0.25 and 0.0 (run figure 0.125), after 1.0 and 0.5 (0.75)
-    _add_behaviour(folder, {"before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]},
-                            "after": {"p0": [1, 1, 1, 1], "p1": [0.5, 0.5, 0.5, 0.5]}},
-                   {"before": 0.125, "after": 0.75})
+    _add_behaviour(
+        folder,
+        {
+            "before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]},
+            "after": {"p0": [1, 1, 1, 1], "p1": [0.5, 0.5, 0.5, 0.5]},
+        },
+        {"before": 0.125, "after": 0.75},
+    )
     rows = _rows(tmp_path)
     after = next(r for r in rows if r.phase == "after")
     assert after.values["behaviour/robustness"] == {"p0": 1.0, "p1": 0.5}
@@ -340,9 +447,14 @@ def test_behaviour_scores_are_paired_by_problem_like_pass_at_k(tmp_path):
     assert diff.metrics["behaviour/robustness"].as_dict() == {"value": 0.625, "low": 0.5, "high": 0.75}
     assert "behaviour/robustness" in compare.headline_names([diff])
     # A figure the samples do not reproduce keeps its value and gets no interval it could not stand behind.
-    _add_behaviour(folder, {"before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]},
-                            "after": {"p0": [1, 1, 1, 1], "p1": [0.5, 0.5, 0.5, 0.5]}},
-                   {"before": 0.125, "after": 0.9})
+    _add_behaviour(
+        folder,
+        {
+            "before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]},
+            "after": {"p0": [1, 1, 1, 1], "p1": [0.5, 0.5, 0.5, 0.5]},
+        },
+        {"before": 0.125, "after": 0.9},
+    )
     (tmp_path / "results.sqlite").unlink()
     after = next(r for r in _rows(tmp_path) if r.phase == "after")
     assert after.other["behaviour/robustness"] == 0.9 and "behaviour/robustness" not in after.headline
@@ -364,8 +476,11 @@ def test_methods_are_paired_only_on_the_same_footing(tmp_path):
 def test_the_answer_format_note_names_the_budget_each_searcher_holds_equal():
     # best-of-k's budget is candidates (whole rollouts); evolve's is model calls, and an M-answer seed call writes M.
     from types import SimpleNamespace
-    one, two = SimpleNamespace(answers_per_rollout=1, searcher="evolve"), SimpleNamespace(answers_per_rollout=2,
-                                                                                          searcher="evolve")
+
+    one, two = (
+        SimpleNamespace(answers_per_rollout=1, searcher="evolve"),
+        SimpleNamespace(answers_per_rollout=2, searcher="evolve"),
+    )
     assert "the same budget of model calls, not of candidates" in compare._answer_formats(one, two)
     one.searcher = two.searcher = "best-of-k"
     assert "the same budget of candidates" in compare._answer_formats(one, two)
@@ -378,8 +493,9 @@ def test_a_multi_answer_run_is_compared_at_the_same_budget_with_set_level_figure
     # p1's rollouts [1, 1], [0, 0]: set-level pass@2 = 1/2, where the pooled figure is 1 - C(2,2)/C(4,2) = 5/6.
     vpo = {"p0": [1.0, 0.0, 0.0, 0.0], "p1": [1.0, 1.0, 0.0, 0.0]}
     _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": vpo}, m=2, ks=(2, 4))
-    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": {"p0": NONE, "p1": ALL}},
-                 ks=(2, 4))
+    _trained_run(
+        tmp_path, "grpo", "grpo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": {"p0": NONE, "p1": ALL}}, ks=(2, 4)
+    )
     rows = _rows(tmp_path)
     after = next(r for r in rows if r.run == "vpo" and r.phase == "after")
     assert after.headline["pass@2"].value == pytest.approx(0.5)
@@ -402,8 +518,14 @@ def test_a_run_written_before_set_level_figures_still_gets_its_intervals(tmp_pat
 def test_means_over_seeds_with_seed_level_and_problem_level_intervals(tmp_path):
     _trained_run(tmp_path, "grpo-s0", "grpo", 0, {"before": {"a": NONE, "b": NONE}, "after": {"a": ALL, "b": NONE}})
     _trained_run(tmp_path, "grpo-s1", "grpo", 1, {"before": {"c": NONE, "d": NONE}, "after": {"c": ALL, "d": ALL}})
-    _trained_run(tmp_path, "grpo-s2-lr", "grpo", 2, {"before": {"e": NONE}, "after": {"e": ALL}},
-                 manifest={"config": {"options": {"searcher": {"n": "4"}, "trainer": {"lr": "1e-4"}}}})
+    _trained_run(
+        tmp_path,
+        "grpo-s2-lr",
+        "grpo",
+        2,
+        {"before": {"e": NONE}, "after": {"e": ALL}},
+        manifest={"config": {"options": {"searcher": {"n": "4"}, "trainer": {"lr": "1e-4"}}}},
+    )
     rows = compare.merge_baselines(_rows(tmp_path))
     groups = {g.label: g for g in compare.over_seeds(rows)}
     assert set(groups) == {"grpo (after)", "base model (before: grpo)"}  # the lr=1e-4 run is not grouped
@@ -426,18 +548,31 @@ def test_means_over_seeds_with_seed_level_and_problem_level_intervals(tmp_path):
     assert compare.pooled_bootstrap([[1.0] * 3, [0.0] * 3]) == (0.5, 0.5)
     # after - before, over the two seeds: per-seed differences (1, 0) and (1, 1), as above.
     (diff,) = compare.differences_over_seeds(compare.after_minus_before(_rows(tmp_path)))
-    assert diff.label == "grpo after - before" and diff.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.25,
-                                                                                         "high": 1.0}
+    assert diff.label == "grpo after - before" and diff.metrics["pass@1"].as_dict() == {
+        "value": 0.75,
+        "low": 0.25,
+        "high": 1.0,
+    }
     assert diff.problem_level["pass@1"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
 
 
 def test_solved_only_by(tmp_path):
     before = {p: NONE for p in ("p0", "p1", "p2", "p3", "p4")}
     before["p0"] = [0.0, 1.0, 0.0, 0.0]  # the base model solves p0 (in grpo's before-evaluation only)
-    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": before, "after": {**before, "p0": NONE, "p1": ALL,
-                                                                          "p2": ALL, "p4": ALL}})
-    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {**before, "p0": NONE},
-                                             "after": {**before, "p0": NONE, "p2": ALL, "p3": ALL, "p4": ALL}})
+    _trained_run(
+        tmp_path,
+        "grpo",
+        "grpo",
+        0,
+        {"before": before, "after": {**before, "p0": NONE, "p1": ALL, "p2": ALL, "p4": ALL}},
+    )
+    _trained_run(
+        tmp_path,
+        "vpo",
+        "vpo",
+        0,
+        {"before": {**before, "p0": NONE}, "after": {**before, "p0": NONE, "p2": ALL, "p3": ALL, "p4": ALL}},
+    )
     # The base model solves p4 too; "x9" is evaluated by this run only (another seed's draw): left out.
     _trained_run(tmp_path, "none", "none", 1, {"eval": {"p4": ALL, "x9": ALL}})
     (table,) = compare.solved_only_by(_rows(tmp_path))
@@ -449,8 +584,13 @@ def test_solved_only_by(tmp_path):
 def test_solved_only_by_compares_the_problems_every_method_evaluated(tmp_path):
     problems = {f"p{i:02d}": ALL for i in range(12)}
     _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems}, "after": problems})
-    _trained_run(tmp_path, "sft", "sft", 0, {"before": {p: NONE for p in problems},
-                                             "after": {**{p: NONE for p in problems}, "p00": ALL}})
+    _trained_run(
+        tmp_path,
+        "sft",
+        "sft",
+        0,
+        {"before": {p: NONE for p in problems}, "after": {**{p: NONE for p in problems}, "p00": ALL}},
+    )
     (table,) = compare.solved_only_by(_rows(tmp_path))
     assert table.only["grpo"] == [f"p{i:02d}" for i in range(1, 12)] and table.only["sft"] == []
     assert (table.compared, table.left_out, table.by_all, table.by_none) == (12, 0, 0, 0)
@@ -466,8 +606,14 @@ def test_one_baseline_row_per_base_model_evaluation(tmp_path):
     for trainer in ("grpo", "sft", "rlaif"):
         _trained_run(tmp_path, trainer, trainer, 0, {"before": problems, "after": problems})
     # The same base model and settings, other figures: kept apart, and the manifests' difference named.
-    _trained_run(tmp_path, "vspo", "vspo", 0, {"before": {"p0": ALL, "p1": NONE}, "after": problems},
-                 manifest={"config": {"threads": 2}})
+    _trained_run(
+        tmp_path,
+        "vspo",
+        "vspo",
+        0,
+        {"before": {"p0": ALL, "p1": NONE}, "after": problems},
+        manifest={"config": {"threads": 2}},
+    )
     # Another answer format (the trainer's M = 2): another evaluation, kept apart and said why.
     _trained_run(tmp_path, "vpo", "vpo", 0, {"before": problems, "after": problems}, m=2)
     every = _rows(tmp_path)
@@ -478,17 +624,22 @@ def test_one_baseline_row_per_base_model_evaluation(tmp_path):
     merged = before["grpo, rlaif, sft"]
     assert merged.shared_by == ["grpo", "rlaif", "sft"]
     assert "one row for the before-evaluations of 3 runs" in merged.note
-    assert "kept apart from the before-evaluation of vspo (pass@1 0.125 vs 0.500; differing: threads 1 vs 2)" in \
-        merged.note
-    assert before["vpo"].note == ("evaluated apart from the before-evaluation of grpo, rlaif, sft (grpo): answers per "
-                                  "rollout 2 vs 1 (the trainer's answer format); evaluated apart from the "
-                                  "before-evaluation of vspo (vspo): answers per rollout 2 vs 1 (the trainer's answer "
-                                  "format)")
+    assert (
+        "kept apart from the before-evaluation of vspo (pass@1 0.125 vs 0.500; differing: threads 1 vs 2)"
+        in merged.note
+    )
+    assert before["vpo"].note == (
+        "evaluated apart from the before-evaluation of grpo, rlaif, sft (grpo): answers per "
+        "rollout 2 vs 1 (the trainer's answer format); evaluated apart from the "
+        "before-evaluation of vspo (vspo): answers per rollout 2 vs 1 (the trainer's answer "
+        "format)"
+    )
     assert len(rows) == len(every) - 2  # after rows untouched
     html = build_report([tmp_path], tmp_path / "report", echo=lambda _: None)
     table = list(csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines()))
     assert [(r["trainer"], r["shared_by"]) for r in table if r["phase"] == "before"].count(
-        ("grpo, rlaif, sft", "grpo,rlaif,sft")) == 1
+        ("grpo, rlaif, sft", "grpo,rlaif,sft")
+    ) == 1
     page = html.read_text()
     assert "kept apart from the before-evaluation of vspo" in page
 
@@ -497,20 +648,36 @@ def test_the_report_answers_is_a_better_than_b(tmp_path):
     """Two trainers x two seeds: the page, report.md and leaderboard.json carry paired differences with intervals,
     means over seeds, and the solved-only-by table."""
     for seed, ids in ((0, ("a", "b")), (1, ("c", "d"))):
-        _trained_run(tmp_path, f"grpo-s{seed}", "grpo", seed, {"before": {p: NONE for p in ids},
-                                                               "after": {ids[0]: ALL, ids[1]: NONE}})
-        _trained_run(tmp_path, f"vpo-s{seed}", "vpo", seed, {"before": {p: NONE for p in ids},
-                                                             "after": {p: NONE for p in ids}})
+        _trained_run(
+            tmp_path,
+            f"grpo-s{seed}",
+            "grpo",
+            seed,
+            {"before": {p: NONE for p in ids}, "after": {ids[0]: ALL, ids[1]: NONE}},
+        )
+        _trained_run(
+            tmp_path, f"vpo-s{seed}", "vpo", seed, {"before": {p: NONE for p in ids}, "after": {p: NONE for p in ids}}
+        )
     html = build_report([tmp_path], tmp_path / "report", echo=lambda _: None)
     page = html.read_text()
-    for section in ("After − before, per trained run", "Method − method, on the same problems", "Over seeds",
-                    "Solved only by", 'id="between-methods"', 'id="differences-over-seeds"'):
+    for section in (
+        "After − before, per trained run",
+        "Method − method, on the same problems",
+        "Over seeds",
+        "Solved only by",
+        'id="between-methods"',
+        'id="differences-over-seeds"',
+    ):
         assert section in page
     assert "grpo − vpo" in page
     # Two problems, differences (1, 0) at each seed: +0.5 [0, 1], which cannot tell the methods apart: no colour.
     assert '<td class="num better"' not in page and '<td class="num worse"' not in page
-    assert (verdict(Estimate(1.0, 1.0, 1.0)), verdict(Estimate(-0.5, -1.0, -0.01)), verdict(Estimate(0.5, 0.0, 1.0)),
-            verdict(Estimate(0.5))) == ("better", "worse", "", "")
+    assert (
+        verdict(Estimate(1.0, 1.0, 1.0)),
+        verdict(Estimate(-0.5, -1.0, -0.01)),
+        verdict(Estimate(0.5, 0.0, 1.0)),
+        verdict(Estimate(0.5)),
+    ) == ("better", "worse", "", "")
     md = (tmp_path / "report" / "report.md").read_text()
     assert "| math | m | best-of-k | 0 | grpo - vpo | 2 | +0.500 [+0.00, +1.00] |" in md
     assert "| grpo | 2 | a, c |" in md and "| vpo | 0 | - |" not in md
@@ -526,8 +693,10 @@ def test_the_report_answers_is_a_better_than_b(tmp_path):
 def test_a_store_indexed_before_outcomes_were_recorded_is_upgraded(tmp_path):
     db = tmp_path / "results.sqlite"
     old = sqlite3.connect(db)
-    old.execute("CREATE TABLE problems (run_dir TEXT, phase TEXT, problem_id TEXT, n INTEGER, successes INTEGER, "
-                "scalars TEXT, PRIMARY KEY (run_dir, phase, problem_id))")
+    old.execute(
+        "CREATE TABLE problems (run_dir TEXT, phase TEXT, problem_id TEXT, n INTEGER, successes INTEGER, "
+        "scalars TEXT, PRIMARY KEY (run_dir, phase, problem_id))"
+    )
     old.execute("INSERT INTO problems VALUES ('r', 'eval', 'p0', 2, 1, '[1.0, 0.0]')")
     old.commit()
     old.close()
@@ -535,7 +704,9 @@ def test_a_store_indexed_before_outcomes_were_recorded_is_upgraded(tmp_path):
     index_run(db, folder)
     conn = connect(db)
     assert [r["outcomes"] for r in conn.execute("SELECT outcomes FROM problems ORDER BY run_dir")] == [
-        '[[null, 1, null, 0], [null, 0, null, 0]]', None]
+        "[[null, 1, null, 0], [null, 0, null, 0]]",
+        None,
+    ]
 
 
 def test_solved_at_c_is_paired_from_evolve_s_call_numbers(tmp_path):
@@ -544,22 +715,44 @@ def test_solved_at_c_is_paired_from_evolve_s_call_numbers(tmp_path):
     folder = tmp_path / "evolve"
     folder.mkdir()
     # before: p0 solved at call 3, p1 at call 1, p2 never; after: p0 at call 1, p1 at call 1, p2 at call 4.
-    calls = {"before": {"p0": [(1, False), (3, True)], "p1": [(1, True)], "p2": [(1, False), (2, False)]},
-             "after": {"p0": [(1, True)], "p1": [(1, True), (2, False)], "p2": [(2, False), (4, True)]}}
+    calls = {
+        "before": {"p0": [(1, False), (3, True)], "p1": [(1, True)], "p2": [(1, False), (2, False)]},
+        "after": {"p0": [(1, True)], "p1": [(1, True), (2, False)], "p2": [(2, False), (4, True)]},
+    }
     metrics = {}
     with open(folder / "samples.jsonl", "w") as f:
         for phase, problems in calls.items():
             for pid, candidates in problems.items():
                 for i, (call, ok) in enumerate(candidates):
-                    f.write(json.dumps({"problem_id": pid, "phase": phase, "sample_index": i, "call": call,
-                                        "success": ok, "scalar": float(ok), "text": "x"}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "problem_id": pid,
+                                "phase": phase,
+                                "sample_index": i,
+                                "call": call,
+                                "success": ok,
+                                "scalar": float(ok),
+                                "text": "x",
+                            }
+                        )
+                        + "\n"
+                    )
             for c in (1, 4):
-                metrics[f"{phase}/solved@{c}"] = sum(any(ok and call <= c for call, ok in cands)
-                                                     for cands in problems.values()) / 3
+                metrics[f"{phase}/solved@{c}"] = (
+                    sum(any(ok and call <= c for call, ok in cands) for cands in problems.values()) / 3
+                )
     (folder / "metrics.json").write_text(json.dumps(metrics))
-    (folder / "manifest.json").write_text(json.dumps({
-        "status": "complete", "seed": 0, "task": {"eval_problems": 3},
-        "config": {"task": "code", "trainer": "grpo", "searcher": "evolve", "model": "m"}}))
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {
+                "status": "complete",
+                "seed": 0,
+                "task": {"eval_problems": 3},
+                "config": {"task": "code", "trainer": "grpo", "searcher": "evolve", "model": "m"},
+            }
+        )
+    )
     rows = _rows(tmp_path)
     before = next(r for r in rows if r.phase == "before")
     assert before.values["solved@1"] == {"p0": 0.0, "p1": 1.0, "p2": 0.0}
@@ -572,26 +765,39 @@ def test_solved_at_c_is_paired_from_evolve_s_call_numbers(tmp_path):
 
 def test_the_run_summary_prints_the_paired_after_minus_before_of_that_run_only(tmp_path):
     problems = ["p0", "p1", "p2"]
-    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems},
-                                               "after": {p: ALL for p in problems}})
-    _trained_run(tmp_path, "vpo", "vpo", 0, {"before": {p: NONE for p in problems},
-                                             "after": {p: NONE for p in problems}})
+    _trained_run(
+        tmp_path, "grpo", "grpo", 0, {"before": {p: NONE for p in problems}, "after": {p: ALL for p in problems}}
+    )
+    _trained_run(
+        tmp_path, "vpo", "vpo", 0, {"before": {p: NONE for p in problems}, "after": {p: NONE for p in problems}}
+    )
     db = tmp_path / "results.sqlite"
     rebuild(db, find_runs([tmp_path]))
     text = paired_change(db, tmp_path / "grpo")
     assert "paired over the 3 eval problems" in text
     # +1 on every problem: the interval is [+1, +1], which excludes 0; vpo's unchanged run is not in grpo's summary
     assert [line.split() for line in text.splitlines() if line.startswith("pass@1")] == [
-        ["pass@1", "+1.000", "[+1.000,", "+1.000]", "yes"]]
+        ["pass@1", "+1.000", "[+1.000,", "+1.000]", "yes"]
+    ]
     unchanged = paired_change(db, tmp_path / "vpo")
     assert [line.split()[-1] for line in unchanged.splitlines() if line.startswith(("pass@", "best@"))] == ["no"] * 4
     assert paired_change(db, tmp_path / "not-a-run") == ""
 
 
 def test_the_best_example_is_the_shortest_of_the_top_scoring_candidates(tmp_path):
-    rows = [{"problem_id": "p", "phase": "after", "text": t, "scalar": s, "extracted": "7", "rewards": {},
-             "prompt": "Calculate 3 + 4.", "reference": "7"}
-            for t, s in (("7 = 3 + 4 = Unknown + 0 = 7", 1.0), ("\\boxed{7}", 1.0), ("no", 0.0), ("long", 0.5))]
+    rows = [
+        {
+            "problem_id": "p",
+            "phase": "after",
+            "text": t,
+            "scalar": s,
+            "extracted": "7",
+            "rewards": {},
+            "prompt": "Calculate 3 + 4.",
+            "reference": "7",
+        }
+        for t, s in (("7 = 3 + 4 = Unknown + 0 = 7", 1.0), ("\\boxed{7}", 1.0), ("no", 0.0), ("long", 0.5))
+    ]
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = example_samples(tmp_path / "samples.jsonl", "after")
     assert "best  p: 'Calculate 3 + 4.' (reference '7')\n        answer '\\\\boxed{7}'" in text
@@ -600,8 +806,10 @@ def test_the_best_example_is_the_shortest_of_the_top_scoring_candidates(tmp_path
 
 
 def test_when_nothing_scored_no_candidate_is_called_the_best(tmp_path):
-    rows = [{"problem_id": "p", "phase": "after", "text": t, "scalar": 0.0, "extracted": None, "rewards": {}}
-            for t in ("izon metab", "selenium")]
+    rows = [
+        {"problem_id": "p", "phase": "after", "text": t, "scalar": 0.0, "extracted": None, "rewards": {}}
+        for t in ("izon metab", "selenium")
+    ]
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = example_samples(tmp_path / "samples.jsonl", "after")
     assert "no candidate scored above 0 (of 2); one of them:" in text
@@ -613,8 +821,14 @@ def test_a_task_name_like_a_path_writes_nothing_outside_out(tmp_path):
     files derived from it stay inside --out, under a sanitised name."""
     runs = tmp_path / "shared" / "runs"
     for name, task in (("traversal", "../../../escaped"), ("absolute", str(tmp_path / "absolute-escape"))):
-        _trained_run(runs, name, "grpo", 0, {"before": {"a": NONE}, "after": {"a": ALL}},
-                     manifest={"task": {"name": task, "eval_problems": 1}, "config": {"task": task}})
+        _trained_run(
+            runs,
+            name,
+            "grpo",
+            0,
+            {"before": {"a": NONE}, "after": {"a": ALL}},
+            manifest={"task": {"name": task, "eval_problems": 1}, "config": {"task": task}},
+        )
     before = {p for p in tmp_path.rglob("*")}
     out = tmp_path / "shared" / "report"
     build_report([runs], out, echo=lambda _: None)
@@ -627,8 +841,14 @@ def test_report_md_escapes_markup_from_run_data(tmp_path):
     """report.md carried a run's raw `<script>` text (here in a warning and an arm name); now it is escaped, as
     the HTML page escapes it, and a table cell cannot be split by a `|`."""
     runs = tmp_path / "runs"
-    _trained_run(runs, "hostile", "grpo", 0, {"before": {"a": NONE}, "after": {"a": ALL}},
-                 manifest={"warnings": ["<script>alert(1)</script> | broken"], "config": {"arm": "x<b>|y"}})
+    _trained_run(
+        runs,
+        "hostile",
+        "grpo",
+        0,
+        {"before": {"a": NONE}, "after": {"a": ALL}},
+        manifest={"warnings": ["<script>alert(1)</script> | broken"], "config": {"arm": "x<b>|y"}},
+    )
     build_report([runs], tmp_path / "report", echo=lambda _: None)
     md = (tmp_path / "report" / "report.md").read_text()
     assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; \\| broken" in md

@@ -13,12 +13,12 @@ import pytest
 from harness.cli import main
 from harness.report.optimised import what_was_optimised
 
-REWARDS = '''
+REWARDS = """
 def f(prompt, completion, reference):
     return float(len(completion) < 20)
-'''
+"""
 
-LOGGER = '''
+LOGGER = """
 from harness.hookspecs import hookimpl
 
 
@@ -36,7 +36,7 @@ class Quiet:
 @hookimpl
 def harness_register_loggers(registry):
     registry.add("quiet", Quiet, "records nothing (a --plugin file's logger)")
-'''
+"""
 
 
 @pytest.fixture
@@ -59,18 +59,52 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_report_names_the_added_reward_and_its_weight(folder, tiny_policy_spec):
     out = folder / "runs"
-    assert main(["run", "--model", "tiny-random", "--steps", "1", "--limit", "2", "--train-limit", "2", "--k", "1",
-                 "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-                 "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4",
-                 "--reward", "m:f=0.5", "--plugin", "./quiet_logger.py", "--log", "quiet", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "tiny-random",
+                "--steps",
+                "1",
+                "--limit",
+                "2",
+                "--train-limit",
+                "2",
+                "--k",
+                "1",
+                "--set",
+                "trainer.group_size=2",
+                "--set",
+                "trainer.prompts_per_step=1",
+                "--set",
+                "trainer.max_new_tokens=4",
+                "--set",
+                "searcher.n=1",
+                "--set",
+                "searcher.max_new_tokens=4",
+                "--reward",
+                "m:f=0.5",
+                "--plugin",
+                "./quiet_logger.py",
+                "--log",
+                "quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     manifest = json.loads((run / "manifest.json").read_text())
     # the package behind every plugin the run used, loggers and the trainer's estimator included
     packages = manifest["plugin_packages"]
     assert packages["task:math"].startswith("vector-harness ") and packages["trainer:grpo"] == packages["task:math"]
     assert packages["logger:quiet"] == str(folder / "quiet_logger.py")  # a --plugin file: its path
-    assert manifest["plugins"]["loggers"] == [{"name": "jsonl", "plugin": "builtin:harness.store.loggers"},
-                                              {"name": "quiet", "plugin": "local:./quiet_logger.py"}]
+    assert manifest["plugins"]["loggers"] == [
+        {"name": "jsonl", "plugin": "builtin:harness.store.loggers"},
+        {"name": "quiet", "plugin": "local:./quiet_logger.py"},
+    ]
     assert {"kind": "advantage", "name": "grpo", "plugin": "builtin:harness.trainers"} in manifest["plugins"]["others"]
     assert packages["advantage:grpo"].startswith("vector-harness ")
 
@@ -83,7 +117,7 @@ def test_the_report_names_the_added_reward_and_its_weight(folder, tiny_policy_sp
 
     assert main(["report", str(out), "--out", str(folder / "report")]) == 0
     md = (folder / "report" / "report.md").read_text()
-    section = md[md.index(f"### {run.name}"):]
+    section = md[md.index(f"### {run.name}") :]
     assert "Reward: 1 x correct + 0.5 x boxed + 0 x lenient_correct + 0.5 x f" in section
     assert f"| f | 0.5 | --reward m:f ({folder / 'm.py'}) |" in section
     assert "| correct | 1 | task math (vector-harness " in section
@@ -97,14 +131,18 @@ def test_the_report_names_the_added_reward_and_its_weight(folder, tiny_policy_sp
 
 
 def test_a_run_without_the_record_or_with_a_broken_one_says_what_it_can():
-    old = {"task": {"name": "math", "reward_weights": {"correct": 1.0}},
-           "plugins": {"task": {"name": "math", "plugin": "builtin:harness.tasks"}}}
+    old = {
+        "task": {"name": "math", "reward_weights": {"correct": 1.0}},
+        "plugins": {"task": {"name": "math", "plugin": "builtin:harness.tasks"}},
+    }
     got = what_was_optimised(old)  # before plugin_packages: the registering plugin stands in
     assert got["formula"] == "1 x correct" and got["terms"][0]["source"] == "task math"
     assert got["plugins"] == [{"kind": "task", "name": "math", "plugin": "builtin:harness.tasks", "package": None}]
     broken = {"task": "math", "plugins": [1], "plugin_packages": 3, "resolved_options": {"trainer": []}}
     assert what_was_optimised(broken) == {"formula": "", "terms": [], "plugins": []}
-    odd = {"task": {"reward_weights": {"a": "heavy"}}, "resolved_options": {"trainer": {"behaviour": "concise",
-                                                                                       "behaviour_weight": "0.5"}}}
+    odd = {
+        "task": {"reward_weights": {"a": "heavy"}},
+        "resolved_options": {"trainer": {"behaviour": "concise", "behaviour_weight": "0.5"}},
+    }
     got = what_was_optimised(odd)
     assert got["formula"] == "0.5 x behaviour/concise" and got["terms"][0]["shown"] == "heavy"

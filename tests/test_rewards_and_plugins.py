@@ -15,10 +15,23 @@ import pytest
 
 from harness.cli import main
 
-RUN = ["run", "--model", "tiny-random", "--trainer", "none", "--limit", "2", "--k", "1", "--set", "searcher.n=2",
-       "--set", "searcher.max_new_tokens=4"]
+RUN = [
+    "run",
+    "--model",
+    "tiny-random",
+    "--trainer",
+    "none",
+    "--limit",
+    "2",
+    "--k",
+    "1",
+    "--set",
+    "searcher.n=2",
+    "--set",
+    "searcher.max_new_tokens=4",
+]
 
-REWARDS = '''
+REWARDS = """
 def brevity(prompt, completion, reference):
     return 1.0 / (1 + len(completion))
 
@@ -52,7 +65,7 @@ def batch_words(completions, **columns):
     return ["many" for _ in completions]
 
 NOT_A_FUNCTION = 3
-'''
+"""
 
 PLUGIN = '''
 from harness.hookspecs import hookimpl
@@ -105,8 +118,10 @@ def _samples(run: Path) -> list[dict]:
 
 def test_reward_functions_become_weighted_components_of_the_reward_vector(folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "runs"
-    assert main([*RUN, "--reward", "myrewards:brevity=0.5", "--reward", "myrewards:mentions_reference",
-                 "--out", str(out)]) == 0
+    assert (
+        main([*RUN, "--reward", "myrewards:brevity=0.5", "--reward", "myrewards:mentions_reference", "--out", str(out)])
+        == 0
+    )
     run = _run_folder(out)
     samples = _samples(run)
     assert len(samples) == 4
@@ -123,22 +138,62 @@ def test_reward_functions_become_weighted_components_of_the_reward_vector(folder
     assert metrics["eval/mean_reward/brevity"] == pytest.approx(mean)
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["rewards"] == ["myrewards:brevity=0.5", "myrewards:mentions_reference"]
-    assert manifest["task"]["reward_weights"] == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0,
-                                                  "brevity": 0.5, "mentions_reference": 1.0}
+    assert manifest["task"]["reward_weights"] == {
+        "correct": 1.0,
+        "boxed": 0.5,
+        "lenient_correct": 0.0,
+        "brevity": 0.5,
+        "mentions_reference": 1.0,
+    }
     first, second = manifest["task"]["reward_functions"]
     digest = hashlib.sha256((folder / "myrewards.py").read_bytes()).hexdigest()
-    assert first == {"spec": "myrewards:brevity", "name": "brevity", "weight": 0.5,
-                     "file": str(folder / "myrewards.py"), "sha256": digest}
+    assert first == {
+        "spec": "myrewards:brevity",
+        "name": "brevity",
+        "weight": 0.5,
+        "file": str(folder / "myrewards.py"),
+        "sha256": digest,
+    }
     assert second["spec"] == "myrewards:mentions_reference" and second["weight"] == 1.0
 
 
 def test_grpo_trains_on_a_reward_function(folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "runs"
-    assert main(["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "1", "--limit", "1", "--k", "1",
-                 "--train-limit", "2", "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4",
-                 "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-                 "--set", "trainer.max_new_tokens=4", "--no-save-model", "--reward", "myrewards:brevity",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "tiny-random",
+                "--trainer",
+                "grpo",
+                "--steps",
+                "1",
+                "--limit",
+                "1",
+                "--k",
+                "1",
+                "--train-limit",
+                "2",
+                "--set",
+                "searcher.n=1",
+                "--set",
+                "searcher.max_new_tokens=4",
+                "--set",
+                "trainer.group_size=2",
+                "--set",
+                "trainer.prompts_per_step=1",
+                "--set",
+                "trainer.max_new_tokens=4",
+                "--no-save-model",
+                "--reward",
+                "myrewards:brevity",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     run = _run_folder(out)
     train = [s for s in _samples(run) if s["phase"] == "train"]
     assert len(train) == 2
@@ -156,16 +211,19 @@ def test_grpo_trains_on_a_reward_function(folder: Path, tmp_path: Path) -> None:
         ("myrewards:missing", "myrewards has no 'missing'"),
         ("myrewards:NOT_A_FUNCTION", "'NOT_A_FUNCTION' is a int, not a function"),
         ("myrewards:one_argument", "must take (prompt, completion, reference), or TRL's (prompts, completions"),
-        ("myrewards:batch_words", "reward 'batch_words' (plugin 'myrewards:batch_words') failed while scoring problem "
-                                  "'gym-arith-"),
+        (
+            "myrewards:batch_words",
+            "reward 'batch_words' (plugin 'myrewards:batch_words') failed while scoring problem 'gym-arith-",
+        ),
         ("myrewards:batch_words", "TypeError: returned 'many' for completion 0, not a number"),
         ("myrewards:brevity=heavy", "the weight after '=' must be a number, got 'heavy'"),
         ("myrewards:correct", "task 'math' already has a component named correct"),
         ("myrewards:says_yes", "reward 'says_yes' (plugin 'myrewards:says_yes') failed while scoring problem"),
     ],
 )
-def test_a_reward_mistake_is_one_line_before_the_model_loads(folder: Path, tmp_path: Path, capsys, spec: str,
-                                                              message: str) -> None:
+def test_a_reward_mistake_is_one_line_before_the_model_loads(
+    folder: Path, tmp_path: Path, capsys, spec: str, message: str
+) -> None:
     out = tmp_path / "runs"
     assert main([*RUN, "--reward", spec, "--out", str(out)]) == 2
     captured = capsys.readouterr()
@@ -181,8 +239,7 @@ def test_two_rewards_of_one_name_are_refused(folder: Path, tmp_path: Path, capsy
     sys.modules.pop("other", None)
 
 
-def test_a_reward_function_raising_mid_run_fails_the_run_as_a_plugin_does(folder: Path, tmp_path: Path,
-                                                                           capsys) -> None:
+def test_a_reward_function_raising_mid_run_fails_the_run_as_a_plugin_does(folder: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "runs"
     assert main([*RUN, "--reward", "myrewards:sulks", "--out", str(out)]) == 2  # fine on "", raises on answers
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "harness: error" in line]
@@ -204,8 +261,9 @@ def test_a_batch_reward_function_scores_each_batch_in_one_call(folder: Path, tmp
     assert sys.modules["myrewards"].CALLS == [1, 4]
 
 
-def test_a_batch_reward_returning_the_wrong_number_of_values_fails_the_run_naming_it(folder: Path, tmp_path: Path,
-                                                                                     capsys) -> None:
+def test_a_batch_reward_returning_the_wrong_number_of_values_fails_the_run_naming_it(
+    folder: Path, tmp_path: Path, capsys
+) -> None:
     out = tmp_path / "runs"
     assert main([*RUN, "--reward", "myrewards:too_few", "--out", str(out)]) == 2
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "harness: error" in line]
@@ -221,8 +279,10 @@ def test_reward_functions_keep_the_task_s_capabilities(folder: Path) -> None:
     from harness.types import TaskCapabilities, capabilities_of
 
     fixtures = Path(__file__).parent / "fixtures" / "code" / "tiny.jsonl"
-    task = WithRewards(CodeTask(source="jsonl", path=str(fixtures), eval_fraction=1.0, test_slots=1),
-                       load_rewards(["myrewards:brevity=0.25"]))
+    task = WithRewards(
+        CodeTask(source="jsonl", path=str(fixtures), eval_fraction=1.0, test_slots=1),
+        load_rewards(["myrewards:brevity=0.25"]),
+    )
     assert capabilities_of(task, TaskCapabilities) == CodeTask.capabilities
     assert task.reward_weights == {"all_pass": 1.0, "pass_fraction": 0.0, "test_0": 0.5, "brevity": 0.25}
     square = next(p for p in task.problems("eval") if p.id == "square")
@@ -264,8 +324,13 @@ def test_a_plugin_file_s_task_is_listed_and_runs(folder: Path, tmp_path: Path, c
     run = _run_folder(out)
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["plugins"]["task"] == {"name": "doubles", "plugin": "local:./my_plugin.py"}
-    assert manifest["plugins"]["local"] == [{"plugin": "local:./my_plugin.py", "path": str(folder / "my_plugin.py"),
-                                             "sha256": hashlib.sha256(PLUGIN.encode()).hexdigest()}]
+    assert manifest["plugins"]["local"] == [
+        {
+            "plugin": "local:./my_plugin.py",
+            "path": str(folder / "my_plugin.py"),
+            "sha256": hashlib.sha256(PLUGIN.encode()).hexdigest(),
+        }
+    ]
     assert manifest["task"]["name"] == "doubles" and manifest["config"]["plugins"] == ["./my_plugin.py"]
     assert {s["problem_id"] for s in _samples(run)} == {"add-0", "add-1"}  # FakeTask's problems, as Doubles'
 
@@ -282,8 +347,9 @@ def test_the_guide_s_plugin_works_from_its_file_without_installing(folder: Path,
         assert main(["list", "--plugin", "harness-echo/harness_echo.py"]) == 0
     finally:
         sys.modules.pop("harness_echo", None)
-    assert re.search(r"^\s+echo\s+Repeat a word back\s+\[local:harness-echo/harness_echo\.py\]$",
-                     capsys.readouterr().out, re.M)
+    assert re.search(
+        r"^\s+echo\s+Repeat a word back\s+\[local:harness-echo/harness_echo\.py\]$", capsys.readouterr().out, re.M
+    )
 
 
 def test_a_plugin_module_importable_from_the_working_directory(folder: Path, capsys) -> None:
@@ -298,19 +364,27 @@ def test_a_plugin_module_importable_from_the_working_directory(folder: Path, cap
         (None, "--plugin ./broken.py: no such file"),
         ("import nothing_of_the_kind\n", "--plugin ./broken.py: importing it raised ModuleNotFoundError"),
         ("def oops(:\n", "--plugin ./broken.py: importing it raised SyntaxError"),
-        ("from harness.hookspecs import hookimpl\n@hookimpl\ndef harness_register_task(registry):\n    pass\n",
-         "--plugin ./broken.py: unknown hook(s) harness_register_task (misspelt?"),
+        (
+            "from harness.hookspecs import hookimpl\n@hookimpl\ndef harness_register_task(registry):\n    pass\n",
+            "--plugin ./broken.py: unknown hook(s) harness_register_task (misspelt?",
+        ),
         ("def harness_register_tasks(registry):\n    pass\n", "--plugin ./broken.py: implements no hook"),
-        ("from harness.hookspecs import hookimpl\n@hookimpl\ndef harness_register_tasks(registry):\n"
-         "    registry.add('math', object)\n", "duplicate task 'math': registered by both 'builtin:harness.tasks' "
-                                               "and 'local:./broken.py'"),
-        ("from harness.hookspecs import hookimpl\n@hookimpl\ndef harness_register_tasks(registry):\n"
-         "    raise KeyError('x')\n", "plugin 'local:./broken.py': harness_register_tasks raised KeyError"),
+        (
+            "from harness.hookspecs import hookimpl\n@hookimpl\ndef harness_register_tasks(registry):\n"
+            "    registry.add('math', object)\n",
+            "duplicate task 'math': registered by both 'builtin:harness.tasks' and 'local:./broken.py'",
+        ),
+        (
+            "from harness.hookspecs import hookimpl\n@hookimpl\ndef harness_register_tasks(registry):\n"
+            "    raise KeyError('x')\n",
+            "plugin 'local:./broken.py': harness_register_tasks raised KeyError",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", [["list"], RUN])
-def test_a_plugin_mistake_is_one_line(folder: Path, tmp_path: Path, capsys, content: str | None, message: str,
-                                      command: list[str]) -> None:
+def test_a_plugin_mistake_is_one_line(
+    folder: Path, tmp_path: Path, capsys, content: str | None, message: str, command: list[str]
+) -> None:
     if content is not None:
         (folder / "broken.py").write_text(textwrap.dedent(content))
     out = tmp_path / "runs"

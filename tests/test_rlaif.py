@@ -50,8 +50,16 @@ def test_rlaif_rejects_an_unknown_behaviour_before_any_model(plugins):
 def test_rlaif_trains_the_policy_with_the_teacher_s_judgement(tiny_policy, plugins, tmp_path):
     engine = TransformersEngine(tiny_policy, progress=False)
     task = UppercaseTask()
-    trainer = RLAIFTrainer(plugins=plugins, behaviour="conciseness", alpha=2.0, steps=2, prompts_per_step=2,
-                           group_size=4, max_new_tokens=6, lr=1e-3)
+    trainer = RLAIFTrainer(
+        plugins=plugins,
+        behaviour="conciseness",
+        alpha=2.0,
+        steps=2,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=6,
+        lr=1e-3,
+    )
     assert trainer.shaping() == {"teacher/conciseness": 2.0, "behaviour/conciseness": 0.0}
     seen = {}
     estimator = trainer.estimator
@@ -92,8 +100,9 @@ def test_rlaif_trains_the_policy_with_the_teacher_s_judgement(tiny_policy, plugi
 
 def test_rlaif_advantages_follow_the_teacher_when_the_task_reward_ties(tiny_policy, plugins, tmp_path):
     """With the task reward constant within a group, the advantage order is the teacher's order."""
-    trainer = RLAIFTrainer(plugins=plugins, behaviour="conciseness", steps=1, prompts_per_step=1, group_size=4,
-                           max_new_tokens=4)
+    trainer = RLAIFTrainer(
+        plugins=plugins, behaviour="conciseness", steps=1, prompts_per_step=1, group_size=4, max_new_tokens=4
+    )
 
     class FlatTask(UppercaseTask):
         def score(self, problem, completion):
@@ -101,8 +110,13 @@ def test_rlaif_advantages_follow_the_teacher_when_the_task_reward_ties(tiny_poli
             return type(score)(rewards={"upper": 0.5}, primary="upper")
 
     store = RunStore(tmp_path, "run")
-    trainer.train(tiny_policy, TransformersEngine(tiny_policy, progress=False), FlatTask(),
-                  FlatTask().problems("train"), store=store)
+    trainer.train(
+        tiny_policy,
+        TransformersEngine(tiny_policy, progress=False),
+        FlatTask(),
+        FlatTask().problems("train"),
+        store=store,
+    )
     samples = _lines(store.dir / "samples.jsonl")
     judged = [s["rewards"]["teacher/conciseness"] for s in samples]
     advantages = [s["advantage"] for s in samples]
@@ -111,8 +125,10 @@ def test_rlaif_advantages_follow_the_teacher_when_the_task_reward_ties(tiny_poli
 
 
 def test_bad_rlaif_options_are_one_line_errors(plugins):
-    for options, message in [({}, "behaviour=NAME is required"),
-                             ({"behaviour": "conciseness", "judge_batch": 0}, "judge_batch must be >= 1")]:
+    for options, message in [
+        ({}, "behaviour=NAME is required"),
+        ({"behaviour": "conciseness", "judge_batch": 0}, "judge_batch must be >= 1"),
+    ]:
         with pytest.raises(ValueError, match=re.escape(message)) as err:
             RLAIFTrainer(plugins=plugins, **options)
         assert "\n" not in str(err.value)

@@ -39,24 +39,31 @@ class _FixedPrecisionEngine:  # an engine that cannot switch its precision per p
     capabilities = EngineCapabilities()
 
 
-def test_auto_samples_only_training_in_bf16_and_only_where_it_is_native_and_safe(tiny_policy, plugins, native,
-                                                                                 monkeypatch):
+def test_auto_samples_only_training_in_bf16_and_only_where_it_is_native_and_safe(
+    tiny_policy, plugins, native, monkeypatch
+):
     engine, grpo = TransformersEngine(tiny_policy, progress=False), GRPOTrainer(plugins=plugins)
     chosen = precision.resolve("auto", "float32", "cpu", engine, grpo)
     assert (chosen.eval, chosen.train) == ("float32", "bfloat16")
     # where it is not safe or not possible: the weights' precision in every phase
-    for weights, engine_, trainer in (("float32", engine, GRPOTrainer(plugins=plugins, old_logprobs="sampler")),
-                                      ("float32", engine, None),  # evaluation only
-                                      ("float32", _FixedPrecisionEngine(), grpo),
-                                      ("bfloat16", engine, grpo)):
+    for weights, engine_, trainer in (
+        ("float32", engine, GRPOTrainer(plugins=plugins, old_logprobs="sampler")),
+        ("float32", engine, None),  # evaluation only
+        ("float32", _FixedPrecisionEngine(), grpo),
+        ("bfloat16", engine, grpo),
+    ):
         chosen = precision.resolve("auto", weights, "cpu", engine_, trainer)
         assert chosen.eval == chosen.train == weights, chosen.why
     monkeypatch.setattr(precision, "native_bf16", lambda device: (False, "CPU: torch AVX2, no avx512_bf16"))
     chosen = precision.resolve("auto", "float32", "cpu", engine, grpo)
     assert chosen.eval == chosen.train == "float32" and "AVX2" in chosen.why
     # explicit values, and "" (runs from before auto), hold for every phase as before
-    for setting, expected in (("bfloat16", "bfloat16"), ("float16", "float16"), ("float32", "float32"),
-                              ("", "float32")):
+    for setting, expected in (
+        ("bfloat16", "bfloat16"),
+        ("float16", "float16"),
+        ("float32", "float32"),
+        ("", "float32"),
+    ):
         chosen = precision.resolve(setting, "float32", "cpu", engine, grpo)
         assert chosen.eval == chosen.train == expected
 
@@ -64,8 +71,12 @@ def test_auto_samples_only_training_in_bf16_and_only_where_it_is_native_and_safe
 def test_native_bf16_needs_avx512_kernels_and_the_bf16_flags(monkeypatch):
     import torch
 
-    for capability, flags, expected in (("AVX512", {"avx512_bf16"}, True), ("AVX512", {"amx_bf16", "avx2"}, True),
-                                        ("AVX512", {"avx512f"}, False), ("AVX2", {"amx_bf16"}, False)):
+    for capability, flags, expected in (
+        ("AVX512", {"avx512_bf16"}, True),
+        ("AVX512", {"amx_bf16", "avx2"}, True),
+        ("AVX512", {"avx512f"}, False),
+        ("AVX2", {"amx_bf16"}, False),
+    ):
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
         monkeypatch.setattr(precision, "cpu_flags", lambda f=flags: f)
         assert precision.native_bf16.__wrapped__("cpu")[0] is expected, (capability, flags)
@@ -115,11 +126,28 @@ def _run(tmp_path, monkeypatch, **config) -> tuple[dict, list, dict]:
     monkeypatch.setattr(TransformersEngine, "_decode", recording_decode)
     monkeypatch.setattr(GRPOTrainer, "train", flagged_train)
     plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
-    folder = run(RunConfig(task="uppercase", model="tiny-random", trainer="grpo", steps=1, limit=2, train_limit=2,
-                           k="1", out=str(tmp_path), save_model=False, threads=1, **config,
-                           options={"task": {}, "trainer": {"group_size": "4", "max_new_tokens": "6"},
-                                    "searcher": {"n": "1", "max_new_tokens": "6"}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            task="uppercase",
+            model="tiny-random",
+            trainer="grpo",
+            steps=1,
+            limit=2,
+            train_limit=2,
+            k="1",
+            out=str(tmp_path),
+            save_model=False,
+            threads=1,
+            **config,
+            options={
+                "task": {},
+                "trainer": {"group_size": "4", "max_new_tokens": "6"},
+                "searcher": {"n": "1", "max_new_tokens": "6"},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     manifest = json.loads((folder / "manifest.json").read_text())
     step = json.loads((folder / "steps.jsonl").read_text().splitlines()[0])
     return manifest, seen, step
@@ -147,8 +175,12 @@ def test_a_default_run_where_bf16_is_not_native_samples_as_before(tmp_path, monk
 def test_an_explicit_rollout_dtype_holds_for_every_phase(tmp_path, monkeypatch, native):
     manifest, seen, _ = _run(tmp_path, monkeypatch, rollout_dtype="float32")
     assert {dtype for _, dtype in seen} == {"float32"}
-    assert manifest["rollout_precision"] == {"setting": "float32", "eval": "float32", "train": "float32",
-                                             "why": "given"}
+    assert manifest["rollout_precision"] == {
+        "setting": "float32",
+        "eval": "float32",
+        "train": "float32",
+        "why": "given",
+    }
     _, seen, _ = _run(tmp_path, monkeypatch, rollout_dtype="bfloat16")
     assert {dtype for _, dtype in seen} == {"bfloat16"}  # evaluations too, as the user asked
 
@@ -156,8 +188,11 @@ def test_an_explicit_rollout_dtype_holds_for_every_phase(tmp_path, monkeypatch, 
 def test_auto_keeps_grid_cells_and_older_manifests_resume_in_the_weights_precision(tmp_path):
     default = RunConfig(out=str(tmp_path))
     assert default.rollout_dtype == "auto"
-    assert cell_name(default) == cell_name(replace(default, rollout_dtype="")) == cell_name(
-        replace(default, rollout_dtype="float32"))
+    assert (
+        cell_name(default)
+        == cell_name(replace(default, rollout_dtype=""))
+        == cell_name(replace(default, rollout_dtype="float32"))
+    )
     assert cell_name(replace(default, rollout_dtype="bfloat16")) != cell_name(default)
     with pytest.raises(ValueError, match="choose one of auto, float32"):
         RunConfig(rollout_dtype="fastest")
@@ -266,8 +301,11 @@ def test_vllm_server_engine_checks_the_servers_dtype_against_the_rollout_dtype(t
         with pytest.warns(UserWarning, match="the trainer recomputes the old log-probs"):
             engine = VLLMServerEngine(tiny_policy, url, main_process=False, progress=False)
         assert capabilities_of(engine, EngineCapabilities).sampling_dtype == "bfloat16"  # declared all the same
-        with pytest.raises(ServerError, match=r"computes in bfloat16, not float32 \(--rollout-dtype\): start it with "
-                                              "--dtype float32"):
+        with pytest.raises(
+            ServerError,
+            match=r"computes in bfloat16, not float32 \(--rollout-dtype\): start it with "
+            "--dtype float32",
+        ):
             VLLMServerEngine(tiny_policy, url, dtype="float32", main_process=False, progress=False)
     finally:
         server.shutdown()

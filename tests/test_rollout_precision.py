@@ -25,8 +25,10 @@ from harness.types import Completion, EngineCapabilities, SamplingParams, Traine
 
 def _rollouts(engine, n: int = 4, tokens: int = 8, seed: int = 3):
     task = UppercaseTask()
-    return engine.generate([task.messages(p) for p in task.problems("train")],
-                           SamplingParams(n=n, max_new_tokens=tokens, temperature=1.0, seed=seed))
+    return engine.generate(
+        [task.messages(p) for p in task.problems("train")],
+        SamplingParams(n=n, max_new_tokens=tokens, temperature=1.0, seed=seed),
+    )
 
 
 def _plain_logp(model, completions, **autocast):
@@ -35,10 +37,10 @@ def _plain_logp(model, completions, **autocast):
     rows = []
     for c in completions:
         ids = torch.tensor([c.prompt_ids + c.token_ids])
-        with torch.no_grad(), (torch.autocast("cpu", **autocast) if autocast else torch.no_grad()):
+        with torch.no_grad(), torch.autocast("cpu", **autocast) if autocast else torch.no_grad():
             logits = model(input_ids=ids).logits.float()
         logp = logits[0, len(c.prompt_ids) - 1 : -1].log_softmax(-1)
-        rows.append(logp.gather(-1, ids[0, len(c.prompt_ids):, None]).squeeze(-1))
+        rows.append(logp.gather(-1, ids[0, len(c.prompt_ids) :, None]).squeeze(-1))
     return rows
 
 
@@ -62,8 +64,9 @@ def test_the_same_precision_on_both_sides_weighs_every_token_exactly_one_and_cha
     for weights in (corrected.weights, None):
         model = copy.deepcopy(tiny_policy.model)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        stats = trainer.update(model, tiny_policy.tokenizer, optimizer, None, corrected.completions, advantages,
-                               tis_weights=weights)
+        stats = trainer.update(
+            model, tiny_policy.tokenizer, optimizer, None, corrected.completions, advantages, tis_weights=weights
+        )
         results.append((stats["loss"], model.state_dict()))
     (loss, weighted), (plain_loss, plain) = results
     assert loss == plain_loss
@@ -86,14 +89,17 @@ def test_bf16_rollouts_get_old_logprobs_equal_to_a_plain_float32_forward(tiny_po
     assert _worst(completions, fp32, [c.logprobs for c in corrected.completions]) < 1e-4
     assert [c.token_ids for c in corrected.completions] == [c.token_ids for c in completions]
     # the weights are pi_fp32 / pi_bf16 of each token, capped at tis_cap
-    expected = [torch.exp(old - torch.tensor(c.logprobs)).clamp(max=2.0) for old, c in zip(fp32, completions,
-                                                                                          strict=True)]
+    expected = [
+        torch.exp(old - torch.tensor(c.logprobs)).clamp(max=2.0) for old, c in zip(fp32, completions, strict=True)
+    ]
     assert all(torch.allclose(torch.tensor(w), e, atol=1e-4) for w, e in zip(corrected.weights, expected, strict=True))
     assert any(w != 1.0 for row in corrected.weights for w in row)
     tokens = sum(len(c.token_ids) for c in completions)
     assert corrected.abs_log_ratio / tokens == pytest.approx(
         sum(float((old - torch.tensor(c.logprobs)).abs().sum()) for old, c in zip(fp32, completions, strict=True))
-        / tokens, rel=1e-3)
+        / tokens,
+        rel=1e-3,
+    )
     # a trainer that autocasts to bf16 too still recomputes: its whole-sequence bf16 forward rounds otherwise than
     # the engine's token-by-token one (above), and the clip must act on the update, not on that rounding
     assert should_recompute("auto", engine, model, replace(trainer.config, autocast="bfloat16"))
@@ -108,8 +114,15 @@ def test_importance_weights_are_truncated_at_the_cap_and_carry_no_gradient():
     weights = tis_weights(old, sampler, cap=2.0)
     assert torch.allclose(weights, torch.tensor([1.0, 2.0, 2.0, float(torch.exp(torch.tensor(-2.5)))]))
     assert not weights.requires_grad
-    rollout = Completion(prompt_index=0, sample_index=0, prompt_ids=[1], token_ids=[5, 6, 7, 8],
-                         logprobs=sampler.tolist(), text="", finished=True)
+    rollout = Completion(
+        prompt_index=0,
+        sample_index=0,
+        prompt_ids=[1],
+        token_ids=[5, 6, 7, 8],
+        logprobs=sampler.tolist(),
+        text="",
+        finished=True,
+    )
     assert correct_rollouts([rollout], [old.tolist()], cap=2.0).clipped == 2  # exp(1) = 2.7 and exp(2.9) = 18
     corrected = correct_rollouts([rollout], [old.tolist()], cap=3.0)
     assert corrected.clipped == 1
@@ -152,8 +165,9 @@ def test_grpo_with_bf16_rollouts_raises_a_learnable_reward(tiny_policy, plugins,
 
     before_reward = upper_mean()
     before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
-    trainer = GRPOTrainer(plugins=plugins, steps=8, prompts_per_step=4, group_size=16, max_new_tokens=4, lr=5e-2,
-                          seed=1)
+    trainer = GRPOTrainer(
+        plugins=plugins, steps=8, prompts_per_step=4, group_size=16, max_new_tokens=4, lr=5e-2, seed=1
+    )
     store = RunStore(tmp_path, "run")
     trainer.train(tiny_policy, engine, task, task.problems("train"), store=store)
     assert all(not torch.equal(before[k], v) for k, v in tiny_policy.model.state_dict().items())
@@ -174,11 +188,18 @@ def test_rollout_dtype_is_a_run_option_that_reaches_the_engine(tmp_path):
     assert "rollout_dtype" not in check_engine(replace(cfg, rollout_dtype=""), plugins, TrainerCapabilities())
     assert "rollout_dtype" not in check_engine(replace(cfg, rollout_dtype="auto"), plugins, TrainerCapabilities())
     # the vLLM engines' is vLLM's dtype (an engine without one refuses the flag: tests/test_rollout_dtype_auto.py)
-    assert check_engine(replace(cfg, engine="vllm-server", engine_url="http://127.0.0.1:1"), plugins,
-                        TrainerCapabilities())["dtype"] == "bfloat16"
+    assert (
+        check_engine(
+            replace(cfg, engine="vllm-server", engine_url="http://127.0.0.1:1"), plugins, TrainerCapabilities()
+        )["dtype"]
+        == "bfloat16"
+    )
     with pytest.raises(ValueError, match="give one"):
-        check_engine(replace(cfg, options={**cfg.options, "engine": {"rollout_dtype": "float16"}}), plugins,
-                     TrainerCapabilities())
+        check_engine(
+            replace(cfg, options={**cfg.options, "engine": {"rollout_dtype": "float16"}}),
+            plugins,
+            TrainerCapabilities(),
+        )
     with pytest.raises(ValueError, match="needs float32 weights"):
         RunConfig(dtype="bfloat16", rollout_dtype="float32")
     with pytest.raises(ValueError, match="unknown rollout dtype"):
@@ -207,11 +228,27 @@ def test_a_run_with_rollout_dtype_samples_in_it_and_records_it(tmp_path):
     assert build_parser().parse_args(["run", "--rollout-dtype", "bfloat16"]).rollout_dtype == "bfloat16"
 
     plugins = with_uppercase_task()
-    folder = run(RunConfig(task="uppercase", model="tiny-random", trainer="grpo", steps=1, limit=2, train_limit=2,
-                           k="1", out=str(tmp_path), rollout_dtype="bfloat16", save_model=False,
-                           options={"task": {}, "trainer": {"group_size": "4", "max_new_tokens": "6"},
-                                    "searcher": {"n": "1", "max_new_tokens": "6"}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            task="uppercase",
+            model="tiny-random",
+            trainer="grpo",
+            steps=1,
+            limit=2,
+            train_limit=2,
+            k="1",
+            out=str(tmp_path),
+            rollout_dtype="bfloat16",
+            save_model=False,
+            options={
+                "task": {},
+                "trainer": {"group_size": "4", "max_new_tokens": "6"},
+                "searcher": {"n": "1", "max_new_tokens": "6"},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["config"]["rollout_dtype"] == "bfloat16"
     step = json.loads((folder / "steps.jsonl").read_text().splitlines()[0])

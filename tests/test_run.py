@@ -16,9 +16,19 @@ def _read_jsonl(path):
 
 
 def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
-    cfg = RunConfig(model="tiny-random", steps=2, limit=3, train_limit=8, k="1,2", out=str(tmp_path),
-                    options={"task": {}, "trainer": {"group_size": 4, "max_new_tokens": 8},
-                             "searcher": {"n": 2, "max_new_tokens": 8}})
+    cfg = RunConfig(
+        model="tiny-random",
+        steps=2,
+        limit=3,
+        train_limit=8,
+        k="1,2",
+        out=str(tmp_path),
+        options={
+            "task": {},
+            "trainer": {"group_size": 4, "max_new_tokens": 8},
+            "searcher": {"n": 2, "max_new_tokens": 8},
+        },
+    )
     lines = []
     folder = run(cfg, plugins=plugins, echo=lines.append)
 
@@ -52,12 +62,24 @@ def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
 
 def test_a_behaviour_trainer_is_evaluated_on_its_behaviour(tmp_path, plugins, tiny_policy_spec):
     """RLAIF (quick preset: behaviour=conciseness) -> the searcher scores conciseness before and after, unasked."""
-    folder = run(RunConfig(trainer="rlaif", model="tiny-random", steps=1, limit=2, train_limit=4, k="1",
-                           out=str(tmp_path),
-                           options={"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1,
-                                                            "max_new_tokens": 4},
-                                    "searcher": {"n": 1, "max_new_tokens": 4}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            trainer="rlaif",
+            model="tiny-random",
+            steps=1,
+            limit=2,
+            train_limit=4,
+            k="1",
+            out=str(tmp_path),
+            options={
+                "task": {},
+                "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
+                "searcher": {"n": 1, "max_new_tokens": 4},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["resolved_options"]["searcher"]["behaviours"] == "conciseness"
     metrics = json.loads((folder / "metrics.json").read_text())
@@ -68,28 +90,58 @@ def test_a_behaviour_trainer_is_evaluated_on_its_behaviour(tmp_path, plugins, ti
 def test_a_vpo_run_says_its_warm_up_budget_first_and_records_the_warm_up(tmp_path, plugins, tiny_policy_spec):
     """`--steps 2` bounds RL, not the warm-up: the budget line before the model loads says both; metrics.json holds
     the warm-up's figures (warmup/*) and the summary prints them in one line."""
-    folder = run(RunConfig(trainer="vpo", model="tiny-random", steps=2, limit=2, train_limit=8, k="4",
-                           out=str(tmp_path),
-                           options={"task": {}, "trainer": {"warmup_steps": "2", "warmup_check_every": "1",
-                                                            "warmup_problems": "2", "warmup_check_problems": "2",
-                                                            "max_new_tokens": "16", "prompts_per_step": "1"},
-                                    "searcher": {"n": 4, "max_new_tokens": "16"}}),
-                 plugins=plugins, echo=(lines := []).append)
+    folder = run(
+        RunConfig(
+            trainer="vpo",
+            model="tiny-random",
+            steps=2,
+            limit=2,
+            train_limit=8,
+            k="4",
+            out=str(tmp_path),
+            options={
+                "task": {},
+                "trainer": {
+                    "warmup_steps": "2",
+                    "warmup_check_every": "1",
+                    "warmup_problems": "2",
+                    "warmup_check_problems": "2",
+                    "max_new_tokens": "16",
+                    "prompts_per_step": "1",
+                },
+                "searcher": {"n": 4, "max_new_tokens": "16"},
+            },
+        ),
+        plugins=plugins,
+        echo=(lines := []).append,
+    )
     budget = next(i for i, line in enumerate(lines) if line.startswith("training budget:"))
-    assert lines[budget] == ("training budget: a format warm-up of at most 2 SFT steps (it stops once 60% of "
-                             "checked rollouts are well formed), then 2 vpo steps")
+    assert lines[budget] == (
+        "training budget: a format warm-up of at most 2 SFT steps (it stops once 60% of "
+        "checked rollouts are well formed), then 2 vpo steps"
+    )
     assert budget < next(i for i, line in enumerate(lines) if line.startswith("loading model"))
     metrics = json.loads((folder / "metrics.json").read_text())
     assert 1 <= metrics["warmup/steps"] <= 2 and metrics["warmup/seconds"] > 0
     assert 0 <= metrics["warmup/well_formed_before"] <= 1 and 0 <= metrics["warmup/well_formed_after"] <= 1
-    assert any(line.startswith("format warm-up: ") and "SFT steps" in line
-               for text in lines for line in str(text).splitlines())
+    assert any(
+        line.startswith("format warm-up: ") and "SFT steps" in line for text in lines for line in str(text).splitlines()
+    )
 
 
 def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
-    folder = run(RunConfig(model="tiny-random", trainer="none", limit=2, k="1", out=str(tmp_path),
-                           options={"task": {}, "trainer": {}, "searcher": {"n": 1, "max_new_tokens": 4}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            model="tiny-random",
+            trainer="none",
+            limit=2,
+            k="1",
+            out=str(tmp_path),
+            options={"task": {}, "trainer": {}, "searcher": {"n": 1, "max_new_tokens": 4}},
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     metrics = json.loads((folder / "metrics.json").read_text())
     assert "eval/pass@1" in metrics and not any(k.startswith(("before/", "train/")) for k in metrics)
     assert not (folder / "steps.jsonl").exists()
@@ -98,10 +150,22 @@ def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
 def test_evolve_searcher_through_run(tmp_path, plugins, tiny_policy_spec):
     """--searcher evolve with its quick preset (cut down): the phase's metrics, curve and checkpoints land in the
     run folder, and every candidate is a sample."""
-    folder = run(RunConfig(model="tiny-random", trainer="none", searcher="evolve", limit=2, out=str(tmp_path),
-                           options={"task": {}, "trainer": {}, "searcher": {"calls": 6, "seeds": 2, "children": 2,
-                                                                           "max_new_tokens": 6}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            model="tiny-random",
+            trainer="none",
+            searcher="evolve",
+            limit=2,
+            out=str(tmp_path),
+            options={
+                "task": {},
+                "trainer": {},
+                "searcher": {"calls": 6, "seeds": 2, "children": 2, "max_new_tokens": 6},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["eval/budget/calls"] == 12 or metrics["eval/success_rate"] > 0  # a solved problem stops early
     assert {"eval/solved@1", "eval/solved@16", "eval/best_fitness"} <= set(metrics)  # quick preset's k
@@ -117,8 +181,15 @@ def test_k_larger_than_n_is_refused_before_loading(tmp_path, plugins):
 
 
 def test_summary_table_hand_made():
-    table = summary_table({"before/pass@1": 0.25, "after/pass@1": 0.5, "before/pass@16": 0.5, "after/pass@16": 1.0,
-                           "train/reward_mean": [0.1, 0.2, 0.4]})
+    table = summary_table(
+        {
+            "before/pass@1": 0.25,
+            "after/pass@1": 0.5,
+            "before/pass@16": 0.5,
+            "after/pass@16": 1.0,
+            "train/reward_mean": [0.1, 0.2, 0.4],
+        }
+    )
     lines = table.splitlines()
     assert lines[0].split() == ["metric", "before", "after", "change"]
     assert lines[2].split() == ["pass@1", "0.250", "0.500", "+0.250"]
@@ -177,8 +248,9 @@ def test_a_searcher_that_cannot_read_m_answers_is_refused_before_the_model_loads
 
     plugins = get_plugin_manager(extra_plugins=(_OneAnswerPlugin(),), autoload=False)
     build_plugins(RunConfig(trainer="grpo", searcher="one-answer"), plugins)
-    with pytest.raises(ValueError, match="searcher 'one-answer' cannot evaluate a policy that writes 4 answers per "
-                                         "rollout"):
+    with pytest.raises(
+        ValueError, match="searcher 'one-answer' cannot evaluate a policy that writes 4 answers per rollout"
+    ):
         build_plugins(RunConfig(trainer="vpo", searcher="one-answer"), plugins)
 
 

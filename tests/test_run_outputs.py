@@ -45,16 +45,27 @@ def test_atomic_json_follows_the_umask(tmp_path):
 def test_a_tiny_run_folder_is_readable_by_others(tmp_path, plugins, tiny_policy_spec):
     """With umask 022 every file of a training run's folder is 0644 and every folder 0755 (the checkpoint, written
     and removed during the run, included while it existed: its state.json goes through the same atomic write)."""
-    cfg = RunConfig(model="tiny-random", steps=1, limit=2, train_limit=2, k="1", out=str(tmp_path),
-                    options={"task": {}, "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
-                             "searcher": {"n": 1, "max_new_tokens": 4}})
+    cfg = RunConfig(
+        model="tiny-random",
+        steps=1,
+        limit=2,
+        train_limit=2,
+        k="1",
+        out=str(tmp_path),
+        options={
+            "task": {},
+            "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
+            "searcher": {"n": 1, "max_new_tokens": 4},
+        },
+    )
     with umask(0o022):
         folder = run(cfg, plugins=plugins, echo=lambda _: None)
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert {"manifest.json", "metrics.json", "samples.jsonl", "steps.jsonl"} <= {p.name for p in files}
     assert {p.name: oct(_mode(p)) for p in files} == {p.name: oct(0o644) for p in files}
-    assert {p.name: oct(_mode(p)) for p in folder.rglob("*") if p.is_dir()} == \
-        {p.name: oct(0o755) for p in folder.rglob("*") if p.is_dir()}
+    assert {p.name: oct(_mode(p)) for p in folder.rglob("*") if p.is_dir()} == {
+        p.name: oct(0o755) for p in folder.rglob("*") if p.is_dir()
+    }
     assert _mode(folder) == 0o755
 
 
@@ -93,9 +104,16 @@ def test_published_folders_and_weights_are_not_private(tmp_path):
 
 
 def _eval_run(tmp_path, plugins, name, **config):
-    cfg = RunConfig(model="tiny-random", trainer="none", limit=3, k="1", out=str(tmp_path), name=name,
-                    options={"task": {}, "trainer": {}, "searcher": {"n": 2, "max_new_tokens": 8,
-                                                                     "temperature": 1.0}}, **config)
+    cfg = RunConfig(
+        model="tiny-random",
+        trainer="none",
+        limit=3,
+        k="1",
+        out=str(tmp_path),
+        name=name,
+        options={"task": {}, "trainer": {}, "searcher": {"n": 2, "max_new_tokens": 8, "temperature": 1.0}},
+        **config,
+    )
     return run(cfg, plugins=plugins, echo=lambda _: None)
 
 
@@ -119,8 +137,9 @@ def test_batch_size_reaches_the_engine_and_results_agree(tmp_path, plugins, tiny
     assert [m["resolved_options"]["engine"] for m in manifests] == [{"max_batch_rows": 1}, {"max_batch_rows": 64}]
     samples = [[json.loads(line) for line in (f / "samples.jsonl").read_text().splitlines()] for f in (one, many)]
     assert len(samples[0]) == 6 and len({s["text"] for s in samples[0]}) > 1  # sampled, not all alike
-    assert [(s["problem_id"], s["text"], s["rewards"]) for s in samples[0]] == \
-        [(s["problem_id"], s["text"], s["rewards"]) for s in samples[1]]
+    assert [(s["problem_id"], s["text"], s["rewards"]) for s in samples[0]] == [
+        (s["problem_id"], s["text"], s["rewards"]) for s in samples[1]
+    ]
     metrics = [json.loads((f / "metrics.json").read_text()) for f in (one, many)]
     assert metrics[0] == metrics[1]
 
@@ -197,10 +216,36 @@ def test_model_revision_loads_that_snapshot_and_is_recorded(tmp_path, tiny_polic
         (repo / "refs" / ref).write_text(commit)
     (repo / "snapshots" / commits["main"] / "model.safetensors").unlink()  # only v1's snapshot loads
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", "someone/tiny", "--model-revision",
-                           "v1", "--batch-size", "2", "--trainer", "none", "--limit", "1", "--k", "1", "--set",
-                           "searcher.n=1", "--set", "searcher.max_new_tokens=2", "--out", str(tmp_path / "runs")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--model",
+            "someone/tiny",
+            "--model-revision",
+            "v1",
+            "--batch-size",
+            "2",
+            "--trainer",
+            "none",
+            "--limit",
+            "1",
+            "--k",
+            "1",
+            "--set",
+            "searcher.n=1",
+            "--set",
+            "searcher.max_new_tokens=2",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     manifest = json.loads(next(Path(tmp_path / "runs").glob("*/manifest.json")).read_text())
     assert manifest["config"]["model_revision"] == "v1" and manifest["config"]["batch_size"] == 2

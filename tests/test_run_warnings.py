@@ -35,14 +35,16 @@ def test_slope_and_its_standard_error_by_hand():
 
 def test_the_reward_warning_needs_a_fall_beyond_its_noise():
     # -0.9 is 3.4 standard errors below 0: warned
-    assert health.reward_went_down(FALLING) == ("training reward went down: reward_mean 4.000 -> 1.000 over 4 steps "
-                                                "(slope -0.9 per step, beyond its noise)")
+    assert health.reward_went_down(FALLING) == (
+        "training reward went down: reward_mean 4.000 -> 1.000 over 4 steps (slope -0.9 per step, beyond its noise)"
+    )
     assert health.reward_went_down([1.0, 0.0, 1.0, 0.0]) is None  # -0.2 is 0.7 standard errors: noise
     assert health.reward_went_down([0.5, 0.4, 0.3]) is None  # fewer than 4 steps
     assert health.reward_went_down([0.1, 0.2, 0.2, 0.4]) is None  # rising
     assert health.reward_went_down([0.3] * 6) is None  # flat: slope 0, error 0
-    assert health.reward_went_down([0.4, 0.3, 0.2, 0.1]).startswith("training reward went down: reward_mean "
-                                                                    "0.400 -> 0.100 over 4 steps (slope -0.1 ")
+    assert health.reward_went_down([0.4, 0.3, 0.2, 0.1]).startswith(
+        "training reward went down: reward_mean 0.400 -> 0.100 over 4 steps (slope -0.1 "
+    )
     # values that are not finite numbers are left out, not fatal: 4 of these 6 are left
     assert "over 4 steps" in health.reward_went_down([4.0, None, 3.0, float("nan"), 3.0, 1.0])
 
@@ -51,9 +53,11 @@ def test_the_score_warning_needs_an_interval_below_zero_on_a_score():
     drop = Estimate(-0.25, -0.5, -0.125)
     assert health.scored_lower("pass@1", 0.75, 0.5, drop) == (
         "the trained policy scored lower on pass@1: 0.750 -> 0.500, change -0.250 [-0.500, -0.125] "
-        "(paired 95% interval excludes 0)")
-    assert health.scored_lower("solved@4", 1, 0.5, drop).startswith("the trained policy scored lower on solved@4: "
-                                                                     "1.000 -> 0.500")
+        "(paired 95% interval excludes 0)"
+    )
+    assert health.scored_lower("solved@4", 1, 0.5, drop).startswith(
+        "the trained policy scored lower on solved@4: 1.000 -> 0.500"
+    )
     assert health.scored_lower("pass@1", 0.75, 0.5, Estimate(-0.25, -0.5, 0.0)) is None  # the interval touches 0
     assert health.scored_lower("pass@1", 0.75, 0.5, Estimate(-0.25)) is None  # no interval
     assert health.scored_lower("pass@1", 0.75, 0.5, Estimate(math.nan, math.nan, math.nan)) is None
@@ -76,8 +80,14 @@ def test_health_warnings_skip_the_paired_check_without_an_index(tmp_path):
 def _finish(tmp_path, trainer_lines, echo):
     """``finish`` of a hand-made trained run whose every problem was solved before training and none after, with a
     falling reward curve; the trainer's warnings recorded through ``store.warn``."""
-    _trained_run(tmp_path, "grpo", "grpo", 0, {"before": {"p0": ALL, "p1": ALL}, "after": {"p0": NONE, "p1": NONE}},
-                 manifest={"status": "running"})
+    _trained_run(
+        tmp_path,
+        "grpo",
+        "grpo",
+        0,
+        {"before": {"p0": ALL, "p1": ALL}, "after": {"p0": NONE, "p1": NONE}},
+        manifest={"status": "running"},
+    )
     store = RunStore(tmp_path, "grpo", existing=True)
     store.metrics["train/reward_mean"] = FALLING
     for line in trainer_lines:
@@ -93,8 +103,10 @@ def test_finish_records_and_prints_every_warning(tmp_path):
     stopped = "training stopped at step 3: policy collapsed (all answers one text); model/ holds the step-2 weights"
     folder = _finish(tmp_path, [stopped], said.append)
     written = json.loads((folder / "manifest.json").read_text())
-    drop = ("the trained policy scored lower on pass@1: 1.000 -> 0.000, change -1.000 [-1.000, -1.000] (paired 95% "
-            "interval excludes 0)")
+    drop = (
+        "the trained policy scored lower on pass@1: 1.000 -> 0.000, change -1.000 [-1.000, -1.000] (paired 95% "
+        "interval excludes 0)"
+    )
     assert written["status"] == "complete"
     assert written["warnings"][:3] == [stopped, health.reward_went_down(FALLING), drop]
     assert len(written["warnings"]) == 6  # pass@1, pass@2, best@1, best@2 all fell
@@ -128,8 +140,25 @@ def test_the_command_line_exits_0_when_the_summary_raises(tmp_path, monkeypatch,
         raise IndexError("list index out of range")
 
     monkeypatch.setattr("harness.run.summary_table", boom)
-    code = main(["run", "--model", "tiny-random", "--trainer", "none", "--limit", "1", "--k", "1", "--set",
-                 "searcher.n=1", "--set", "searcher.max_new_tokens=2", "--out", str(tmp_path)])
+    code = main(
+        [
+            "run",
+            "--model",
+            "tiny-random",
+            "--trainer",
+            "none",
+            "--limit",
+            "1",
+            "--k",
+            "1",
+            "--set",
+            "searcher.n=1",
+            "--set",
+            "searcher.max_new_tokens=2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "warning: could not print the summary: IndexError: list index out of range" in out.splitlines()
@@ -144,7 +173,7 @@ def test_the_report_shows_each_run_s_warnings(tmp_path):
     _fake_run(tmp_path / "runs", "quiet", [(0, [True, True])])  # a run from before warnings: no key at all
     html = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None)
     page = html.read_text()
-    below = page[page.index('<table id="leaderboard"'):page.index('<h2 id="differences">')]
+    below = page[page.index('<table id="leaderboard"') : page.index('<h2 id="differences">')]
     assert '<h3 id="warnings">Warnings</h3>' in below
     assert f"<li><code>warned</code>: {stopped}</li>" in below
     assert "<li><code>warned</code>: a &lt;b&gt; &amp; c</li>" in below  # escaped like everything else

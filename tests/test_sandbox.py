@@ -100,8 +100,9 @@ def test_stdio_mode_captures_what_the_program_prints() -> None:
     result = run_tests(program, ["3\n", "5\n", "x\n"], stdio=True)
     assert result.status == "ok" and result.passed == [True, True, False]
     assert result.outputs[:2] == ["6\ndone\n", "10\ndone\n"] and "ValueError" in result.errors[2]
-    exits = run_tests("import sys\ntext = open(0).read()\nprint(text.upper())\nsys.exit(0 if text else 3)",
-                      ["a\n", ""], stdio=True)  # a real descriptor 0; exit status 0 is a normal end
+    exits = run_tests(
+        "import sys\ntext = open(0).read()\nprint(text.upper())\nsys.exit(0 if text else 3)", ["a\n", ""], stdio=True
+    )  # a real descriptor 0; exit status 0 is a normal end
     assert exits.outputs == ["A\n\n", "\n"] and exits.passed == [True, False] and exits.errors[1] == "SystemExit: 3"
     cut = run_tests("print('a' * 100_000)", [""], stdio=True, max_output_kb=1)
     assert cut.passed == [True] and cut.outputs == ["a" * 1024]
@@ -188,22 +189,31 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> Non
             victim.chmod(0o666)
         before = sorted(str(p) for p in tree.rglob("*"))
         kept, deeper = (str(v) for v in victims)
-        targets = [f"/var/tmp/{name}", f"/dev/shm/{name}", str(REPO / name), f"../{name}", str(tmp_path / name),
-                   str(tree / name), str(tree / "sub" / name)]
+        targets = [
+            f"/var/tmp/{name}",
+            f"/dev/shm/{name}",
+            str(REPO / name),
+            f"../{name}",
+            str(tmp_path / name),
+            str(tree / name),
+            str(tree / "sub" / name),
+        ]
         # out of sight: the program's root holds only the interpreter, its standard library and /tmp (the refusals
         # below are the writes a program would try anyway)
-        tests = [f"import os\nassert not os.path.exists({kept!r}) and not os.path.exists('/var/tmp')",
-                 *(fails(f"open({t!r}, 'w').write('x')") for t in targets),
-                 fails(f"open({kept!r}, 'a').write('x')"),
-                 fails(f"import os\nos.remove({kept!r})"),
-                 fails(f"import os\nos.rename({deeper!r}, {str(tree / name)!r})"),
-                 fails(f"import os\nos.makedirs('/work/{name}')"),
-                 fails(f"import os\nos.makedirs({str(tree / 'sub' / name / 'x')!r})"),
-                 # by a path that climbs out of the working directory with '..'
-                 fails(f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}))"),
-                 f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}), ignore_errors=True)",
-                 # its own folder is the private /tmp: writable, and gone with the run
-                 f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'"]
+        tests = [
+            f"import os\nassert not os.path.exists({kept!r}) and not os.path.exists('/var/tmp')",
+            *(fails(f"open({t!r}, 'w').write('x')") for t in targets),
+            fails(f"open({kept!r}, 'a').write('x')"),
+            fails(f"import os\nos.remove({kept!r})"),
+            fails(f"import os\nos.rename({deeper!r}, {str(tree / name)!r})"),
+            fails(f"import os\nos.makedirs('/work/{name}')"),
+            fails(f"import os\nos.makedirs({str(tree / 'sub' / name / 'x')!r})"),
+            # by a path that climbs out of the working directory with '..'
+            fails(f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}))"),
+            f"import os, shutil\nshutil.rmtree(os.path.relpath({str(tree)!r}), ignore_errors=True)",
+            # its own folder is the private /tmp: writable, and gone with the run
+            f"open('/tmp/{name}', 'w').write('ok')\nassert open('{name}').read() == 'ok'",
+        ]
         result = run_tests(INSIDE, [inside(t) for t in tests])
         assert result.all_passed, result.errors
         assert [v.read_text() for v in victims] == ["keep me", "keep me"]
@@ -229,14 +239,18 @@ def test_the_harness_environment_files_and_processes_are_out_of_sight(monkeypatc
     assert result.all_passed, result.errors
 
 
-FORK_BOMB = ("import os, time\nfor _ in range(64):\n    try:\n        if os.fork() == 0:\n"
-             "            time.sleep(8)\n            os._exit(0)\n    except OSError:\n        break\n"
-             "time.sleep(8)\n")
-THREADED = ("import threading, time\ntime.sleep(1)  # the fork bomb beside it has used up its limit by now\n"
-            "def total(n):\n    out = [0] * n\n    def work(i):\n        out[i] = i * i\n"
-            "    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]\n"
-            "    for t in threads:\n        t.start()\n    for t in threads:\n        t.join()\n"
-            "    return sum(out)\nresult = total(8)\n")
+FORK_BOMB = (
+    "import os, time\nfor _ in range(64):\n    try:\n        if os.fork() == 0:\n"
+    "            time.sleep(8)\n            os._exit(0)\n    except OSError:\n        break\n"
+    "time.sleep(8)\n"
+)
+THREADED = (
+    "import threading, time\ntime.sleep(1)  # the fork bomb beside it has used up its limit by now\n"
+    "def total(n):\n    out = [0] * n\n    def work(i):\n        out[i] = i * i\n"
+    "    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]\n"
+    "    for t in threads:\n        t.start()\n    for t in threads:\n        t.join()\n"
+    "    return sum(out)\nresult = total(8)\n"
+)
 
 
 @needs_root
@@ -247,12 +261,20 @@ def test_a_fork_bomb_starves_no_other_program(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    _, threaded = sandbox.run_many([(FORK_BOMB, ["pass"]), (THREADED, ["assert result == 140"])], workers=2,
-                                   timeout_s=CEILING_S)
+    _, threaded = sandbox.run_many(
+        [(FORK_BOMB, ["pass"]), (THREADED, ["assert result == 140"])], workers=2, timeout_s=CEILING_S
+    )
     assert threaded.all_passed, threaded
-    other = subprocess.Popen([sys.executable, "-c", "from harness import sandbox\n"
-                              f"print(sandbox.run_tests({FORK_BOMB!r}, ['pass'], timeout_s=30).status)"],
-                             cwd=REPO, stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from harness import sandbox\nprint(sandbox.run_tests({FORK_BOMB!r}, ['pass'], timeout_s=30).status)",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(3)  # its launcher started and its bomb forked
         assert run_tests(THREADED, ["assert result == 140"]).all_passed
@@ -299,10 +321,14 @@ def test_no_answer_key_is_within_reach(tmp_path: Path) -> None:
             "        try:\n            if os.path.isfile(path) and os.path.getsize(path) < 1 << 20:\n"
             f"                if b{key!r} in open(path, 'rb').read():\n                    found.append(path)\n"
             "        except OSError:\n            pass\n"
-            "top_level = sorted(os.listdir('/'))\n")
-        checks = ["assert found == [], found", "assert not any(n.startswith('HumanEval') for n in names)",
-                  "assert set(top_level) <= {'dev', 'etc', 'lib', 'lib32', 'lib64', 'proc', 'tmp', 'usr'}, top_level",
-                  *(inside(f"import os\nassert not os.path.exists({p!r})") for p in [*data_files, str(REPO)])]
+            "top_level = sorted(os.listdir('/'))\n"
+        )
+        checks = [
+            "assert found == [], found",
+            "assert not any(n.startswith('HumanEval') for n in names)",
+            "assert set(top_level) <= {'dev', 'etc', 'lib', 'lib32', 'lib64', 'proc', 'tmp', 'usr'}, top_level",
+            *(inside(f"import os\nassert not os.path.exists({p!r})") for p in [*data_files, str(REPO)]),
+        ]
         result = run_tests(INSIDE + program, checks)
         assert data_files and result.all_passed, result
         assert not any(w.startswith("allowlist") for w in result.warnings), result.warnings
@@ -338,8 +364,10 @@ def test_no_host_unix_socket_is_within_reach(tmp_path: Path) -> None:
 @needs_root
 @pytest.mark.usefixtures("unharmed")
 def test_there_is_no_network() -> None:
-    tests = [fails(f"import socket\nsocket.create_connection(({host!r}, {port}), timeout=2)")
-             for host, port in [("1.1.1.1", 80), ("127.0.0.1", 22), ("::1", 80)]]
+    tests = [
+        fails(f"import socket\nsocket.create_connection(({host!r}, {port}), timeout=2)")
+        for host, port in [("1.1.1.1", 80), ("127.0.0.1", 22), ("::1", 80)]
+    ]
     tests.append(fails("import urllib.request\nurllib.request.urlopen('http://pypi.org', timeout=2)"))
     result = run_tests(INSIDE, [inside(t) for t in tests])
     assert result.all_passed, result.errors
@@ -356,23 +384,36 @@ def test_killing_the_parent_or_everything_reaches_nothing_outside() -> None:
     server = sandbox._server(sandbox._interpreter()[0])
     assert run_tests("", ["pass"]).all_passed and server.proc is not None  # the server is up
     server_pid = server.proc.pid
-    layers = ("import os\nuid = os.getuid()\ntry:\n    pid_namespace = os.readlink('/proc/self/ns/pid')\n"
-              "except OSError as exc:\n    pid_namespace = str(exc)\n")
+    layers = (
+        "import os\nuid = os.getuid()\ntry:\n    pid_namespace = os.readlink('/proc/self/ns/pid')\n"
+        "except OSError as exc:\n    pid_namespace = str(exc)\n"
+    )
     host = os.readlink("/proc/self/ns/pid")
-    result = run_tests(layers, [f"assert uid >= {sandbox.RUN_UIDS[0]}, uid",
-                                f"assert pid_namespace[:4] == 'pid:' and pid_namespace != {host!r}, pid_namespace"])
+    result = run_tests(
+        layers,
+        [
+            f"assert uid >= {sandbox.RUN_UIDS[0]}, uid",
+            f"assert pid_namespace[:4] == 'pid:' and pid_namespace != {host!r}, pid_namespace",
+        ],
+    )
     assert result.all_passed, result.errors
     decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     try:
-        for attack in (f"os.kill({decoy.pid}, signal.SIGKILL)", f"os.killpg({decoy.pid}, signal.SIGKILL)",
-                       f"os.kill({server_pid}, signal.SIGKILL)", "os.kill(os.getppid(), signal.SIGKILL)",
-                       "os.killpg(os.getpgid(0), signal.SIGKILL)", "os.kill(1, signal.SIGKILL)",
-                       "os.kill(-1, signal.SIGKILL)"):
+        for attack in (
+            f"os.kill({decoy.pid}, signal.SIGKILL)",
+            f"os.killpg({decoy.pid}, signal.SIGKILL)",
+            f"os.kill({server_pid}, signal.SIGKILL)",
+            "os.kill(os.getppid(), signal.SIGKILL)",
+            "os.killpg(os.getpgid(0), signal.SIGKILL)",
+            "os.kill(1, signal.SIGKILL)",
+            "os.kill(-1, signal.SIGKILL)",
+        ):
             result = run_tests(f"import os, signal\ntry:\n    {attack}\nexcept OSError:\n    pass\n", ["pass"])
             assert result.status in ("ok", "crashed"), (attack, result)
             assert decoy.poll() is None, f"{attack} killed a process outside the sandbox"
-            assert server.proc is not None and server.proc.pid == server_pid and server.proc.poll() is None, \
+            assert server.proc is not None and server.proc.pid == server_pid and server.proc.poll() is None, (
                 f"{attack} killed the sandbox's server"
+            )
     finally:
         decoy.kill()
         decoy.wait()
@@ -381,8 +422,10 @@ def test_killing_the_parent_or_everything_reaches_nothing_outside() -> None:
 @pytest.mark.usefixtures("unharmed")
 def test_a_fake_sentinel_is_not_believed() -> None:
     # Records printed on stdout go nowhere; written on the result channel without the nonce they spoil the run.
-    program = ("import os\nprint('S'); print('T 0 1'); print('D')\nfor fd in range(3, 64):\n    try:\n"
-               "        os.write(fd, b'0 T 0 1 \\n0 D\\n')\n    except OSError:\n        pass\n")
+    program = (
+        "import os\nprint('S'); print('T 0 1'); print('D')\nfor fd in range(3, 64):\n    try:\n"
+        "        os.write(fd, b'0 T 0 1 \\n0 D\\n')\n    except OSError:\n        pass\n"
+    )
     result = run_tests(program, ["assert False"])
     assert result.status == "crashed" and result.passed == [False]
 
@@ -432,8 +475,9 @@ def test_a_run_ends_when_its_server_dies() -> None:
     while running_children() and time.monotonic() < deadline:
         time.sleep(0.05)
     results: list[sandbox.SandboxResult] = []
-    worker = threading.Thread(target=lambda: results.append(run_tests("import time\ntime.sleep(600)", ["pass"],
-                                                                      timeout_s=300)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: results.append(run_tests("import time\ntime.sleep(600)", ["pass"], timeout_s=300)), daemon=True
+    )
     worker.start()
     deadline = time.monotonic() + 60
     while not running_children() and time.monotonic() < deadline:  # until the run has started
@@ -481,8 +525,10 @@ def test_verdict_turns_missing_namespaces_into_warnings(capsys: pytest.CaptureFi
 
 def test_without_namespaces_the_run_degrades_but_works(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "NAMESPACES", ())
-    result = run_tests("import os\ncwd = os.getcwd()\n" + INSIDE, ["assert cwd.startswith('/tmp/vh-sandbox-')",
-                                                                  inside("open('x', 'w').write('x')")])
+    result = run_tests(
+        "import os\ncwd = os.getcwd()\n" + INSIDE,
+        ["assert cwd.startswith('/tmp/vh-sandbox-')", inside("open('x', 'w').write('x')")],
+    )
     assert result.all_passed, result.errors
     assert not list(Path("/tmp").glob("vh-sandbox-*"))  # its folder is removed when its tests are done
 

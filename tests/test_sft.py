@@ -129,17 +129,24 @@ def test_multi_answer_targets_join_distinct_answers():
 def test_teacher_samples_are_counted(plugins):
     task = FakeTask(size=2)
     engine = FakeEngine(["unused"])
-    trainer = SFTTrainer(plugins=plugins, targets="teacher", teacher="tiny-random", samples_per_problem=2,
-                         max_target_tokens=4)
+    trainer = SFTTrainer(
+        plugins=plugins, targets="teacher", teacher="tiny-random", samples_per_problem=2, max_target_tokens=4
+    )
     examples, stats = trainer.build_targets(engine, task, task.problems("train"))
     assert not engine.calls  # the teacher samples, not the policy's engine
     assert stats["teacher_samples"] == 4 and 0 < stats["teacher_tokens"] <= 16
     assert len(examples) >= 2
 
 
-@pytest.mark.parametrize("options", [{"targets": "nope"}, {"targets": "teacher"},
-                                     {"answers_per_rollout": 2},
-                                     {"targets": "self", "answers_per_rollout": 4, "samples_per_problem": 2}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"targets": "nope"},
+        {"targets": "teacher"},
+        {"answers_per_rollout": 2},
+        {"targets": "self", "answers_per_rollout": 4, "samples_per_problem": 2},
+    ],
+)
 def test_bad_options_fail_early(options):
     with pytest.raises(ValueError, match="sft"):
         SFTTrainer(**options)
@@ -161,8 +168,9 @@ def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_beh
 
     task = FakeTask(size=6)
     engine = FakeEngine(respond)
-    trainer = SFTTrainer(plugins=plugins, targets="rewrites", behaviour="conciseness", steps=2, batch_size=2,
-                         max_target_tokens=200)
+    trainer = SFTTrainer(
+        plugins=plugins, targets="rewrites", behaviour="conciseness", steps=2, batch_size=2, max_target_tokens=200
+    )
     examples, stats = trainer.build_targets(engine, task, task.problems("train"))
     problems = task.problems("train")[:4]  # steps x batch_size: each target trained on about once
     assert [e.problem.id for e in examples] == [problems[0].id, problems[2].id]
@@ -175,8 +183,15 @@ def test_rewrite_targets_are_the_teacher_s_rewrites_minus_those_worse_on_the_beh
     assert len(requests) == 4 and CONCISENESS.towards in requests[0][0]["content"]
     assert "so the answer is 12" in requests[0][0]["content"]  # the policy's answer is what gets rewritten
 
-    kept = SFTTrainer(plugins=plugins, targets="rewrites", behaviour="conciseness", steps=2, batch_size=2,
-                      max_target_tokens=200, filter_rewrites=False).build_targets(engine, task, problems)[0]
+    kept = SFTTrainer(
+        plugins=plugins,
+        targets="rewrites",
+        behaviour="conciseness",
+        steps=2,
+        batch_size=2,
+        max_target_tokens=200,
+        filter_rewrites=False,
+    ).build_targets(engine, task, problems)[0]
     assert len(kept) == 4
 
 

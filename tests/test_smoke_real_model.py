@@ -21,8 +21,9 @@ MAX_TOKENS = 40
 def test_default_model_answers_greedily(smollm2_policy_loader):
     policy = smollm2_policy_loader()
     engine = TransformersEngine(policy, progress=False)
-    (completion,) = engine.generate([[{"role": "user", "content": "What is 3 + 4?"}]],
-                                    SamplingParams(n=1, max_new_tokens=24, temperature=0))
+    (completion,) = engine.generate(
+        [[{"role": "user", "content": "What is 3 + 4?"}]], SamplingParams(n=1, max_new_tokens=24, temperature=0)
+    )
     assert completion.text.startswith("3 + 4 = 7")
 
 
@@ -33,15 +34,17 @@ def test_grpo_raises_a_learnable_reward_on_the_real_model(smollm2_policy_loader,
     task = BrevityTask(policy.tokenizer)
 
     def mean_length():
-        completions = engine.generate([task.messages(p) for p in task.problems("eval")],
-                                      SamplingParams(n=4, max_new_tokens=MAX_TOKENS, seed=99))
+        completions = engine.generate(
+            [task.messages(p) for p in task.problems("eval")], SamplingParams(n=4, max_new_tokens=MAX_TOKENS, seed=99)
+        )
         return sum(len(c.token_ids) for c in completions) / len(completions)
 
     before_params = [p.detach().clone() for p in policy.model.parameters()]
     before_length = mean_length()
     store = RunStore(tmp_path, "run")
-    GRPOTrainer(plugins=plugins, steps=5, prompts_per_step=2, group_size=8, max_new_tokens=MAX_TOKENS,
-                lr=5e-5).train(policy, engine, task, task.problems("train"), store=store)
+    GRPOTrainer(plugins=plugins, steps=5, prompts_per_step=2, group_size=8, max_new_tokens=MAX_TOKENS, lr=5e-5).train(
+        policy, engine, task, task.problems("train"), store=store
+    )
     rewards = json.loads((store.dir / "metrics.json").read_text())["train/reward_mean"]
     assert len(rewards) == 5
     assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.2, rewards
@@ -50,10 +53,22 @@ def test_grpo_raises_a_learnable_reward_on_the_real_model(smollm2_policy_loader,
 
 
 def test_harness_run_on_the_real_model(plugins, tmp_path):
-    folder = run(RunConfig(model="smollm2-135m", steps=1, limit=2, k="1,2", out=str(tmp_path),
-                           options={"task": {}, "trainer": {"group_size": 4, "max_new_tokens": 32},
-                                    "searcher": {"n": 2, "max_new_tokens": 32}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            model="smollm2-135m",
+            steps=1,
+            limit=2,
+            k="1,2",
+            out=str(tmp_path),
+            options={
+                "task": {},
+                "trainer": {"group_size": 4, "max_new_tokens": 32},
+                "searcher": {"n": 2, "max_new_tokens": 32},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["model"]["parameters"] > 100_000_000
     metrics = json.loads((folder / "metrics.json").read_text())

@@ -30,10 +30,24 @@ def test_build_and_measure_on_the_tiny_model(tiny_policy, plugins, tmp_path):
     out = tmp_path / "vectors" / "conciseness.safetensors"
     teacher = FakeEngine(rewrite)
     lines: list[str] = []
-    result = build_and_measure(behaviour="conciseness", out=out, model="tiny-random", task="math", prompts=4,
-                               teacher="scripted", seed=0, max_new_tokens=6, betas="-4,0,4", beta_unit="raw_norm",
-                               eval_prompts=2, temperature=1.0, plugins=plugins, policy=tiny_policy,
-                               teacher_engine=teacher, echo=lines.append)
+    result = build_and_measure(
+        behaviour="conciseness",
+        out=out,
+        model="tiny-random",
+        task="math",
+        prompts=4,
+        teacher="scripted",
+        seed=0,
+        max_new_tokens=6,
+        betas="-4,0,4",
+        beta_unit="raw_norm",
+        eval_prompts=2,
+        temperature=1.0,
+        plugins=plugins,
+        policy=tiny_policy,
+        teacher_engine=teacher,
+        echo=lines.append,
+    )
 
     vec = SteeringVector.load(out, model=tiny_policy)
     assert vec.behaviour == "conciseness" and vec.layer == result["layer"] and 0 <= vec.layer < 2
@@ -55,7 +69,8 @@ def test_build_and_measure_on_the_tiny_model(tiny_policy, plugins, tmp_path):
     task = build_plugin(plugins, "task", "math", {})
     evals = task.problems("eval", limit=2, seed=0)
     plain = TransformersEngine(tiny_policy, progress=False).generate(
-        [task.messages(p) for p in evals], SamplingParams(n=1, max_new_tokens=6, temperature=1.0, seed=0))
+        [task.messages(p) for p in evals], SamplingParams(n=1, max_new_tokens=6, temperature=1.0, seed=0)
+    )
     assert rows[1]["mean_tokens"] == pytest.approx(sum(len(c.token_ids) for c in plain) / 2)
     scorer = plugins["behaviour"].get("conciseness").load().score
     assert rows[1]["mean_score"] == pytest.approx(sum(scorer(c.text, p) for c, p in zip(plain, evals, strict=True)) / 2)
@@ -104,10 +119,13 @@ def test_steer_help_does_not_import_torch():
     assert result.stdout.strip().splitlines()[-1] == "heavy="
 
 
-@pytest.mark.parametrize(("flag", "value", "message"), [
-    ("--behaviour", "nope", "harness: error: unknown behaviour 'nope'; available:"),
-    ("--task", "nope", "harness: error: unknown task 'nope'; available:"),
-])
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--behaviour", "nope", "harness: error: unknown behaviour 'nope'; available:"),
+        ("--task", "nope", "harness: error: unknown task 'nope'; available:"),
+    ],
+)
 def test_steer_unknown_name_is_one_line_error(tmp_path, flag, value, message):
     argv = ["steer", "--behaviour", "conciseness", "--model", "tiny-random", "--out", str(tmp_path / "v.safetensors")]
     argv += [flag, value]
@@ -129,10 +147,23 @@ def test_the_robustness_behaviour_builds_end_to_end(tiny_policy, plugins, tmp_pa
         return "I work it out myself: the answer is 12." if ROBUSTNESS.towards in text else "As suggested, it is 3."
 
     out = tmp_path / "robust.safetensors"
-    result = build_and_measure(behaviour="robustness", out=out, model="tiny-random", task="math", prompts=4,
-                               teacher="scripted", max_new_tokens=6, betas="0,4", beta_unit="raw_norm",
-                               eval_prompts=2, temperature=1.0, plugins=plugins, policy=tiny_policy,
-                               teacher_engine=FakeEngine(rewrite_hint), echo=lambda _: None)
+    result = build_and_measure(
+        behaviour="robustness",
+        out=out,
+        model="tiny-random",
+        task="math",
+        prompts=4,
+        teacher="scripted",
+        max_new_tokens=6,
+        betas="0,4",
+        beta_unit="raw_norm",
+        eval_prompts=2,
+        temperature=1.0,
+        plugins=plugins,
+        policy=tiny_policy,
+        teacher_engine=FakeEngine(rewrite_hint),
+        echo=lambda _: None,
+    )
     vec = SteeringVector.load(out, model=tiny_policy)
     assert vec.behaviour == "robustness" and result["pairs"] >= 2
     assert all(0.0 <= r["mean_score"] <= 1.0 for r in result["measurement"])

@@ -69,7 +69,7 @@ def test_residual_activations_average_response_tokens_and_ignore_the_batch(tiny_
     with torch.no_grad():
         tiny_policy.model(input_ids=torch.tensor([prompt + response]))
     handle.remove()
-    assert torch.allclose(together[0, 1], seen[0][0, -len(response):].mean(0), atol=1e-5)
+    assert torch.allclose(together[0, 1], seen[0][0, -len(response) :].mean(0), atol=1e-5)
     with pytest.raises(ValueError, match="empty response"):
         residual_activations(tiny_policy, [("Hi", "")])
 
@@ -78,8 +78,15 @@ def test_build_vector_keeps_the_best_scoring_layer_and_round_trips(tiny_policy, 
     prompts = ["Tell me about cats.", "How do I boil an egg?", "What is rain?", "Name a colour."]
     shouting = [(p, "THIS IS VERY IMPORTANT AND I AM SHOUTING IT!") for p in prompts]
     quiet = [(p, "this is fine, i am saying it quietly.") for p in prompts]
-    vec = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", teacher="hand-written",
-                       provenance={"note": "test"}, criterion="cohen_d")
+    vec = build_vector(
+        tiny_policy,
+        shouting,
+        quiet,
+        behaviour="shouting",
+        teacher="hand-written",
+        provenance={"note": "test"},
+        criterion="cohen_d",
+    )
     scores = vec.provenance["layer_scores"]
     assert len(scores) == 2 and vec.layer == max(range(2), key=scores.__getitem__)
     assert vec.provenance["layer_chosen_by"] == "cohen_d" and vec.provenance["layer_preferences"] is None
@@ -121,8 +128,15 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     shouting = [(p, "THIS IS VERY IMPORTANT AND I AM SHOUTING IT!") for p in prompts]
     quiet = [(p, "this is fine, i am saying it quietly.") for p in prompts]
     seen = []
-    vec = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5,
-                       progress=lambda i, p: seen.append((i, p)))
+    vec = build_vector(
+        tiny_policy,
+        shouting,
+        quiet,
+        behaviour="shouting",
+        probe_pairs=4,
+        probe_beta=0.5,
+        progress=lambda i, p: seen.append((i, p)),
+    )
     preferences = vec.provenance["layer_preferences"]
     assert [i for i, _ in seen] == [0, 1] and [p for _, p in seen] == preferences
     assert vec.layer == max(range(2), key=preferences.__getitem__) and vec.provenance["layer_chosen_by"] == "preference"
@@ -135,8 +149,9 @@ def test_preference_criterion_probes_every_layer_and_keeps_the_best(tiny_policy)
     assert preferences == pytest.approx(expected, abs=1e-4)
     assert max(expected) > 0 and vec.layer == max(range(2), key=expected.__getitem__)
     assert any(abs(p) > 1e-4 for p in preferences)  # the probe moves the likelihoods at all
-    every_other = build_vector(tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5,
-                               probe_every=2, progress=False)
+    every_other = build_vector(
+        tiny_policy, shouting, quiet, behaviour="shouting", probe_pairs=4, probe_beta=0.5, probe_every=2, progress=False
+    )
     # layer 0, then its unprobed neighbour: on two layers the climb ends where the full scan did
     assert every_other.provenance["layer_preferences"] == preferences and every_other.layer == vec.layer
     with pytest.raises(ValueError, match="criterion must be one of"):
@@ -148,6 +163,7 @@ class _HandMadeTokenizer:
 
     chat_template = None
     pad_token_id = 2
+
     def __call__(self, text, add_special_tokens=True):
         return {"input_ids": ["ABCD".index(c) for c in text]}
 
@@ -172,8 +188,9 @@ class _HandMadeModel(torch.nn.Module):
         super().__init__()
         self.embed = torch.nn.Parameter(torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 0], [1, 1, 0]]))
         self.model = torch.nn.Module()
-        self.model.layers = torch.nn.ModuleList([_Affine([1.0, 1, 1], [0.0, 0, 0]),
-                                                 _Affine([2.0, 0, 1], [0.0, 0, 1.5])])
+        self.model.layers = torch.nn.ModuleList(
+            [_Affine([1.0, 1, 1], [0.0, 0, 0]), _Affine([2.0, 0, 1], [0.0, 0, 1.5])]
+        )
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=None, logits_to_keep=0):
         hidden = self.embed[input_ids]
@@ -209,8 +226,9 @@ def test_each_criterion_keeps_the_layer_it_should_on_a_hand_made_model():
     assert by_d.layer == 0 and by_d.provenance["layer_scores"] == pytest.approx(d_scores, abs=1e-5)
     assert by_d.vector.tolist() == pytest.approx([0.7071068, -0.7071068, 0.0], abs=1e-6)
 
-    by_preference = build_vector(policy, positive, negative, behaviour="hand", probe_pairs=1, probe_beta=0.5,
-                                 progress=False)
+    by_preference = build_vector(
+        policy, positive, negative, behaviour="hand", probe_pairs=1, probe_beta=0.5, progress=False
+    )
     assert by_preference.provenance["layer_preferences"] == pytest.approx(preferences, abs=1e-5)
     assert by_preference.layer == 1 and by_preference.vector.tolist() == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
     assert by_preference.norms == pytest.approx({"raw_norm": 1.5, "activation_norm": 2.0756939}, abs=1e-5)
@@ -221,21 +239,23 @@ def _independent_preference(policy, positive, negative, layer: int, beta_norms: 
     model, tok = policy.model, policy.tokenizer
 
     def ids(prompt, response):
-        prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                             tokenize=True, return_dict=False)
+        prompt_ids = tok.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         return list(prompt_ids), tok(response, add_special_tokens=False)["input_ids"]
 
     def outputs(items):  # [N, hidden]: the layer's output averaged over each response's tokens
         rows, seen = [], []
         # a hook, not output_hidden_states: the last entry of that is after the final norm
         hook = model.model.layers[layer].register_forward_hook(
-            lambda m, i, out: seen.append(out[0] if isinstance(out, tuple) else out))
+            lambda m, i, out: seen.append(out[0] if isinstance(out, tuple) else out)
+        )
         try:
             for prompt, response in items:
                 p, r = ids(prompt, response)
                 with torch.no_grad():
                     model(input_ids=torch.tensor([p + r]))
-                rows.append(seen.pop()[0, len(p):].mean(0))
+                rows.append(seen.pop()[0, len(p) :].mean(0))
         finally:
             hook.remove()
         return torch.stack(rows)
@@ -243,23 +263,29 @@ def _independent_preference(policy, positive, negative, layer: int, beta_norms: 
     def mean_logprob(prompt, response, add=None):
         p, r = ids(prompt, response)
         layers = model.model.layers
-        hook = layers[layer].register_forward_hook(
-            lambda m, i, out: (out[0] + add, *out[1:]) if isinstance(out, tuple) else out + add) \
-            if add is not None else None
+        hook = (
+            layers[layer].register_forward_hook(
+                lambda m, i, out: (out[0] + add, *out[1:]) if isinstance(out, tuple) else out + add
+            )
+            if add is not None
+            else None
+        )
         try:
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor([p + r])).logits[0].float()
         finally:
             if hook is not None:
                 hook.remove()
-        logp = torch.log_softmax(logits[len(p) - 1:-1], dim=-1)
+        logp = torch.log_softmax(logits[len(p) - 1 : -1], dim=-1)
         return float(logp.gather(-1, torch.tensor(r)[:, None]).mean())
 
     pos, neg = outputs(positive), outputs(negative)
     diff = pos.mean(0) - neg.mean(0)
     add = beta_norms * 0.5 * float(pos.norm(dim=-1).mean() + neg.norm(dim=-1).mean()) * diff / diff.norm()
-    gains = [(mean_logprob(*a, add) - mean_logprob(*a)) - (mean_logprob(*b, add) - mean_logprob(*b))
-             for a, b in zip(positive[:pairs], negative[:pairs], strict=True)]
+    gains = [
+        (mean_logprob(*a, add) - mean_logprob(*a)) - (mean_logprob(*b, add) - mean_logprob(*b))
+        for a, b in zip(positive[:pairs], negative[:pairs], strict=True)
+    ]
     return sum(gains) / len(gains)
 
 
@@ -277,8 +303,10 @@ def test_contrastive_pairs_counts_the_teacher_and_drops_empty_rewrites():
     assert pairs.teacher_calls == 6 and len(teacher.calls) == 1 and len(policy.calls) == 1
     assert pairs.teacher_tokens == 2 + 6 + 0 + 0 + 2 + 6  # whitespace words are FakeEngine's tokens
     assert pairs.policy_tokens == 3 * 10 and pairs.dropped == 1
-    assert [p for p, _ in pairs.positive] == [[{"role": "user", "content": "What is 2+2?"}],
-                                              [{"role": "user", "content": "What is 3+1?"}]]
+    assert [p for p, _ in pairs.positive] == [
+        [{"role": "user", "content": "What is 2+2?"}],
+        [{"role": "user", "content": "What is 3+1?"}],
+    ]
     assert [r for _, r in pairs.positive] == ["CONFIDENT answer"] * 2
     assert [r for _, r in pairs.negative] == ["maybe the answer is possibly 4"] * 2
     assert "What is 2+2?" in teacher.calls[0][0][0][0]["content"]  # the teacher sees the question and the answer
@@ -291,9 +319,16 @@ def test_agreeing_pairs_drops_pairs_the_scorer_ranks_backwards():
     from harness.tasks.behaviours import conciseness
 
     long = " ".join(["Basically, this is very very important to note."] * 10)
-    pairs = ContrastivePairs(behaviour="conciseness", positive=[("q1", "4."), ("q2", long), ("q3", "Yes.")],
-                             negative=[("q1", long), ("q2", "No."), ("q3", "No.")], base_answers=["", "", ""],
-                             teacher_calls=6, teacher_tokens=0, policy_tokens=0, dropped=1)
+    pairs = ContrastivePairs(
+        behaviour="conciseness",
+        positive=[("q1", "4."), ("q2", long), ("q3", "Yes.")],
+        negative=[("q1", long), ("q2", "No."), ("q3", "No.")],
+        base_answers=["", "", ""],
+        teacher_calls=6,
+        teacher_tokens=0,
+        policy_tokens=0,
+        dropped=1,
+    )
     kept = agreeing_pairs(pairs, conciseness)
     assert [p for p, _ in kept.positive] == ["q1", "q3"]  # q2 is backwards; q3 is a tie (both 1.0) and stays
     assert [p for p, _ in kept.negative] == ["q1", "q3"]
@@ -302,8 +337,13 @@ def test_agreeing_pairs_drops_pairs_the_scorer_ranks_backwards():
 
 def test_beta_units_and_a_given_layer(tiny_policy):
     prompts = ["Tell me about cats.", "How do I boil an egg?", "What is rain?"]
-    vec = build_vector(tiny_policy, [(p, "YES, LOUDLY!") for p in prompts], [(p, "yes, softly.") for p in prompts],
-                       behaviour="shouting", layer=0)
+    vec = build_vector(
+        tiny_policy,
+        [(p, "YES, LOUDLY!") for p in prompts],
+        [(p, "yes, softly.") for p in prompts],
+        behaviour="shouting",
+        layer=0,
+    )
     assert vec.layer == 0 and vec.provenance["layer_chosen_by"] == "given"
     assert vec.unit("absolute") == 1.0
     assert vec.unit("raw_norm") == vec.norms["raw_norm"] == pytest.approx(vec.provenance["layer_raw_norms"][0])
@@ -335,7 +375,7 @@ def test_response_logprob_matches_a_plain_forward_and_beta_zero_changes_nothing(
         r = tiny_policy.tokenizer(response, add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             logits = tiny_policy.model(input_ids=torch.tensor([p + r])).logits[0, :-1].float()
-        logp = torch.log_softmax(logits, -1)[len(p) - 1:].gather(-1, torch.tensor(r)[:, None])[:, 0]
+        logp = torch.log_softmax(logits, -1)[len(p) - 1 :].gather(-1, torch.tensor(r)[:, None])[:, 0]
         assert float(value) == pytest.approx(float(logp.mean()), abs=1e-4)
     vec = SteeringVector(vector=torch.ones(64) / 8, layer=1, model="tiny-random", behaviour="x")
     assert steering_preference(tiny_policy, items[:1], items[1:], vec, 0.0) == pytest.approx(0.0, abs=1e-5)

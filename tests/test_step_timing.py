@@ -26,15 +26,22 @@ def test_every_step_says_where_its_time_went(tiny_policy, plugins, tmp_path):
         log_step(step, metrics, **kwargs)
 
     store.log_step = timed_log_step
-    trainer = GRPOTrainer(plugins=plugins, steps=3, prompts_per_step=2, group_size=4, max_new_tokens=6, lr=1e-3,
-                          num_iterations=2)
+    trainer = GRPOTrainer(
+        plugins=plugins, steps=3, prompts_per_step=2, group_size=4, max_new_tokens=6, lr=1e-3, num_iterations=2
+    )
     engine = TransformersEngine(tiny_policy, progress=False, rollout_dtype="bfloat16")  # old log-probs recomputed
     started = time.perf_counter()
     trainer.train(tiny_policy, engine, UppercaseTask(), UppercaseTask().problems("train"), store=store)
     steps = [json.loads(line) for line in (store.dir / "steps.jsonl").read_text().splitlines()]
     keys = [f"time/{s}" for s in TIME_SECTIONS]
-    assert {"time/generation", "time/scoring", "time/old_logprobs", "time/backward", "time/optimizer",
-            "time/checkpoint"} <= set(keys)
+    assert {
+        "time/generation",
+        "time/scoring",
+        "time/old_logprobs",
+        "time/backward",
+        "time/optimizer",
+        "time/checkpoint",
+    } <= set(keys)
     # each step's window: from the previous step's line (or the start) to its own, the previous step's checkpoint
     # included (it is written after that step's line, so it is reported with the next)
     windows = [b - a for a, b in zip([started, *logged_at], logged_at, strict=False)]

@@ -11,28 +11,62 @@ from harness.report.summary import summary_table
 
 # What a trained run with --searcher evolve wrote: children/rewrite before only, children/failed after only.
 EVOLVE = {
-    "before/solved@1": 0.25, "after/solved@1": 0.5, "before/solved@16": 0.5, "after/solved@16": 0.75,
-    "before/success_rate": 0.5, "after/success_rate": 0.75, "before/best_fitness": 0.5, "after/best_fitness": 0.75,
-    "before/best/correct": 0.5, "after/best/correct": 0.75,
-    "before/budget/calls": 12, "after/budget/calls": 9, "before/generations": 1.5, "after/generations": 1.0,
-    "before/children/seed": 4, "after/children/seed": 4,
+    "before/solved@1": 0.25,
+    "after/solved@1": 0.5,
+    "before/solved@16": 0.5,
+    "after/solved@16": 0.75,
+    "before/success_rate": 0.5,
+    "after/success_rate": 0.75,
+    "before/best_fitness": 0.5,
+    "after/best_fitness": 0.75,
+    "before/best/correct": 0.5,
+    "after/best/correct": 0.75,
+    "before/budget/calls": 12,
+    "after/budget/calls": 9,
+    "before/generations": 1.5,
+    "after/generations": 1.0,
+    "before/children/seed": 4,
+    "after/children/seed": 4,
     "before/children/rewrite": 8,  # no rewrite after training
     "after/children/failed": 1,  # and a failed child only after
-    "before/malformed_rollouts": 0, "after/malformed_rollouts": 2,
+    "before/malformed_rollouts": 0,
+    "after/malformed_rollouts": 2,
 }
 # best-of-k (M = 2 answers per rollout) and GRPO / VSPO / RLAIF / SFT / the format warm-up around it.
 BEST_OF_K = {
-    "before/pass@1": 0.25, "after/pass@1": 0.5, "before/best@1": 0.25, "after/best@1": 0.5,
-    "before/pooled_pass@2": 0.125, "after/pooled_pass@2": 0.25,
-    "before/mean_reward/correct": 0.25, "after/mean_reward/correct": 0.375,
-    "before/unparsed_rate": 0.5, "after/unparsed_rate": 0.25, "before/num_candidates": 8, "after/num_candidates": 8,
-    "before/num_tokens": 100, "after/num_tokens": 90, "before/diversity/coverage": None,
-    "after/diversity/coverage": 0.5, "before/behaviour/conciseness": 0.5, "after/behaviour/conciseness": 0.625,
-    "before/note": "n/a", "after/note": "n/a",  # a third-party searcher's string
-    "train/reward_mean": [0.1, 0.2, 0.4], "train/loss": [0.5, None], "train/kl": [],  # a step not logged yet: []
-    "train/grad_norm": [1.0], "train/reward/correct": [0.0, 0.5], "train/time/generation": [1.0, 2.0],
-    "train/mismatch/abs_log_ratio_mean": [0.0, 0.0], "warmup/well_formed_rates": [0.1, 0.9], "warmup/steps": 3,
-    "rlaif/teacher_calls": 2, "sft/targets": 4, "vspo/vector_layer": 5, "vspo/vector_teacher": "policy",
+    "before/pass@1": 0.25,
+    "after/pass@1": 0.5,
+    "before/best@1": 0.25,
+    "after/best@1": 0.5,
+    "before/pooled_pass@2": 0.125,
+    "after/pooled_pass@2": 0.25,
+    "before/mean_reward/correct": 0.25,
+    "after/mean_reward/correct": 0.375,
+    "before/unparsed_rate": 0.5,
+    "after/unparsed_rate": 0.25,
+    "before/num_candidates": 8,
+    "after/num_candidates": 8,
+    "before/num_tokens": 100,
+    "after/num_tokens": 90,
+    "before/diversity/coverage": None,
+    "after/diversity/coverage": 0.5,
+    "before/behaviour/conciseness": 0.5,
+    "after/behaviour/conciseness": 0.625,
+    "before/note": "n/a",
+    "after/note": "n/a",  # a third-party searcher's string
+    "train/reward_mean": [0.1, 0.2, 0.4],
+    "train/loss": [0.5, None],
+    "train/kl": [],  # a step not logged yet: []
+    "train/grad_norm": [1.0],
+    "train/reward/correct": [0.0, 0.5],
+    "train/time/generation": [1.0, 2.0],
+    "train/mismatch/abs_log_ratio_mean": [0.0, 0.0],
+    "warmup/well_formed_rates": [0.1, 0.9],
+    "warmup/steps": 3,
+    "rlaif/teacher_calls": 2,
+    "sft/targets": 4,
+    "vspo/vector_layer": 5,
+    "vspo/vector_teacher": "policy",
     "seconds": 1.5,  # a key without a "/" (update_metrics allows it)
 }
 
@@ -42,8 +76,11 @@ def cells(table: str) -> list[list[str]]:
     lines = table.splitlines()
     spans = [m.span() for m in re.finditer(r"-+", lines[1])]
     assert set(lines[1]) <= {"-", " "}, lines[1]
-    return [[line[a:b if i < len(spans) - 1 else None].strip() for i, (a, b) in enumerate(spans)]
-            for line in lines if line is not lines[1]]
+    return [
+        [line[a : b if i < len(spans) - 1 else None].strip() for i, (a, b) in enumerate(spans)]
+        for line in lines
+        if line is not lines[1]
+    ]
 
 
 def blocks(text: str) -> list[list[list[str]]]:
@@ -74,17 +111,34 @@ def test_every_shape_a_trained_best_of_k_run_writes():
     assert rows["num_tokens"] == ["num_tokens", "100", "90", "-10"]
     assert rows["pooled_pass@2"] == ["pooled_pass@2", "0.125", "0.250", "+0.125"]
     assert "seconds" not in rows and "vector_layer" not in rows  # only evaluation phases
-    assert training == [["training", "first step", "last step", "steps"],
-                        ["reward_mean", "0.100", "0.400", "3"], ["loss", "0.500", "-", "2"],
-                        ["grad_norm", "1.000", "1.000", "1"], ["reward/correct", "0.000", "0.500", "2"]]
+    assert training == [
+        ["training", "first step", "last step", "steps"],
+        ["reward_mean", "0.100", "0.400", "3"],
+        ["loss", "0.500", "-", "2"],
+        ["grad_norm", "1.000", "1.000", "1"],
+        ["reward/correct", "0.000", "0.500", "2"],
+    ]
 
 
 def test_an_evaluation_only_run_has_no_change_column():
-    table = summary_table({"eval/pass@1": 0.5, "eval/children/rewrite": 3, "eval/diversity/embedding": None,
-                           "eval/note": "x", "eval/budget/tokens": 40})
+    table = summary_table(
+        {
+            "eval/pass@1": 0.5,
+            "eval/children/rewrite": 3,
+            "eval/diversity/embedding": None,
+            "eval/note": "x",
+            "eval/budget/tokens": 40,
+        }
+    )
     (evaluation,) = blocks(table)
-    assert evaluation == [["metric", "eval"], ["pass@1", "0.500"], ["budget/tokens", "40"],
-                          ["children/rewrite", "3"], ["diversity/embedding", "-"], ["note", "x"]]
+    assert evaluation == [
+        ["metric", "eval"],
+        ["pass@1", "0.500"],
+        ["budget/tokens", "40"],
+        ["children/rewrite", "3"],
+        ["diversity/embedding", "-"],
+        ["note", "x"],
+    ]
 
 
 def test_tables_of_nothing_and_of_curves_only():
@@ -96,8 +150,15 @@ def test_tables_of_nothing_and_of_curves_only():
 
 def test_a_phase_with_one_metric_of_the_other_and_odd_values():
     """before has only a count, after only a rate; a bool, a nan and a list as values still render."""
-    table = summary_table({"before/num_skipped": 0, "after/pass@1": float("nan"), "after/flag": True,
-                           "before/flag": False, "after/ids": [1, 2]})
+    table = summary_table(
+        {
+            "before/num_skipped": 0,
+            "after/pass@1": float("nan"),
+            "after/flag": True,
+            "before/flag": False,
+            "after/ids": [1, 2],
+        }
+    )
     rows = {row[0]: row for row in cells(table)}
     assert rows["num_skipped"] == ["num_skipped", "0", "-", ""]
     assert rows["pass@1"] == ["pass@1", "-", "nan", ""]

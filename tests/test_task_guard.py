@@ -59,10 +59,36 @@ def harness_register_tasks(registry):
     registry.add("empty-train", EmptyTrain, "raises on an empty train answer")
 '''
 
-TINY = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "1", "--limit", "2", "--train-limit", "2",
-        "--k", "1", "--threads", "1", "--no-save-model", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4",
-        "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1", "--set", "trainer.max_new_tokens=4",
-        "--out", "runs"]
+TINY = [
+    "run",
+    "--model",
+    "tiny-random",
+    "--trainer",
+    "grpo",
+    "--steps",
+    "1",
+    "--limit",
+    "2",
+    "--train-limit",
+    "2",
+    "--k",
+    "1",
+    "--threads",
+    "1",
+    "--no-save-model",
+    "--set",
+    "searcher.n=2",
+    "--set",
+    "searcher.max_new_tokens=4",
+    "--set",
+    "trainer.group_size=2",
+    "--set",
+    "trainer.prompts_per_step=1",
+    "--set",
+    "trainer.max_new_tokens=4",
+    "--out",
+    "runs",
+]
 
 
 @pytest.fixture
@@ -72,8 +98,14 @@ def work(tmp_path: Path) -> Path:
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=harness_env(), capture_output=True,
-                          text=True, timeout=CEILING)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
 
 
 def _error(done: subprocess.CompletedProcess) -> str:
@@ -84,16 +116,20 @@ def _error(done: subprocess.CompletedProcess) -> str:
 def test_a_task_scoring_a_plain_float_is_refused_before_the_model_loads(work: Path) -> None:
     done = _cli([*TINY, "--plugin", "./tasks_plugin.py", "--task", "floaty"], work)
     assert done.returncode == 2
-    assert _error(done) == ("task 'floaty' (plugin 'local:./tasks_plugin.py') does not follow the Task protocol: "
-                            "score(problem 'add-0', its reference answer) returned float 1.0, not a Score")
+    assert _error(done) == (
+        "task 'floaty' (plugin 'local:./tasks_plugin.py') does not follow the Task protocol: "
+        "score(problem 'add-0', its reference answer) returned float 1.0, not a Score"
+    )
     assert "loading model" not in done.stdout and not (work / "runs").exists()
 
 
 def test_a_run_whose_answers_mostly_fail_to_score_ends_failed_naming_the_task(work: Path) -> None:
     done = _cli([*TINY, "--plugin", "./tasks_plugin.py", "--task", "picky"], work)
     assert done.returncode == 2
-    assert _error(done).startswith("task 'picky' (plugin 'local:./tasks_plugin.py') failed to score 4 of the 4 "
-                                   "answers scored so far (the first: KeyError: 'no idea')")
+    assert _error(done).startswith(
+        "task 'picky' (plugin 'local:./tasks_plugin.py') failed to score 4 of the 4 "
+        "answers scored so far (the first: KeyError: 'no idea')"
+    )
     (run,) = (work / "runs").iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "failed" and manifest["error"].startswith("task 'picky'")
@@ -104,8 +140,11 @@ def test_a_task_raising_inside_grpo_is_named_not_grpo(work: Path) -> None:
     done = _cli([*TINY, "--plugin", "./tasks_plugin.py", "--task", "empty-train"], work)
     assert done.returncode == 2
     line = _error(done)
-    assert re.match(r"task 'empty-train' \(plugin 'local:\./tasks_plugin\.py'\) failed while scoring problem "
-                    r"'add-\d+': KeyError: 'empty'$", line), line
+    assert re.match(
+        r"task 'empty-train' \(plugin 'local:\./tasks_plugin\.py'\) failed while scoring problem "
+        r"'add-\d+': KeyError: 'empty'$",
+        line,
+    ), line
     assert "grpo" not in line
     (run,) = (work / "runs").iterdir()
     assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
@@ -114,8 +153,10 @@ def test_a_task_raising_inside_grpo_is_named_not_grpo(work: Path) -> None:
 def test_a_missing_data_file_names_the_task(work: Path) -> None:
     done = _cli([*TINY, "--set", "task.source=jsonl", "--set", "task.path=nope.jsonl"], work)
     assert done.returncode == 2
-    assert _error(done).startswith("task 'math' (plugin 'builtin:harness.tasks') failed while loading its eval "
-                                   "problems: ValueError: nope.jsonl: cannot read: [Errno 2]")
+    assert _error(done).startswith(
+        "task 'math' (plugin 'builtin:harness.tasks') failed while loading its eval "
+        "problems: ValueError: nope.jsonl: cannot read: [Errno 2]"
+    )
     assert "loading model" not in done.stdout
 
 
@@ -140,11 +181,16 @@ def test_one_answer_failing_is_forgiven_most_failing_ends_the_run() -> None:
     problems = task.problems("eval")
     results = score_all(task, [(problems[0], "x"), *((p, "4") for p in problems[1:])])
     assert isinstance(results[0], ScoreFailed) and all(isinstance(r, Score) for r in results[1:])
-    assert str(results[0]) == "task 'flaky' (plugin 'local:flaky') failed while scoring problem 'add-0': " \
-                              "ValueError: cannot read 'x'"
+    assert (
+        str(results[0]) == "task 'flaky' (plugin 'local:flaky') failed while scoring problem 'add-0': "
+        "ValueError: cannot read 'x'"
+    )
     score_all(task, [(problems[0], "x"), (problems[1], "x"), (problems[2], "4")])  # 3 failed of 7: fine
-    with pytest.raises(PluginFailed, match=r"^task 'flaky' \(plugin 'local:flaky'\) failed to score 5 of the 9 "
-                                           r"answers scored so far \(the first: ValueError: cannot read 'x'\)"):
+    with pytest.raises(
+        PluginFailed,
+        match=r"^task 'flaky' \(plugin 'local:flaky'\) failed to score 5 of the 9 "
+        r"answers scored so far \(the first: ValueError: cannot read 'x'\)",
+    ):
         score_all(task, [(problems[0], "x"), (problems[1], "x")])
 
 
@@ -158,25 +204,40 @@ def test_the_guard_names_the_task_for_a_non_score_and_for_its_other_methods() ->
 
     task = GuardedTask(Broken(size=2), "broken", "dist:broken")
     (problem, _) = task.problems("eval")
-    with pytest.raises(ScoreFailed, match=r"^task 'broken' \(plugin 'dist:broken'\) failed while scoring problem "
-                                          r"'add-0': returned float 0.5, not a Score$"):
+    with pytest.raises(
+        ScoreFailed,
+        match=r"^task 'broken' \(plugin 'dist:broken'\) failed while scoring problem "
+        r"'add-0': returned float 0.5, not a Score$",
+    ):
         task.score(problem, "4")
-    with pytest.raises(PluginFailed, match=r"^task 'broken' \(plugin 'dist:broken'\) failed while writing the prompt "
-                                           r"of problem 'add-0': KeyError: 'template'$"):
+    with pytest.raises(
+        PluginFailed,
+        match=r"^task 'broken' \(plugin 'dist:broken'\) failed while writing the prompt "
+        r"of problem 'add-0': KeyError: 'template'$",
+    ):
         task.messages(problem)
 
 
-@pytest.mark.parametrize(("score", "expected"), [
-    (lambda p, c: 1.0, "score(problem 'add-0', its reference answer) returned float 1.0, not a Score"),
-    (lambda p, c: Score({"correct": 1.0}, "correct"),
-     "score(problem 'add-0', its reference answer) gave no 'format', which reward_weights names (its rewards: "
-     "correct)"),
-    (lambda p, c: Score({"correct": float("nan"), "format": 1.0}, "correct"),
-     "score(problem 'add-0', its reference answer): reward 'correct' is float nan, not a finite number"),
-    (lambda p, c: Score({"correct": 1.0, "format": 1.0}, "right"),
-     "score(problem 'add-0', its reference answer): its primary 'right' is not one of its rewards"),
-    (lambda p, c: {}["x"], "score(problem 'add-0', its reference answer) raised KeyError: 'x'"),
-])
+@pytest.mark.parametrize(
+    ("score", "expected"),
+    [
+        (lambda p, c: 1.0, "score(problem 'add-0', its reference answer) returned float 1.0, not a Score"),
+        (
+            lambda p, c: Score({"correct": 1.0}, "correct"),
+            "score(problem 'add-0', its reference answer) gave no 'format', which reward_weights names (its rewards: "
+            "correct)",
+        ),
+        (
+            lambda p, c: Score({"correct": float("nan"), "format": 1.0}, "correct"),
+            "score(problem 'add-0', its reference answer): reward 'correct' is float nan, not a finite number",
+        ),
+        (
+            lambda p, c: Score({"correct": 1.0, "format": 1.0}, "right"),
+            "score(problem 'add-0', its reference answer): its primary 'right' is not one of its rewards",
+        ),
+        (lambda p, c: {}["x"], "score(problem 'add-0', its reference answer) raised KeyError: 'x'"),
+    ],
+)
 def test_check_score_and_check_task_catch_a_wrong_score(score, expected: str) -> None:
     task = FakeTask(size=2)
     task.score = score

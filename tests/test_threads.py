@@ -105,11 +105,27 @@ def _tiny_run(tmp_path, **config) -> dict:
     from harness.run import RunConfig, run
 
     plugins = with_uppercase_task()
-    folder = run(RunConfig(task="uppercase", model="tiny-random", trainer="grpo", steps=1, limit=2, train_limit=2,
-                           k="1", out=str(tmp_path), save_model=False, **config,
-                           options={"task": {}, "trainer": {"group_size": "2", "max_new_tokens": "4"},
-                                    "searcher": {"n": "1", "max_new_tokens": "4"}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            task="uppercase",
+            model="tiny-random",
+            trainer="grpo",
+            steps=1,
+            limit=2,
+            train_limit=2,
+            k="1",
+            out=str(tmp_path),
+            save_model=False,
+            **config,
+            options={
+                "task": {},
+                "trainer": {"group_size": "2", "max_new_tokens": "4"},
+                "searcher": {"n": "1", "max_new_tokens": "4"},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     assert threads.current() is None  # the run forgot its plan
     return json.loads((folder / "manifest.json").read_text())
 

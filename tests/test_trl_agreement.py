@@ -29,15 +29,23 @@ REWARDS = [0.0, 1.0, 0.5, 1.0, 0.25, 0.0, 1.0, 0.75]  # by row, prompt-major
 # ours (GRPOTrainer options) <-> TRL (GRPOConfig options)
 PAIRS = {
     "grpo": ({"loss_norm": "sequence", "advantage": "grpo"}, {"loss_type": "grpo", "scale_rewards": "group"}),
-    "dapo": ({"loss_norm": "token", "advantage": "grpo", "eps_high": 0.28},
-             {"loss_type": "dapo", "scale_rewards": "group", "epsilon_high": 0.28}),
+    "dapo": (
+        {"loss_norm": "token", "advantage": "grpo", "eps_high": 0.28},
+        {"loss_type": "dapo", "scale_rewards": "group", "epsilon_high": 0.28},
+    ),
     "dr_grpo": ({"loss_norm": "constant", "advantage": "dr_grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
-    "grpo+kl": ({"loss_norm": "sequence", "advantage": "grpo", "beta": 0.04},
-                {"loss_type": "grpo", "scale_rewards": "group", "beta": 0.04, "use_bias_correction_kl": False}),
-    "mask_truncated": ({"loss_norm": "token", "advantage": "grpo", "mask_truncated": True},
-                       {"loss_type": "dapo", "scale_rewards": "group", "mask_truncated_completions": True}),
-    "gspo": ({"loss_norm": "sequence", "advantage": "grpo", "importance_sampling_level": "sequence"},
-             {"loss_type": "grpo", "scale_rewards": "group", "importance_sampling_level": "sequence"}),
+    "grpo+kl": (
+        {"loss_norm": "sequence", "advantage": "grpo", "beta": 0.04},
+        {"loss_type": "grpo", "scale_rewards": "group", "beta": 0.04, "use_bias_correction_kl": False},
+    ),
+    "mask_truncated": (
+        {"loss_norm": "token", "advantage": "grpo", "mask_truncated": True},
+        {"loss_type": "dapo", "scale_rewards": "group", "mask_truncated_completions": True},
+    ),
+    "gspo": (
+        {"loss_norm": "sequence", "advantage": "grpo", "importance_sampling_level": "sequence"},
+        {"loss_type": "grpo", "scale_rewards": "group", "importance_sampling_level": "sequence"},
+    ),
 }
 
 
@@ -67,27 +75,45 @@ def batch():
     generator = torch.Generator().manual_seed(0)
     completions = []
     for p, prompt in enumerate(PROMPTS):
-        prompt_ids = list(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                                  tokenize=True, return_dict=True)["input_ids"])
+        prompt_ids = list(
+            tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=True
+            )["input_ids"]
+        )
         for j in range(G):
             n = 2 + (3 * p + 2 * j) % (MAX_NEW - 1)
             ids = torch.randint(100, 5000, (n,), generator=generator).tolist()
             if n < MAX_NEW:  # a finished completion ends in EOS, as the engine returns it (TRL reads truncation so)
                 ids[-1] = tok.eos_token_id
-            completions.append(Completion(prompt_index=p, sample_index=j, prompt_ids=prompt_ids, token_ids=ids,
-                                          logprobs=[], text=tok.decode(ids, skip_special_tokens=True),
-                                          finished=n < MAX_NEW))
+            completions.append(
+                Completion(
+                    prompt_index=p,
+                    sample_index=j,
+                    prompt_ids=prompt_ids,
+                    token_ids=ids,
+                    logprobs=[],
+                    text=tok.decode(ids, skip_special_tokens=True),
+                    finished=n < MAX_NEW,
+                )
+            )
     assert len({len(c.token_ids) for c in completions}) > 3
     # old log-probs: the policy's own plus noise
     from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 
     padded = pad_completions(completions, tok.pad_token_id)
     with torch.no_grad():
-        logp = sequence_logprobs(policy.model, padded["input_ids"], padded["attention_mask"],
-                                 int(padded["prompt_width"]))
-    completions = [replace(c, logprobs=[float(x) + 0.3 * float(torch.randn((), generator=generator))
-                                        for x in logp[r, : len(c.token_ids)]])
-                   for r, c in enumerate(completions)]
+        logp = sequence_logprobs(
+            policy.model, padded["input_ids"], padded["attention_mask"], int(padded["prompt_width"])
+        )
+    completions = [
+        replace(
+            c,
+            logprobs=[
+                float(x) + 0.3 * float(torch.randn((), generator=generator)) for x in logp[r, : len(c.token_ids)]
+            ],
+        )
+        for r, c in enumerate(completions)
+    ]
     return plugins, policy, completions
 
 
@@ -102,8 +128,15 @@ def moved(model):
 
 
 def our_loss(plugins, policy, completions, options, start):
-    trainer = GRPOTrainer(plugins=plugins, prompts_per_step=len(PROMPTS), group_size=G, max_new_tokens=MAX_NEW,
-                          micro_batch=len(completions), max_grad_norm=1e9, **options)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        prompts_per_step=len(PROMPTS),
+        group_size=G,
+        max_new_tokens=MAX_NEW,
+        micro_batch=len(completions),
+        max_grad_norm=1e9,
+        **options,
+    )
     model = copy.deepcopy(start)
     rewards = torch.tensor(REWARDS).view(-1, 1, 1)
     advantages = trainer.estimator(rewards, torch.tensor([c.prompt_index for c in completions]), torch.tensor([1.0]))
@@ -126,13 +159,24 @@ def trl_loss(policy, completions, options, start, out_dir):
     def reward(completions, **_):
         return [by_text[c[-1]["content"]] for c in completions]
 
-    args = GRPOConfig(output_dir=str(out_dir), per_device_train_batch_size=len(completions), num_generations=G,
-                      max_completion_length=MAX_NEW, use_cpu=True, bf16=False, gradient_checkpointing=False,
-                      report_to="none", save_strategy="no", disable_tqdm=True, **options)
+    args = GRPOConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=len(completions),
+        num_generations=G,
+        max_completion_length=MAX_NEW,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        **options,
+    )
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS])
     model = copy.deepcopy(start)
-    trainer = TRLTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                         processing_class=policy.tokenizer)
+    trainer = TRLTrainer(
+        model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=policy.tokenizer
+    )
     seen = []
 
     def fixed_generation(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -142,7 +186,8 @@ def trl_loss(policy, completions, options, start, out_dir):
     trainer._generate_single_turn = MethodType(fixed_generation, trainer)
     model.eval()
     inputs = trainer._generate_and_score_completions(
-        [{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS for _ in range(G)])
+        [{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS for _ in range(G)]
+    )
     assert seen == [c.prompt_ids for c in completions], "TRL tokenised the prompts differently"
     old = torch.zeros_like(inputs["completion_mask"], dtype=torch.float32)
     for r, c in enumerate(completions):
@@ -172,6 +217,8 @@ def test_our_loss_equals_trls(batch, name, tmp_path):
 def test_the_normalisations_are_told_apart(batch):
     """The batch's lengths differ, so a wrong mapping (our token mean against TRL's sequence mean) would show."""
     plugins, policy, completions = batch
-    values = {norm: our_loss(plugins, policy, completions, {"loss_norm": norm}, policy.model)[0]
-              for norm in ("sequence", "token", "constant")}
+    values = {
+        norm: our_loss(plugins, policy, completions, {"loss_norm": norm}, policy.model)[0]
+        for norm in ("sequence", "token", "constant")
+    }
     assert len({round(v, 6) for v in values.values()}) == 3

@@ -11,10 +11,36 @@ from pathlib import Path
 from tiny_runs import CEILING, harness_env, only_run
 
 SYSTEM = "You add numbers. Give the result alone."
-TINY_GRPO = ["run", "--model", "tiny-random", "--task", "math", "--trainer", "grpo", "--steps", "2", "--limit", "2",
-             "--train-limit", "4", "--k", "1", "--threads", "1", "--no-save-model", "--set", "trainer.group_size=2",
-             "--set", "trainer.prompts_per_step=1", "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2",
-             "--set", "searcher.max_new_tokens=4"]
+TINY_GRPO = [
+    "run",
+    "--model",
+    "tiny-random",
+    "--task",
+    "math",
+    "--trainer",
+    "grpo",
+    "--steps",
+    "2",
+    "--limit",
+    "2",
+    "--train-limit",
+    "4",
+    "--k",
+    "1",
+    "--threads",
+    "1",
+    "--no-save-model",
+    "--set",
+    "trainer.group_size=2",
+    "--set",
+    "trainer.prompts_per_step=1",
+    "--set",
+    "trainer.max_new_tokens=4",
+    "--set",
+    "searcher.n=2",
+    "--set",
+    "searcher.max_new_tokens=4",
+]
 
 REWARDS = '''
 import json
@@ -29,20 +55,49 @@ def by_difficulty(prompts, completions, difficulty, **kwargs):
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=harness_env(), capture_output=True,
-                          text=True, timeout=CEILING)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
 
 
 def test_grpo_trains_on_a_chat_dataset_with_a_batch_reward_reading_its_column(tmp_path: Path) -> None:
     import datasets
 
-    rows = [{"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {i} + {i + 3}?"}],
-             "solution": str(2 * i + 3), "difficulty": "easy" if i % 2 else "hard"} for i in range(16)]
+    rows = [
+        {
+            "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {i} + {i + 3}?"}],
+            "solution": str(2 * i + 3),
+            "difficulty": "easy" if i % 2 else "hard",
+        }
+        for i in range(16)
+    ]
     datasets.Dataset.from_list(rows).to_json(str(tmp_path / "sums.jsonl"))
     (tmp_path / "myrewards.py").write_text(REWARDS)
-    done = _cli([*TINY_GRPO, "--set", "task.source=hub", "--set", "task.hub_id=./sums.jsonl",
-                 "--set", "task.question=prompt", "--set", "task.answer=solution", "--set", "task.eval_fraction=0.5",
-                 "--reward", "myrewards:by_difficulty", "--out", "runs"], tmp_path)
+    done = _cli(
+        [
+            *TINY_GRPO,
+            "--set",
+            "task.source=hub",
+            "--set",
+            "task.hub_id=./sums.jsonl",
+            "--set",
+            "task.question=prompt",
+            "--set",
+            "task.answer=solution",
+            "--set",
+            "task.eval_fraction=0.5",
+            "--reward",
+            "myrewards:by_difficulty",
+            "--out",
+            "runs",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     run = only_run(tmp_path / "runs")
     assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
@@ -71,15 +126,54 @@ def test_grpo_trains_on_a_chat_dataset_with_a_batch_reward_reading_its_column(tm
 def test_sft_trains_on_a_conversational_dataset_s_completions(tmp_path: Path) -> None:
     import datasets
 
-    rows = [{"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {i} + 1?"}],
-             "completion": [{"role": "assistant", "content": f"{i} + 1 = {i + 1}, so \\boxed{{{i + 1}}}"}],
-             "answer": str(i + 1)} for i in range(12)]
+    rows = [
+        {
+            "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {i} + 1?"}],
+            "completion": [{"role": "assistant", "content": f"{i} + 1 = {i + 1}, so \\boxed{{{i + 1}}}"}],
+            "answer": str(i + 1),
+        }
+        for i in range(12)
+    ]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "sums"))
-    done = _cli(["run", "--model", "tiny-random", "--task", "math", "--trainer", "sft", "--steps", "1", "--limit", "1",
-                 "--train-limit", "3", "--k", "1", "--threads", "1", "--no-save-model", "--set", "trainer.batch_size=2",
-                 "--set", "searcher.n=1", "--set", "searcher.max_new_tokens=4", "--set", "task.source=hub",
-                 "--set", "task.hub_id=./sums", "--set", "task.question=prompt", "--set", "task.eval_fraction=0.5",
-                 "--out", "runs"], tmp_path)
+    done = _cli(
+        [
+            "run",
+            "--model",
+            "tiny-random",
+            "--task",
+            "math",
+            "--trainer",
+            "sft",
+            "--steps",
+            "1",
+            "--limit",
+            "1",
+            "--train-limit",
+            "3",
+            "--k",
+            "1",
+            "--threads",
+            "1",
+            "--no-save-model",
+            "--set",
+            "trainer.batch_size=2",
+            "--set",
+            "searcher.n=1",
+            "--set",
+            "searcher.max_new_tokens=4",
+            "--set",
+            "task.source=hub",
+            "--set",
+            "task.hub_id=./sums",
+            "--set",
+            "task.question=prompt",
+            "--set",
+            "task.eval_fraction=0.5",
+            "--out",
+            "runs",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     run = only_run(tmp_path / "runs")
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]

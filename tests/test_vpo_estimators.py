@@ -74,8 +74,12 @@ def test_random_weights_use_one_trade_off_per_group():
     assert torch.equal(a, b)  # seeded
     g = torch.Generator().manual_seed(3)
     w0, w1 = dirichlet(2, 1, g)[0], dirichlet(2, 1, g)[0]
-    expected = torch.cat([group_relative(torch.tensor([w0[0], w0[1]]), torch.tensor([0, 0])),
-                          group_relative(torch.tensor([w1[0], w1[1]]), torch.tensor([0, 0]))])
+    expected = torch.cat(
+        [
+            group_relative(torch.tensor([w0[0], w0[1]]), torch.tensor([0, 0])),
+            group_relative(torch.tensor([w1[0], w1[1]]), torch.tensor([0, 0])),
+        ]
+    )
     uniform = random_weights(rewards, groups, weights, generator=torch.Generator().manual_seed(3), weighting="uniform")
     assert torch.allclose(uniform, expected)
     # "task" weighting: the same draws times n x the task's weights (2 x 1 here), which the group's std divides out
@@ -173,7 +177,8 @@ def test_pkpo_leave_one_out_binary_closed_form():
         assert got.tolist() == pytest.approx(expected, abs=1e-12)
     # k = 1: (g_i - mean g) / (n - 1)
     assert loo_max_at_k_advantages(torch.tensor(correct, dtype=torch.float64), 1).tolist() == pytest.approx(
-        [(f - c / n) / (n - 1) for f in correct])
+        [(f - c / n) / (n - 1) for f in correct]
+    )
     assert loo_max_at_k_advantages(torch.tensor([0.7]), 1).tolist() == pytest.approx([0.7])  # no other sample
 
 
@@ -214,8 +219,9 @@ def test_pkpo_is_an_unbiased_estimate_of_the_max_at_k_gradient(k):
     n = 4
 
     def estimator(values):
-        return pkpo(values[:, None, None], torch.zeros(n, dtype=torch.long), torch.tensor([1.0], dtype=torch.float64),
-                    k=k)
+        return pkpo(
+            values[:, None, None], torch.zeros(n, dtype=torch.long), torch.tensor([1.0], dtype=torch.float64), k=k
+        )
 
     truth = _true_gradient(k)
     assert truth.abs().max() > 1e-3  # a gradient worth matching
@@ -248,5 +254,6 @@ def test_pkpo_works_per_group():
         assert torch.allclose(adv[members], loo_max_at_k_advantages(rewards[members, 0, 0], 2))
     # group 0 = [1, 0, 0, 0]: only the correct sample moves, by C(3, 1) / C(4, 2) = 1/2
     assert adv[groups == 0].tolist() == pytest.approx([0.5, 0.0, 0.0, 0.0])
-    assert torch.equal(pkpo(torch.ones(4, 1, 1), torch.zeros(4, dtype=torch.long), torch.tensor([1.0]), k=4),
-                       torch.zeros(4))  # nothing to tell apart: no update
+    assert torch.equal(
+        pkpo(torch.ones(4, 1, 1), torch.zeros(4, dtype=torch.long), torch.tensor([1.0]), k=4), torch.zeros(4)
+    )  # nothing to tell apart: no update

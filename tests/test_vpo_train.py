@@ -20,13 +20,23 @@ def _lines(path):
 
 def test_vpo_warms_up_then_trains_on_answer_sets(tiny_policy, plugins, tmp_path):
     before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
-    trainer = VPOTrainer(plugins=plugins, steps=2, prompts_per_step=2, group_size=3, answers_per_rollout=2,
-                         max_new_tokens=12, lr=1e-3, warmup_steps=1, warmup_samples=2)
+    trainer = VPOTrainer(
+        plugins=plugins,
+        steps=2,
+        prompts_per_step=2,
+        group_size=3,
+        answers_per_rollout=2,
+        max_new_tokens=12,
+        lr=1e-3,
+        warmup_steps=1,
+        warmup_samples=2,
+    )
     assert trainer.config.advantage == "vpo"
     store = RunStore(tmp_path, "run")
     task = UppercaseTask()
-    trainer.train(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, task.problems("train"),
-                  store=store)
+    trainer.train(
+        tiny_policy, TransformersEngine(tiny_policy, progress=False), task, task.problems("train"), store=store
+    )
     assert any(not torch.equal(before[k], v) for k, v in tiny_policy.model.state_dict().items())
     steps = _lines(store.dir / "steps.jsonl")
     assert [s["stage"] for s in steps] == ["warmup", "train", "train"]
@@ -39,11 +49,24 @@ def test_vpo_warms_up_then_trains_on_answer_sets(tiny_policy, plugins, tmp_path)
 
 
 def test_a_vpo_run_evaluates_candidates_in_its_own_format(tmp_path, plugins, tiny_policy_spec):
-    folder = run(RunConfig(model="tiny-random", trainer="vpo", steps=1, limit=2, train_limit=4, k="1,4",
-                           out=str(tmp_path),
-                           options={"task": {}, "trainer": {"group_size": 2, "warmup_steps": 1, "warmup_samples": 4},
-                                    "searcher": {"n": 4, "embedding_diversity": "false"}}),
-                 plugins=plugins, echo=lambda _: None)
+    folder = run(
+        RunConfig(
+            model="tiny-random",
+            trainer="vpo",
+            steps=1,
+            limit=2,
+            train_limit=4,
+            k="1,4",
+            out=str(tmp_path),
+            options={
+                "task": {},
+                "trainer": {"group_size": 2, "warmup_steps": 1, "warmup_samples": 4},
+                "searcher": {"n": 4, "embedding_diversity": "false"},
+            },
+        ),
+        plugins=plugins,
+        echo=lambda _: None,
+    )
     manifest = json.loads((folder / "manifest.json").read_text())
     searcher = manifest["resolved_options"]["searcher"]
     assert searcher["answers_per_rollout"] == 4  # the trainer's M, passed to the evaluation

@@ -27,8 +27,7 @@ BETAS = "-4,0,4,8"
 @pytest.fixture
 def vector_path(tmp_path):
     generator = torch.Generator().manual_seed(0)
-    vector = SteeringVector(vector=torch.randn(64, generator=generator), layer=1, model="tiny-random",
-                            behaviour="test")
+    vector = SteeringVector(vector=torch.randn(64, generator=generator), layer=1, model="tiny-random", behaviour="test")
     path = tmp_path / "vector.safetensors"
     vector.save(path)
     return path
@@ -39,9 +38,15 @@ def _lines(path):
 
 
 def _vspo(plugins, vector_path, **options):
-    defaults = {"vector": str(vector_path), "betas": BETAS, "beta_unit": "absolute", "group_size": 4,
-                "prompts_per_step": 2,
-                "max_new_tokens": 6, "lr": 1e-3}
+    defaults = {
+        "vector": str(vector_path),
+        "betas": BETAS,
+        "beta_unit": "absolute",
+        "group_size": 4,
+        "prompts_per_step": 2,
+        "max_new_tokens": 6,
+        "lr": 1e-3,
+    }
     return VSPOTrainer(plugins=plugins, **{**defaults, **options})
 
 
@@ -53,10 +58,10 @@ def test_steering_changes_sampling_but_only_the_policy_trains(tiny_policy, plugi
     vector = SteeringVector.load(vector_path, tiny_policy)
     plain = engine.generate(messages, params)
     steered = engine.generate(messages, params, steering=Steering(vector, [-4.0, 0.0, 4.0, 8.0]))
-    assert [c.token_ids for c in plain if c.sample_index != 1] != [c.token_ids for c in steered
-                                                                   if c.sample_index != 1]
-    assert [c.token_ids for c in plain if c.sample_index == 1] == [c.token_ids for c in steered
-                                                                   if c.sample_index == 1]  # beta = 0
+    assert [c.token_ids for c in plain if c.sample_index != 1] != [c.token_ids for c in steered if c.sample_index != 1]
+    assert [c.token_ids for c in plain if c.sample_index == 1] == [
+        c.token_ids for c in steered if c.sample_index == 1
+    ]  # beta = 0
 
     file_bytes = vector_path.read_bytes()
     before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
@@ -86,12 +91,15 @@ def test_tokens_sampled_under_steering_are_likelier_steered_than_unsteered(tiny_
     task = UppercaseTask()
     trainer = _vspo(plugins, vector_path)
     vector = SteeringVector.load(vector_path, tiny_policy)
-    completions = engine.generate([task.messages(p) for p in task.problems("train")[:2]],
-                                  SamplingParams(n=64, max_new_tokens=16, seed=0),
-                                  steering=Steering(vector, [-4.0, 0.0, 4.0, 8.0] * 16))
+    completions = engine.generate(
+        [task.messages(p) for p in task.problems("train")[:2]],
+        SamplingParams(n=64, max_new_tokens=16, seed=0),
+        steering=Steering(vector, [-4.0, 0.0, 4.0, 8.0] * 16),
+    )
     unsteered = trainer.unsteered_logprobs(tiny_policy.model, tiny_policy.tokenizer, completions)
-    gaps = torch.tensor([s - u for c, lp in zip(completions, unsteered, strict=True)
-                         for s, u in zip(c.logprobs, lp, strict=True)])
+    gaps = torch.tensor(
+        [s - u for c, lp in zip(completions, unsteered, strict=True) for s, u in zip(c.logprobs, lp, strict=True)]
+    )
     assert gaps.mean() > 2 * gaps.std() / len(gaps) ** 0.5
 
 
@@ -100,9 +108,11 @@ def test_the_update_uses_the_unsteered_policy_s_logprobs(tiny_policy, plugins, v
     task = UppercaseTask()
     trainer = _vspo(plugins, vector_path)
     vector = SteeringVector.load(vector_path, tiny_policy)
-    completions = engine.generate([task.messages(p) for p in task.problems("train")[:2]],
-                                  SamplingParams(n=4, max_new_tokens=6, seed=1),
-                                  steering=Steering(vector, trainer.betas))
+    completions = engine.generate(
+        [task.messages(p) for p in task.problems("train")[:2]],
+        SamplingParams(n=4, max_new_tokens=6, seed=1),
+        steering=Steering(vector, trainer.betas),
+    )
     seen = {}
     original = GRPOTrainer.update
 
@@ -117,13 +127,12 @@ def test_the_update_uses_the_unsteered_policy_s_logprobs(tiny_policy, plugins, v
         for c in completions:
             ids = torch.tensor([c.prompt_ids + c.token_ids])
             logp = torch.log_softmax(tiny_policy.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
-            plain.append(logp[len(c.prompt_ids) - 1:].gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0])
+            plain.append(logp[len(c.prompt_ids) - 1 :].gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0])
     advantages = torch.linspace(-1, 1, len(completions))
     optimizer = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-3)
     # once per batch, before the first pass: the old log-probs become the unsteered policy's
     corrected = trainer.rollout_correction(tiny_policy.model, tiny_policy.tokenizer, engine, completions)
-    stats = trainer.update(tiny_policy.model, tiny_policy.tokenizer, optimizer, None, corrected.completions,
-                           advantages)
+    stats = trainer.update(tiny_policy.model, tiny_policy.tokenizer, optimizer, None, corrected.completions, advantages)
 
     used = seen["completions"]
     for c, u, p in zip(completions, used, plain, strict=True):
@@ -131,8 +140,9 @@ def test_the_update_uses_the_unsteered_policy_s_logprobs(tiny_policy, plugins, v
         assert u.token_ids == c.token_ids
         if c.sample_index == 1:  # beta = 0: the steered log-probs were the unsteered ones already
             assert torch.allclose(torch.tensor(c.logprobs), p, atol=1e-4)
-    assert any(not torch.allclose(torch.tensor(c.logprobs), p, atol=1e-2) for c, p in zip(completions, plain,
-                                                                                          strict=True))
+    assert any(
+        not torch.allclose(torch.tensor(c.logprobs), p, atol=1e-2) for c, p in zip(completions, plain, strict=True)
+    )
     assert abs(stats["ratio_mean"] - 1.0) < 1e-3 and "steer_logratio" in stats
 
 
@@ -142,8 +152,9 @@ def test_with_two_passes_the_second_clips_as_grpo_s_does(tiny_policy, plugins, v
     engine = TransformersEngine(tiny_policy, progress=False)
     task = UppercaseTask()
     store = RunStore(tmp_path, "run")
-    _vspo(plugins, vector_path, steps=1, num_iterations=2, lr=3e-2).train(tiny_policy, engine, task,
-                                                                          task.problems("train"), store=store)
+    _vspo(plugins, vector_path, steps=1, num_iterations=2, lr=3e-2).train(
+        tiny_policy, engine, task, task.problems("train"), store=store
+    )
     (step,) = _lines(store.dir / "steps.jsonl")
     assert step["clip_fraction_last_pass"] > 0.1  # a large step: many tokens' ratios leave [0.8, 1.2]
 
@@ -155,12 +166,12 @@ def test_strength_reward_orders_advantages_by_beta(plugins, vector_path):
     assert trainer.shaping() == {"steering/beta": 0.1}
     task = FakeTask()
     problems = task.problems("train")[:2]
-    completions = FakeEngine(["The answer is 42."]).generate([task.messages(p) for p in problems],
-                                                             SamplingParams(n=4))
+    completions = FakeEngine(["The answer is 42."]).generate([task.messages(p) for p in problems], SamplingParams(n=4))
     problems = [p for p in task.problems("train") if p.answer == "42"] * 2  # r0 = 1 + 0.5 for every answer
     components = list(task.score(problems[0], "").rewards)
-    scored = trainer.add_shaping(score_rollouts(task, problems, completions, components), problems, completions,
-                                 ["steering/beta"])
+    scored = trainer.add_shaping(
+        score_rollouts(task, problems, completions, components), problems, completions, ["steering/beta"]
+    )
     assert scored.rewards.shape == (8, 1, 3)
     assert scored.rewards[:, 0, -1].tolist() == [-4.0, 0.0, 4.0, 8.0] * 2
     weights = torch.tensor([task.reward_weights[c] for c in components] + [0.1])
@@ -193,14 +204,26 @@ def test_bad_vspo_options_are_one_line_errors(plugins, vector_path, tiny_policy,
     SteeringVector(vector=torch.ones(32), layer=0, model="other", behaviour="test").save(narrow)
     task = UppercaseTask()
     with pytest.raises(ValueError, match="hidden size 32") as err:
-        _vspo(plugins, narrow).train(tiny_policy, TransformersEngine(tiny_policy, progress=False), task,
-                                     task.problems("train"), store=RunStore(tmp_path, "run"))
+        _vspo(plugins, narrow).train(
+            tiny_policy,
+            TransformersEngine(tiny_policy, progress=False),
+            task,
+            task.problems("train"),
+            store=RunStore(tmp_path, "run"),
+        )
     assert "\n" not in str(err.value)
 
 
 def test_reward_shaped_grpo_adds_the_behaviour_component(tiny_policy, plugins, tmp_path):
-    trainer = GRPOTrainer(plugins=plugins, steps=1, prompts_per_step=1, group_size=2, max_new_tokens=4,
-                          behaviour="conciseness", behaviour_weight=0.5)
+    trainer = GRPOTrainer(
+        plugins=plugins,
+        steps=1,
+        prompts_per_step=1,
+        group_size=2,
+        max_new_tokens=4,
+        behaviour="conciseness",
+        behaviour_weight=0.5,
+    )
     assert trainer.shaping() == {"behaviour/conciseness": 0.5}
     seen = {}
     estimator = trainer.estimator
@@ -212,8 +235,9 @@ def test_reward_shaped_grpo_adds_the_behaviour_component(tiny_policy, plugins, t
     trainer.estimator = spy
     task = UppercaseTask()
     store = RunStore(tmp_path, "run")
-    trainer.train(tiny_policy, TransformersEngine(tiny_policy, progress=False), task, task.problems("train"),
-                  store=store)
+    trainer.train(
+        tiny_policy, TransformersEngine(tiny_policy, progress=False), task, task.problems("train"), store=store
+    )
     assert seen["rewards"].shape == (2, 1, 2) and seen["weights"].tolist() == [1.0, 0.5]
     samples = _lines(store.dir / "samples.jsonl")
     for s, row in zip(samples, seen["rewards"], strict=True):
@@ -233,14 +257,23 @@ def test_behaviour_plugins_load_the_scorers(plugins):
 def test_without_a_vector_vspo_builds_one_into_the_run_folder(tiny_policy, plugins, tmp_path):
     """Stage 1 inside the run: pairs rewritten by the policy itself, the vector saved with the run, its cost
     recorded; then training is steered by that vector."""
+
     class SampledEngine(TransformersEngine):  # a random model's greedy answers come back empty: sample instead
         def generate(self, prompts, params, *, desc="", steering=None):
             return super().generate(prompts, replace(params, temperature=1.0), desc=desc, steering=steering)
 
     engine = SampledEngine(tiny_policy, progress=False)
     task = UppercaseTask()
-    trainer = VSPOTrainer(plugins=plugins, behaviour="conciseness", betas="-0.2,0,0.2,0.4", group_size=4,
-                          prompts_per_step=1, steps=1, max_new_tokens=6, vector_prompts=3)
+    trainer = VSPOTrainer(
+        plugins=plugins,
+        behaviour="conciseness",
+        betas="-0.2,0,0.2,0.4",
+        group_size=4,
+        prompts_per_step=1,
+        steps=1,
+        max_new_tokens=6,
+        vector_prompts=3,
+    )
     store = RunStore(tmp_path, "run")
     trainer.train(tiny_policy, engine, task, task.problems("train"), store=store)
     path = store.dir / "steering_vector.safetensors"
@@ -261,8 +294,17 @@ def test_vspo_s_in_run_vector_can_be_rewritten_by_another_teacher(tiny_policy, p
             return super().generate(prompts, replace(params, temperature=1.0), desc=desc, steering=steering)
 
     task = UppercaseTask()
-    trainer = VSPOTrainer(plugins=plugins, behaviour="conciseness", betas="-0.2,0,0.2,0.4", group_size=4,
-                          prompts_per_step=1, steps=1, max_new_tokens=6, vector_prompts=3, teacher="tiny-random")
+    trainer = VSPOTrainer(
+        plugins=plugins,
+        behaviour="conciseness",
+        betas="-0.2,0,0.2,0.4",
+        group_size=4,
+        prompts_per_step=1,
+        steps=1,
+        max_new_tokens=6,
+        vector_prompts=3,
+        teacher="tiny-random",
+    )
     teacher = trainer.teacher_engine(tiny_policy)
     assert teacher is not None and teacher.policy.model is not tiny_policy.model  # a model of its own
     # the random teacher's greedy rewrites are empty too: it samples here, as the policy does
@@ -273,8 +315,9 @@ def test_vspo_s_in_run_vector_can_be_rewritten_by_another_teacher(tiny_policy, p
     assert vector.provenance["teacher"] == "tiny-random"
 
 
-def test_a_second_run_reuses_the_cached_vector_and_changed_weights_rebuild_it(tiny_policy, plugins, tmp_path,
-                                                                               monkeypatch, capsys):
+def test_a_second_run_reuses_the_cached_vector_and_changed_weights_rebuild_it(
+    tiny_policy, plugins, tmp_path, monkeypatch, capsys
+):
     """Same weights, prompts and options: the vector is copied from the cache, the teacher is never called, the
     run says so in one line and records ``vspo/vector_cached``. Other weights, or cache_vector=false: built."""
     import harness.teacher.rewrite as rewrite
@@ -284,15 +327,23 @@ def test_a_second_run_reuses_the_cached_vector_and_changed_weights_rebuild_it(ti
             return super().generate(prompts, replace(params, temperature=1.0), desc=desc, steering=steering)
 
     task = UppercaseTask()
-    options = {"behaviour": "conciseness", "betas": "-0.2,0,0.2,0.4", "group_size": 4, "prompts_per_step": 1,
-               "steps": 1, "max_new_tokens": 6, "vector_prompts": 3}
+    options = {
+        "behaviour": "conciseness",
+        "betas": "-0.2,0,0.2,0.4",
+        "group_size": 4,
+        "prompts_per_step": 1,
+        "steps": 1,
+        "max_new_tokens": 6,
+        "vector_prompts": 3,
+    }
     initial = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
 
     def run(name, **extra):
         tiny_policy.model.load_state_dict(initial)  # training moved the weights: start every run from the same
         store = RunStore(tmp_path, name)
         VSPOTrainer(plugins=plugins, **options, **extra).train(
-            tiny_policy, SampledEngine(tiny_policy, progress=False), task, task.problems("train"), store=store)
+            tiny_policy, SampledEngine(tiny_policy, progress=False), task, task.problems("train"), store=store
+        )
         metrics = json.loads((store.dir / "metrics.json").read_text())
         return (store.dir / "steering_vector.safetensors").read_bytes(), metrics
 
@@ -324,8 +375,9 @@ def test_the_steered_engine_declares_what_the_engine_samples_in(tiny_policy):
     from harness.trainers.vspo import _SteeredEngine
 
     engine = TransformersEngine(tiny_policy, progress=False, rollout_dtype="bfloat16")
-    vector = SteeringVector(torch.ones(tiny_policy.model.config.hidden_size), layer=0, model="tiny-random",
-                            behaviour="test")
+    vector = SteeringVector(
+        torch.ones(tiny_policy.model.config.hidden_size), layer=0, model="tiny-random", behaviour="test"
+    )
     steered = _SteeredEngine(engine, Steering(vector, [0.0]))
     assert sampler_precision(steered, tiny_policy.model) == "bfloat16"
     assert resolve_autocast("auto", sampler_precision(steered, tiny_policy.model), "float32") == "bfloat16"

@@ -9,13 +9,53 @@ import subprocess
 import sys
 from pathlib import Path
 
-RUN = ["run", "--model", "tiny-random", "--trainer", "grpo", "--steps", "3", "--limit", "2", "--train-limit", "4",
-       "--k", "1,2", "--threads", "1", "--set", "trainer.group_size=2", "--set", "trainer.prompts_per_step=1",
-       "--set", "trainer.max_new_tokens=4", "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4",
-       "--checkpoint-every", "1"]  # a checkpoint after every step (default: 10 minutes), so kills land between them
+RUN = [
+    "run",
+    "--model",
+    "tiny-random",
+    "--trainer",
+    "grpo",
+    "--steps",
+    "3",
+    "--limit",
+    "2",
+    "--train-limit",
+    "4",
+    "--k",
+    "1,2",
+    "--threads",
+    "1",
+    "--set",
+    "trainer.group_size=2",
+    "--set",
+    "trainer.prompts_per_step=1",
+    "--set",
+    "trainer.max_new_tokens=4",
+    "--set",
+    "searcher.n=2",
+    "--set",
+    "searcher.max_new_tokens=4",
+    "--checkpoint-every",
+    "1",
+]  # a checkpoint after every step (default: 10 minutes), so kills land between them
 # An evaluation only (no training, no curves to draw): the run the report tests copy into many folders.
-EVAL = ["run", "--model", "tiny-random", "--trainer", "none", "--limit", "2", "--k", "1,2", "--threads", "1",
-        "--set", "searcher.n=2", "--set", "searcher.max_new_tokens=4"]
+EVAL = [
+    "run",
+    "--model",
+    "tiny-random",
+    "--trainer",
+    "none",
+    "--limit",
+    "2",
+    "--k",
+    "1,2",
+    "--threads",
+    "1",
+    "--set",
+    "searcher.n=2",
+    "--set",
+    "searcher.max_new_tokens=4",
+]
 CEILING = 300  # seconds: a hang, never a speed
 
 
@@ -25,8 +65,13 @@ def harness_env(**extra: str) -> dict[str, str]:
 
 def harness(args: list[str], **env: str) -> subprocess.CompletedProcess:
     """`harness ARGS` in a fresh process, environment variables (fault points) added."""
-    return subprocess.run([sys.executable, "-m", "harness", *args], env=harness_env(**env), capture_output=True,
-                          text=True, timeout=CEILING)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        env=harness_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
 
 
 def without_timing(value):
@@ -38,8 +83,10 @@ def without_timing(value):
 
 def outcome(folder: Path) -> dict:
     """What a run computed: metrics, samples and steps without wall-clock fields."""
-    lines = {name: [without_timing(json.loads(line)) for line in (folder / name).read_text().splitlines()]
-             for name in ("samples.jsonl", "steps.jsonl")}
+    lines = {
+        name: [without_timing(json.loads(line)) for line in (folder / name).read_text().splitlines()]
+        for name in ("samples.jsonl", "steps.jsonl")
+    }
     return {"metrics": without_timing(json.loads((folder / "metrics.json").read_text())), **lines}
 
 

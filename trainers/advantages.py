@@ -57,8 +57,9 @@ def check_weighting(weighting: str) -> None:
         raise ValueError(f"unknown trade-off weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}")
 
 
-def trade_offs(weights: torch.Tensor, draws: int, generator: torch.Generator | None = None,
-               weighting: str = "task") -> tuple[torch.Tensor, torch.Tensor]:
+def trade_offs(
+    weights: torch.Tensor, draws: int, generator: torch.Generator | None = None, weighting: str = "task"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(which components take part [N] bool, ``draws`` trade-offs over them [draws, n]).
 
     "task" (default): Dirichlet(1) draws scaled component-wise by the task's weights (times n), so a draw's mean is
@@ -89,8 +90,17 @@ def dirichlet(n: int, draws: int, generator: torch.Generator | None = None) -> t
     return e / e.sum(dim=-1, keepdim=True)
 
 
-def vpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, generator=None, draws: int = 32,
-        present=None, weighting: str = "task", **_) -> torch.Tensor:
+def vpo(
+    rewards: torch.Tensor,
+    groups: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    generator=None,
+    draws: int = 32,
+    present=None,
+    weighting: str = "task",
+    **_,
+) -> torch.Tensor:
     """VPO: R(S) = E_w[max_m w . r(y_m)] over the weighted components (w: ``trade_offs``), estimated with ``draws``
     draws shared by every set of a batch (common random numbers: sets are compared under the same trade-offs),
     then normalised over the G sets of a prompt like GRPO. With one answer per rollout the max is linear, so the
@@ -101,8 +111,9 @@ def vpo(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, g
     return group_relative(set_reward(rewards[..., active], drawn, present), groups)
 
 
-def multi_rlvr(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, present=None,
-               weighting: str = "task", **_) -> torch.Tensor:
+def multi_rlvr(
+    rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, present=None, weighting: str = "task", **_
+) -> torch.Tensor:
     """Ablation "multi-answer without random weights": the set's best answer under one fixed weighting, the
     trade-offs' mean (the task's weights, or equal weights under "uniform")."""
     check_weighting(weighting)
@@ -112,16 +123,23 @@ def multi_rlvr(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tenso
     return group_relative(set_reward(rewards[..., active], fixed, present), groups)
 
 
-def random_weights(rewards: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, generator=None,
-                   present=None, weighting: str = "task", **_) -> torch.Tensor:
+def random_weights(
+    rewards: torch.Tensor,
+    groups: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    generator=None,
+    present=None,
+    weighting: str = "task",
+    **_,
+) -> torch.Tensor:
     """Ablation "random weights without multi-answer": each prompt's group is scored under one random trade-off
     (with M = 1 the best-of-set is the single answer; averaged over draws it would just be the mean weighting)."""
     scalar = torch.empty(rewards.shape[0])
     for g in groups.unique():
         members = groups == g
         active, w = trade_offs(weights, 1, generator, weighting)
-        scalar[members] = set_reward(rewards[members][..., active], w,
-                                     None if present is None else present[members])
+        scalar[members] = set_reward(rewards[members][..., active], w, None if present is None else present[members])
     return group_relative(scalar, groups)
 
 

@@ -53,8 +53,7 @@ class CollapseWatch:
         if self.first_tokens is None:
             self.first_tokens = mean
         elif mean <= self.shrunk_tokens and self.first_tokens >= self.shrink * max(mean, 1e-9):
-            return (f"the rollouts shrank to {mean:.1f} tokens on average from {self.first_tokens:.1f} at the first "
-                    f"step")
+            return f"the rollouts shrank to {mean:.1f} tokens on average from {self.first_tokens:.1f} at the first step"
         return None
 
     def update(self, grad_norm: float) -> str | None:
@@ -63,8 +62,10 @@ class CollapseWatch:
         if len(self.norms) >= 3:
             median = statistics.median(self.norms)
             if grad_norm > self.grad_spike * median:
-                reason = f"gradient norm {grad_norm:.3g}, {grad_norm / median:.0f}x the median {median:.3g} of the " \
-                         f"earlier steps"
+                reason = (
+                    f"gradient norm {grad_norm:.3g}, {grad_norm / median:.0f}x the median {median:.3g} of the "
+                    f"earlier steps"
+                )
         if grad_norm > 0:
             self.norms.append(grad_norm)
         return reason
@@ -75,8 +76,10 @@ class CollapseWatch:
         self.flat_run = self.flat_run + 1 if flat else 0
         if self.flat_run >= self.flat_steps and not self.warned_flat:
             self.warned_flat = True
-            return (f"the task's reward was {values[0]:g} for every answer {self.flat_run} steps in a row: "
-                    f"nothing in it to learn from")
+            return (
+                f"the task's reward was {values[0]:g} for every answer {self.flat_run} steps in a row: "
+                f"nothing in it to learn from"
+            )
         return None
 
 

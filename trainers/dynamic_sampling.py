@@ -54,10 +54,16 @@ def take_groups(batch: Rollouts, groups: Sequence[int], m: int) -> Rollouts:
     new_index = {g: k for k, g in enumerate(groups)}
     rows = [i for g in groups for i, c in enumerate(batch.completions) if c.prompt_index == g]
     s = batch.scored
-    scored = ScoredRollouts(rewards=s.rewards[rows], present=s.present[rows], scores=[s.scores[i] for i in rows],
-                            errors=s.errors, malformed=sum(len(s.scores[i]) < m for i in rows))
-    completions = [replace(batch.completions[i], prompt_index=new_index[batch.completions[i].prompt_index])
-                   for i in rows]
+    scored = ScoredRollouts(
+        rewards=s.rewards[rows],
+        present=s.present[rows],
+        scores=[s.scores[i] for i in rows],
+        errors=s.errors,
+        malformed=sum(len(s.scores[i]) < m for i in rows),
+    )
+    completions = [
+        replace(batch.completions[i], prompt_index=new_index[batch.completions[i].prompt_index]) for i in rows
+    ]
     return Rollouts([batch.problems[g] for g in groups], completions, scored, batch.advantages[rows])
 
 
@@ -67,12 +73,16 @@ def join(parts: Sequence[Rollouts], errors: int) -> Rollouts:
     for part in parts:
         completions += [replace(c, prompt_index=c.prompt_index + offset) for c in part.completions]
         offset += len(part.problems)
-    scored = ScoredRollouts(rewards=torch.cat([p.scored.rewards for p in parts]),
-                            present=torch.cat([p.scored.present for p in parts]),
-                            scores=[row for p in parts for row in p.scored.scores], errors=errors,
-                            malformed=sum(p.scored.malformed for p in parts))
-    return Rollouts([q for p in parts for q in p.problems], completions, scored,
-                    torch.cat([p.advantages for p in parts]))
+    scored = ScoredRollouts(
+        rewards=torch.cat([p.scored.rewards for p in parts]),
+        present=torch.cat([p.scored.present for p in parts]),
+        scores=[row for p in parts for row in p.scored.scores],
+        errors=errors,
+        malformed=sum(p.scored.malformed for p in parts),
+    )
+    return Rollouts(
+        [q for p in parts for q in p.problems], completions, scored, torch.cat([p.advantages for p in parts])
+    )
 
 
 def fill_batch(draw: Callable[[int], Rollouts], want: int, max_rounds: int, m: int) -> tuple[Rollouts, dict]:
@@ -92,13 +102,14 @@ def fill_batch(draw: Callable[[int], Rollouts], want: int, max_rounds: int, m: i
     topped_up = flat[: max(0, want - len(kept))]
     chosen = sorted(kept[:want] + topped_up)
     parts = [take_groups(batch, [g for rr, g in chosen if rr == r], m) for r, batch in enumerate(rounds)]
-    figures = {"dynamic_sampling/dropped_groups": len(flat) - len(topped_up),
-               "dynamic_sampling/redrawn_prompts": sum(len(b.problems) for b in rounds[1:])}
+    figures = {
+        "dynamic_sampling/dropped_groups": len(flat) - len(topped_up),
+        "dynamic_sampling/redrawn_prompts": sum(len(b.problems) for b in rounds[1:]),
+    }
     return join(parts, sum(b.scored.errors for b in rounds)), figures
 
 
-def refill_problems(problems: Sequence[Problem], seed: int, step: int,
-                    drawn: Sequence[Problem]) -> Iterator[Problem]:
+def refill_problems(problems: Sequence[Problem], seed: int, step: int, drawn: Sequence[Problem]) -> Iterator[Problem]:
     """The problems a step's extra rounds draw: a shuffled order of its own per (seed, step), skipping the ones the
     step already holds (``drawn``, and each one drawn here) while any training problem is still unused."""
     used = {p.id for p in drawn}

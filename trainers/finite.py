@@ -28,8 +28,10 @@ def check_update(name: str, loss: float, grad_norm) -> None:
     """Before the optimizer step: the loss and the gradient's norm must be finite (the weights are still good)."""
     norm = float(grad_norm)
     if not (math.isfinite(loss) and math.isfinite(norm)):
-        raise NonFiniteTraining(f"{name}: the loss is {loss:g} and the gradient norm {norm:g}: training stopped "
-                                "before this update (lower trainer.lr, or check the reward)")
+        raise NonFiniteTraining(
+            f"{name}: the loss is {loss:g} and the gradient norm {norm:g}: training stopped "
+            "before this update (lower trainer.lr, or check the reward)"
+        )
 
 
 @torch.no_grad()
@@ -37,5 +39,6 @@ def check_weights(name: str, parameters) -> None:
     """After the optimizer step: every trained weight must be finite."""
     for p in parameters:
         if p.requires_grad and not torch.isfinite(p).all():
-            raise NonFiniteTraining(f"{name}: the update made weights non-finite (NaN or inf): training stopped; "
-                                    "lower trainer.lr")
+            raise NonFiniteTraining(
+                f"{name}: the update made weights non-finite (NaN or inf): training stopped; lower trainer.lr"
+            )

@@ -85,11 +85,13 @@ class FormatWarmupOptions:
             if int(getattr(self, option)) < 1:
                 raise ValueError(f"{name}: {option} must be >= 1, got {getattr(self, option)!r}")
         if self.warmup_targets not in WARMUP_TARGETS:
-            raise ValueError(f"{name}: warmup_targets must be one of {', '.join(WARMUP_TARGETS)}, "
-                             f"got {self.warmup_targets!r}")
+            raise ValueError(
+                f"{name}: warmup_targets must be one of {', '.join(WARMUP_TARGETS)}, got {self.warmup_targets!r}"
+            )
         if self.warmup_selection not in WARMUP_SELECTIONS:
-            raise ValueError(f"{name}: warmup_selection must be one of {', '.join(WARMUP_SELECTIONS)}, "
-                             f"got {self.warmup_selection!r}")
+            raise ValueError(
+                f"{name}: warmup_selection must be one of {', '.join(WARMUP_SELECTIONS)}, got {self.warmup_selection!r}"
+            )
         if self.warmup_patience < 0:
             raise ValueError(f"{name}: warmup_patience must be >= 0, got {self.warmup_patience!r}")
         if self.warmup_steps < 0:
@@ -118,8 +120,9 @@ class WarmupPlan:
     selection: str = "successes"  # "successes" first, or "sampled" order (FormatWarmupOptions.warmup_selection)
 
 
-def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int,
-                     samples: int = 2) -> tuple[float, list[dict]]:
+def well_formed_rate(
+    engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int, samples: int = 2
+) -> tuple[float, list[dict]]:
     """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named; with M = 1 and
     none named, an answer the task could read), sampled in RL's format and budget; and the rollouts as samples.jsonl
     records (phase "warmup-check"), so a run that starts malformed shows what it wrote. Each record says whether one
@@ -128,7 +131,8 @@ def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], pl
     completions = engine.generate(
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
-        desc="warm-up check")
+        desc="warm-up check",
+    )
     # RL's own scoring: the M answers split as RL splits them, batch-scored; an answer whose scorer raised is None
     scored = score_rollouts(task, problems, completions, (), plan.m, plan.delimiter).scores
     records = []
@@ -137,9 +141,15 @@ def well_formed_rate(engine: Engine, task: Task, problems: Sequence[Problem], pl
             formatted = all(s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
         else:  # M answers: the structure is the format; one answer: that the task read one from it
             formatted = plan.m > 1 or all(s is not None and s.extracted is not None for s in scores)
-        records.append({"problem_id": problems[c.prompt_index].id, "phase": "warmup-check", "text": c.text,
-                        "well_formed": len(scores) == plan.m and formatted,
-                        "success": any(s is not None and s.success for s in scores)})
+        records.append(
+            {
+                "problem_id": problems[c.prompt_index].id,
+                "phase": "warmup-check",
+                "text": c.text,
+                "well_formed": len(scores) == plan.m and formatted,
+                "success": any(s is not None and s.success for s in scores),
+            }
+        )
     return sum(r["well_formed"] for r in records) / max(len(records), 1), records
 
 
@@ -147,17 +157,36 @@ def success_rate(records: Sequence[dict]) -> float:
     return sum(r["success"] for r in records) / max(len(records), 1)
 
 
-def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[Problem],
-                  check_problems: Sequence[Problem], plan: WarmupPlan, *, store, plugins) -> dict[str, float]:
+def format_warmup(
+    policy,
+    engine: Engine,
+    task: Task,
+    target_problems: Sequence[Problem],
+    check_problems: Sequence[Problem],
+    plan: WarmupPlan,
+    *,
+    store,
+    plugins,
+) -> dict[str, float]:
     """Train ``policy`` on the answer format until ``check_problems``' rollouts are well formed at
     ``plan.target_rate`` (or ``plan.max_steps`` are spent). Returns the figures it logged under ``warmup/``."""
     from harness.trainers.sft import SFTTrainer, target_records  # SFT's targets, records and update
 
-    sft = SFTTrainer(plugins=plugins, steps=plan.max_steps, targets="self", answers_per_rollout=plan.m,
-                     delimiter=plan.delimiter, samples_per_problem=max(plan.samples_per_problem, plan.m),
-                     max_target_tokens=plan.max_new_tokens, lr=plan.lr, seed=plan.seed,
-                     temperature=plan.temperature, batch_size=plan.batch_size, micro_batch=plan.micro_batch,
-                     select=plan.selection)
+    sft = SFTTrainer(
+        plugins=plugins,
+        steps=plan.max_steps,
+        targets="self",
+        answers_per_rollout=plan.m,
+        delimiter=plan.delimiter,
+        samples_per_problem=max(plan.samples_per_problem, plan.m),
+        max_target_tokens=plan.max_new_tokens,
+        lr=plan.lr,
+        seed=plan.seed,
+        temperature=plan.temperature,
+        batch_size=plan.batch_size,
+        micro_batch=plan.micro_batch,
+        select=plan.selection,
+    )
     model, tok = policy.model, policy.tokenizer
     started = time.perf_counter()
     before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
@@ -167,13 +196,16 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     kind = resolve_targets(plan.targets, task)
     if kind in ("extracted", "worked"):
         extracted, stats["skipped_nothing_extracted"] = extracted_targets(
-            task, examples, plan.m, plan.delimiter, worked=kind == "worked", format_component=plan.format_component)
+            task, examples, plan.m, plan.delimiter, worked=kind == "worked", format_component=plan.format_component
+        )
         if extracted or plan.targets != "auto":
             examples = extracted
         else:  # "auto", and the task read no answer in any sample (a model that never commits): teach them as written
             kind = "self"
-            print(f"{plan.name}: warm-up: no answer extracted from any sample; its targets are the samples as written",
-                  file=sys.stderr)
+            print(
+                f"{plan.name}: warm-up: no answer extracted from any sample; its targets are the samples as written",
+                file=sys.stderr,
+            )
     if not examples:
         raise ValueError(f"{plan.name} warm-up: no targets from {len(target_problems)} problems ({stats})")
     store.write_samples(target_records(examples, kind))  # samples.jsonl says which kind of target it was
@@ -182,13 +214,17 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
     order = cycle_problems(pairs, plan.seed)
     step = 0
     # at most max_steps: the bar's estimate is the longest the warm-up can take (it stops early at the target rate)
-    bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step",
-               leave=False)
+    bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step", leave=False)
     while rates[-1] < plan.target_rate and step < plan.max_steps and not plateaued(rates, plan.patience):
         for _ in range(min(plan.check_every, plan.max_steps - step)):
             started = time.perf_counter()
-            metrics = sft.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(plan.batch_size)],
-                                 autocast=plan.autocast)
+            metrics = sft.update(
+                model,
+                tok.pad_token_id,
+                optimizer,
+                [next(order) for _ in range(plan.batch_size)],
+                autocast=plan.autocast,
+            )
             store.log_step(step, {**metrics, "seconds": time.perf_counter() - started}, stage="warmup")
             step += 1
             bar.update(1)
@@ -197,22 +233,38 @@ def format_warmup(policy, engine: Engine, task: Task, target_problems: Sequence[
         rates.append(rate)
         bar.set_postfix(well_formed=f"{rate:.0%}")
     bar.close()
-    figures = {"warmup/well_formed_before": before, "warmup/well_formed_after": rates[-1],
-               "warmup/well_formed_rates": rates, "warmup/steps": step, "warmup/targets": len(examples),
-               "warmup/check_rollouts": len(checked), "warmup/check_success_before": success_before,
-               "warmup/check_success_after": success_rate(checked), "warmup/seconds": time.perf_counter() - started,
-               **{f"warmup/{k}": v for k, v in stats.items()}}
+    figures = {
+        "warmup/well_formed_before": before,
+        "warmup/well_formed_after": rates[-1],
+        "warmup/well_formed_rates": rates,
+        "warmup/steps": step,
+        "warmup/targets": len(examples),
+        "warmup/check_rollouts": len(checked),
+        "warmup/check_success_before": success_before,
+        "warmup/check_success_after": success_rate(checked),
+        "warmup/seconds": time.perf_counter() - started,
+        **{f"warmup/{k}": v for k, v in stats.items()},
+    }
     store.update_metrics(figures)
     what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
     # one line the user sees either way: the format before and after, and what it did to accuracy
-    print(f"{plan.name}: format warm-up: {before:.0%} -> {rates[-1]:.0%} well-formed {what} in {step} SFT steps "
-          f"(right: {success_before:.0%} -> {figures['warmup/check_success_after']:.0%}; {len(checked)} check "
-          f"rollouts of held-out problems)", file=sys.stderr)
+    print(
+        f"{plan.name}: format warm-up: {before:.0%} -> {rates[-1]:.0%} well-formed {what} in {step} SFT steps "
+        f"(right: {success_before:.0%} -> {figures['warmup/check_success_after']:.0%}; {len(checked)} check "
+        f"rollouts of held-out problems)",
+        file=sys.stderr,
+    )
     if rates[-1] < plan.target_rate:
-        why = (f"the rate stopped rising ({' -> '.join(f'{r:.0%}' for r in rates)}; trainer.warmup_patience)"
-               if plateaued(rates, plan.patience) else "raise trainer.warmup_steps")
-        print(f"{plan.name}: warning: RL starts with {rates[-1]:.0%} well-formed {what} (target "
-              f"{plan.target_rate:.0%}) after {step} warm-up steps; {why}", file=sys.stderr)
+        why = (
+            f"the rate stopped rising ({' -> '.join(f'{r:.0%}' for r in rates)}; trainer.warmup_patience)"
+            if plateaued(rates, plan.patience)
+            else "raise trainer.warmup_steps"
+        )
+        print(
+            f"{plan.name}: warning: RL starts with {rates[-1]:.0%} well-formed {what} (target "
+            f"{plan.target_rate:.0%}) after {step} warm-up steps; {why}",
+            file=sys.stderr,
+        )
     return figures
 
 
@@ -225,7 +277,7 @@ def plateaued(rates: Sequence[float], patience: int) -> bool:
 
 
 def resolve_targets(kind: str, task: Task) -> str:
-    """"auto": the task's own choice (TaskCapabilities.warmup_targets), else "worked" for a task that declares its
+    """ "auto": the task's own choice (TaskCapabilities.warmup_targets), else "worked" for a task that declares its
     answer form (reference completions), else "self"."""
     if kind != "auto":
         return kind
@@ -254,8 +306,9 @@ def worked_answer(task: Task, problem: Problem, text: str, extracted: str, forma
     return f"{text.rstrip()}\n{short}"
 
 
-def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str, worked: bool = False,
-                      format_component: str = "") -> tuple[list, int]:
+def extracted_targets(
+    task: Task, examples: Sequence, m: int, delimiter: str, worked: bool = False, format_component: str = ""
+) -> tuple[list, int]:
     """Each example's M answers replaced by the distinct answers the task extracts from them, written short (or,
     ``worked``, each as the policy wrote it with that short form after it: worked_answer); fewer than M distinct
     repeat in turn (the format is what is taught). Returns the examples and how many problems were dropped because
@@ -272,11 +325,21 @@ def extracted_targets(task: Task, examples: Sequence, m: int, delimiter: str, wo
             dropped += 1
             continue
         picks = [list(found.items())[i % len(found)] for i in range(m)]
-        answers = [worked_answer(task, example.problem, text, answer, format_component) if worked
-                   else written_answer(task, example.problem, answer) for answer, text in picks]
+        answers = [
+            worked_answer(task, example.problem, text, answer, format_component)
+            if worked
+            else written_answer(task, example.problem, answer)
+            for answer, text in picks
+        ]
         if (example.problem.id, tuple(answers)) in seen:
             continue
         seen.add((example.problem.id, tuple(answers)))
-        out.append(replace(example, target=join_answers(answers, delimiter), answers=answers,
-                           success=[task.score(example.problem, a).success for a in answers]))
+        out.append(
+            replace(
+                example,
+                target=join_answers(answers, delimiter),
+                answers=answers,
+                success=[task.score(example.problem, a).success for a in answers],
+            )
+        )
     return out, dropped

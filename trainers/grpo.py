@@ -153,36 +153,56 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
             raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {', '.join(LOSS_NORMS)}")
         self.check_post_training("grpo")
         if self.importance_sampling_level not in IMPORTANCE_LEVELS:
-            raise ValueError(f"grpo: importance_sampling_level must be one of {', '.join(IMPORTANCE_LEVELS)}, got "
-                             f"{self.importance_sampling_level!r}")
+            raise ValueError(
+                f"grpo: importance_sampling_level must be one of {', '.join(IMPORTANCE_LEVELS)}, got "
+                f"{self.importance_sampling_level!r}"
+            )
         if self.old_logprobs not in OLD_LOGPROBS:
             raise ValueError(f"grpo: old_logprobs must be one of {', '.join(OLD_LOGPROBS)}, got {self.old_logprobs!r}")
         if not self.tis_cap > 0:
             raise ValueError(f"grpo: tis_cap must be > 0, got {self.tis_cap!r}")
-        for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "micro_batch",
-                     "answers_per_rollout", "draws", "num_iterations"):
+        for name in (
+            "steps",
+            "prompts_per_step",
+            "group_size",
+            "max_new_tokens",
+            "micro_batch",
+            "answers_per_rollout",
+            "draws",
+            "num_iterations",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
         check_lr("grpo", self.lr)
         check_lr("grpo", self.warmup_lr, "warmup_lr")
-        if not (self.lr > 0 and self.temperature > 0 and 0 < self.top_p <= 1 and self.max_grad_norm > 0
-                and min(self.weight_decay, self.eps_low, self.eps_high, self.beta) >= 0):
-            raise ValueError(f"grpo: need lr, temperature and max_grad_norm > 0, 0 < top_p <= 1 and weight_decay, "
-                             f"eps_low, eps_high, beta >= 0; got lr={self.lr!r}, temperature={self.temperature!r}, "
-                             f"top_p={self.top_p!r}, max_grad_norm={self.max_grad_norm!r}, weight_decay="
-                             f"{self.weight_decay!r}, eps_low={self.eps_low!r}, eps_high={self.eps_high!r}, "
-                             f"beta={self.beta!r}")
+        if not (
+            self.lr > 0
+            and self.temperature > 0
+            and 0 < self.top_p <= 1
+            and self.max_grad_norm > 0
+            and min(self.weight_decay, self.eps_low, self.eps_high, self.beta) >= 0
+        ):
+            raise ValueError(
+                f"grpo: need lr, temperature and max_grad_norm > 0, 0 < top_p <= 1 and weight_decay, "
+                f"eps_low, eps_high, beta >= 0; got lr={self.lr!r}, temperature={self.temperature!r}, "
+                f"top_p={self.top_p!r}, max_grad_norm={self.max_grad_norm!r}, weight_decay="
+                f"{self.weight_decay!r}, eps_low={self.eps_low!r}, eps_high={self.eps_high!r}, "
+                f"beta={self.beta!r}"
+            )
         if self.trade_off_weights not in WEIGHTINGS:
-            raise ValueError(f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got "
-                             f"{self.trade_off_weights!r}")
+            raise ValueError(
+                f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got {self.trade_off_weights!r}"
+            )
         self.check_warmup("grpo")
         if self.max_resample_rounds < 0:
             raise ValueError(f"grpo: max_resample_rounds must be >= 0, got {self.max_resample_rounds!r}")
         if not self.overlong_penalty >= 0:
             raise ValueError(f"grpo: overlong_penalty must be >= 0, got {self.overlong_penalty!r}")
         if self.overlong_penalty > 0 and not 1 <= self.overlong_buffer <= self.max_new_tokens:
-            raise ValueError(f"grpo: overlong_penalty needs 1 <= overlong_buffer <= max_new_tokens "
-                             f"({self.max_new_tokens}), got overlong_buffer={self.overlong_buffer!r}")
+            raise ValueError(
+                f"grpo: overlong_penalty needs 1 <= overlong_buffer <= max_new_tokens "
+                f"({self.max_new_tokens}), got overlong_buffer={self.overlong_buffer!r}"
+            )
         self.check_ref_sync()
         if self.behaviour_weight and not self.behaviour:
             raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
@@ -193,13 +213,17 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
         if self.beta <= 0:
             raise ValueError("grpo: sync_ref_model needs beta > 0 (without the KL term there is no reference)")
         if self.lora_r:
-            raise ValueError("grpo: sync_ref_model needs full fine-tuning: a LoRA policy's reference is itself with "
-                             "the adapters off, no copy to move")
+            raise ValueError(
+                "grpo: sync_ref_model needs full fine-tuning: a LoRA policy's reference is itself with "
+                "the adapters off, no copy to move"
+            )
         if not 0 < self.ref_model_mixup_alpha <= 1:
             raise ValueError(f"grpo: ref_model_mixup_alpha must be in (0, 1], got {self.ref_model_mixup_alpha!r}")
         if not 1 <= self.ref_model_sync_steps <= self.steps:
-            raise ValueError(f"grpo: ref_model_sync_steps must be in [1, steps={self.steps}] (more would never sync), "
-                             f"got {self.ref_model_sync_steps!r}")
+            raise ValueError(
+                f"grpo: ref_model_sync_steps must be in [1, steps={self.steps}] (more would never sync), "
+                f"got {self.ref_model_sync_steps!r}"
+            )
 
 
 class GRPOTrainer:
@@ -213,12 +237,17 @@ class GRPOTrainer:
         # what the runner reads: the answer format and behaviour to evaluate the trained policy in
         # and whether rollouts may be sampled in another precision (--rollout-dtype auto): not when the sampler's
         # log-probs are kept as the old policy's (old_logprobs="sampler"); LoRA's merged save and prepare_policy
-        self.capabilities = replace(type(self).capabilities, answers_per_rollout=self.config.answers_per_rollout,
-                                    behaviour=self.config.behaviour,
-                                    recomputes_old_logprobs=self.config.old_logprobs != "sampler",
-                                    save_merged=self.config.save_merged, prepares_policy=True,
-                                    steps=self.config.steps, warmup_steps=self.config.warmup_steps,
-                                    warmup_target_rate=self.config.warmup_target_rate)
+        self.capabilities = replace(
+            type(self).capabilities,
+            answers_per_rollout=self.config.answers_per_rollout,
+            behaviour=self.config.behaviour,
+            recomputes_old_logprobs=self.config.old_logprobs != "sampler",
+            save_merged=self.config.save_merged,
+            prepares_policy=True,
+            steps=self.config.steps,
+            warmup_steps=self.config.warmup_steps,
+            warmup_target_rate=self.config.warmup_target_rate,
+        )
         # The estimator is looked up by name, so a plugin's estimator needs no change here.
         if plugins is None:
             from harness.plugins import get_plugin_manager
@@ -239,8 +268,9 @@ class GRPOTrainer:
             raise ValueError(f"{self.name}: no training problems")
         self.prepare_policy(policy)
         # autocast=auto: the update in the training rollouts' precision when they sample in bf16 over fp32 weights
-        cfg.autocast = resolve_autocast(cfg.autocast, sampler_precision(engine, policy.model),
-                                        weights_dtype(policy.model))
+        cfg.autocast = resolve_autocast(
+            cfg.autocast, sampler_precision(engine, policy.model), weights_dtype(policy.model)
+        )
         if cfg.warmup_steps > 0 and self.checkpoint_state(store) is None:  # a resumed run is past its warm-up
             self.format_warmup(policy, engine, task, problems, store)
         model, tok = policy.model, policy.tokenizer
@@ -278,32 +308,40 @@ class GRPOTrainer:
         timer = self.timer
         watch = CollapseWatch()
         healthy = None  # the trainable weights of the last step whose rollouts were healthy (a copy on the CPU)
-        for step in tqdm(range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps,
-                         disable=not dp.is_main):
+        for step in tqdm(
+            range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps, disable=not dp.is_main
+        ):
             started = time.perf_counter()
             set_lr(optimizer, cfg.lr * lr_factor(step, cfg.steps, cfg))
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             model.eval()
             # sampling: dynamic sampling's figures, when it is on
-            rollouts, sampling = self.step_rollouts(engine, task, problems, batch_problems, step, task_components,
-                                                    shaping, weights)
+            rollouts, sampling = self.step_rollouts(
+                engine, task, problems, batch_problems, step, task_components, shaping, weights
+            )
             batch_problems, completions = rollouts.problems, rollouts.completions
             scored, advantages = rollouts.scored, rollouts.advantages
             generated = time.perf_counter()
-            answers_text = [a for c in completions
-                            for a in split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter)]
-            collapse = watch.rollouts(answers_text, [len(c.token_ids) for c in completions]) \
-                if cfg.stop_on_collapse else None
+            answers_text = [
+                a for c in completions for a in split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter)
+            ]
+            collapse = (
+                watch.rollouts(answers_text, [len(c.token_ids) for c in completions]) if cfg.stop_on_collapse else None
+            )
             if collapse and healthy is None:  # degenerate before this run changed anything: said, not undone
-                self.warn(store, f"{self.name} step {step}: the policy's rollouts are degenerate before any "
-                                 f"update of this run ({collapse})")
+                self.warn(
+                    store,
+                    f"{self.name} step {step}: the policy's rollouts are degenerate before any "
+                    f"update of this run ({collapse})",
+                )
                 collapse = None
             stats, mismatch = {}, {"gap": 0.0, "clipped": 0, "tokens": 0}
             if not collapse:  # (a collapsed step is not trained on: its update would only deepen the collapse)
                 if cfg.stop_on_collapse:
                     healthy = [p.detach().to("cpu", copy=True) for p in trainable_parameters(model)]
-                stats, corrected = self.update_batch(model, tok, trained, optimizer, reference, engine, completions,
-                                                     advantages)
+                stats, corrected = self.update_batch(
+                    model, tok, trained, optimizer, reference, engine, completions, advantages
+                )
                 mismatch = {"gap": corrected.abs_log_ratio, "clipped": corrected.clipped, "tokens": corrected.tokens}
                 spike = watch.update(stats["grad_norm"]) if cfg.stop_on_collapse else None
                 if spike:
@@ -324,8 +362,10 @@ class GRPOTrainer:
             metrics = {
                 "reward_mean": sum(answers) / max(len(answers), 1),  # over the answers written
                 "set_best_mean": sum(max(row, default=0.0) for row in scalars) / len(scalars),
-                **{f"reward/{c}": float((scored.rewards[..., i] * present).sum() / present.sum().clamp(min=1))
-                   for i, c in enumerate(components)},
+                **{
+                    f"reward/{c}": float((scored.rewards[..., i] * present).sum() / present.sum().clamp(min=1))
+                    for i, c in enumerate(components)
+                },
                 "zero_std_groups": float((flat_adv.abs().amax(dim=1) < 1e-6).float().mean()),
                 "score_errors": scored.errors,
                 "malformed_rate": scored.malformed / len(completions),
@@ -344,17 +384,27 @@ class GRPOTrainer:
                 **self.step_metrics(),
             }
             store.log_step(step, metrics)
-            shaped = scored.rewards[..., len(task_components):].tolist()  # [B][M][K]: kept with each sample
+            shaped = scored.rewards[..., len(task_components) :].tolist()  # [B][M][K]: kept with each sample
             store.write_samples(
-                {"problem_id": batch_problems[c.prompt_index].id, "phase": "train", "step": step,
-                 "sample_index": c.sample_index, "answer_index": j, "prompt": batch_problems[c.prompt_index].prompt,
-                 "reference": batch_problems[c.prompt_index].answer, "text": answer_text,
-                 "extracted": s.extracted if s else None, "unparsed": s.unparsed if s else None,
-                 "rewards": {**s.rewards, **dict(zip(shaping, shaped[b][j], strict=True))} if s else None,
-                 "scalar": x, "advantage": float(a)}
+                {
+                    "problem_id": batch_problems[c.prompt_index].id,
+                    "phase": "train",
+                    "step": step,
+                    "sample_index": c.sample_index,
+                    "answer_index": j,
+                    "prompt": batch_problems[c.prompt_index].prompt,
+                    "reference": batch_problems[c.prompt_index].answer,
+                    "text": answer_text,
+                    "extracted": s.extracted if s else None,
+                    "unparsed": s.unparsed if s else None,
+                    "rewards": {**s.rewards, **dict(zip(shaping, shaped[b][j], strict=True))} if s else None,
+                    "scalar": x,
+                    "advantage": float(a),
+                }
                 for b, (c, row, xs, a) in enumerate(zip(completions, scored.scores, scalars, advantages, strict=True))
                 for j, (s, x, answer_text) in enumerate(
-                    zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False))
+                    zip(row, xs, split_answers(c.text, cfg.answers_per_rollout, cfg.delimiter), strict=False)
+                )
             )
             if collapse:  # back to the weights that wrote the last healthy rollouts, and no further
                 with torch.no_grad():
@@ -362,8 +412,11 @@ class GRPOTrainer:
                         p.copy_(saved.to(p.device))
                 push_weights(engine, model, dp)
                 last_good = step if stats else step - 1  # a spike undoes this step's update, else the previous one's
-                self.warn(store, f"{self.name} stopped at step {step}: policy collapse ({collapse}); the policy is "
-                                 f"rolled back to its weights before step {last_good}'s update")
+                self.warn(
+                    store,
+                    f"{self.name} stopped at step {step}: policy collapse ({collapse}); the policy is "
+                    f"rolled back to its weights before step {last_good}'s update",
+                )
                 break
             # due by rank 0's clock: under --shard fsdp every rank gathers the optimizer state with it
             if checkpointer and dp.agree(checkpointer.due(step, cfg.steps)):
@@ -374,9 +427,17 @@ class GRPOTrainer:
             if store.step_models and dp.is_main and store.step_models.due(step):
                 store.step_models.save(step, policy)  # --save-every: a loadable model, kept
 
-    def step_rollouts(self, engine: Engine, task: Task, problems: Sequence[Problem],
-                      batch_problems: Sequence[Problem], step: int, task_components: Sequence[str],
-                      shaping: dict[str, float], weights: torch.Tensor) -> tuple[Rollouts, dict[str, float]]:
+    def step_rollouts(
+        self,
+        engine: Engine,
+        task: Task,
+        problems: Sequence[Problem],
+        batch_problems: Sequence[Problem],
+        step: int,
+        task_components: Sequence[str],
+        shaping: dict[str, float],
+        weights: torch.Tensor,
+    ) -> tuple[Rollouts, dict[str, float]]:
         """The step's scored rollouts: one round of ``batch_problems``, or under dynamic sampling as many rounds as
         it takes (at most ``max_resample_rounds`` more) to fill the step with groups that have spread."""
         cfg = self.config
@@ -390,8 +451,17 @@ class GRPOTrainer:
         extra = refill_problems(problems, cfg.seed, step, batch_problems)
         return fill_batch(draw, cfg.prompts_per_step, cfg.max_resample_rounds, cfg.answers_per_rollout)
 
-    def rollout_batch(self, engine: Engine, task: Task, problems: Sequence[Problem], step: int, round_: int,
-                      task_components: Sequence[str], shaping: dict[str, float], weights: torch.Tensor) -> Rollouts:
+    def rollout_batch(
+        self,
+        engine: Engine,
+        task: Task,
+        problems: Sequence[Problem],
+        step: int,
+        round_: int,
+        task_components: Sequence[str],
+        shaping: dict[str, float],
+        weights: torch.Tensor,
+    ) -> Rollouts:
         """One generation round: this rank's share of ``problems`` sampled G times, scored (with the shaping
         components), gathered from every rank, and their advantages. Round 0 keeps the seeds a step always had;
         dynamic sampling's later rounds take seeds of their own."""
@@ -402,8 +472,13 @@ class GRPOTrainer:
         with self.timer("generation"):
             completions = engine.generate(
                 [instruct(task.messages(p), cfg.answers_per_rollout, cfg.delimiter) for p in mine],
-                SamplingParams(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=cfg.seed * 100_003 + step + offset),
+                SamplingParams(
+                    n=cfg.group_size,
+                    max_new_tokens=cfg.max_new_tokens,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    seed=cfg.seed * 100_003 + step + offset,
+                ),
                 desc=f"{self.name} step {step} rollouts" + (f" (refill {round_})" if round_ else ""),
             )
         with self.timer("scoring"):  # and what turns scores into advantages: shaping, the gather, the estimator
@@ -413,9 +488,16 @@ class GRPOTrainer:
             if dp.world_size > 1:  # every rank holds the whole batch from here on, as one process would
                 completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
             groups = torch.tensor([c.prompt_index for c in completions])
-            advantages = self.estimator(scored.rewards, groups, weights, present=scored.present, draws=cfg.draws,
-                                        weighting=cfg.trade_off_weights, k=cfg.pkpo_k,
-                                        generator=torch.Generator().manual_seed(cfg.seed * 7919 + step + offset))
+            advantages = self.estimator(
+                scored.rewards,
+                groups,
+                weights,
+                present=scored.present,
+                draws=cfg.draws,
+                weighting=cfg.trade_off_weights,
+                k=cfg.pkpo_k,
+                generator=torch.Generator().manual_seed(cfg.seed * 7919 + step + offset),
+            )
         return Rollouts(list(problems), completions, scored, advantages)
 
     def update_batch(self, model, tok, trained, optimizer, reference, engine, completions, advantages):
@@ -428,10 +510,20 @@ class GRPOTrainer:
             engine.sleep()
         with self.timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
             corrected = self.rollout_correction(model, tok, engine, completions[rows])
-        passes = [self.update(trained, tok, optimizer, reference, corrected.completions, advantages[rows],
-                              tis_weights=corrected.weights, batch_rows=len(completions),
-                              batch_tokens=loss_tokens(completions, cfg.mask_truncated))
-                  for _ in range(cfg.num_iterations)]
+        passes = [
+            self.update(
+                trained,
+                tok,
+                optimizer,
+                reference,
+                corrected.completions,
+                advantages[rows],
+                tis_weights=corrected.weights,
+                batch_rows=len(completions),
+                batch_tokens=loss_tokens(completions, cfg.mask_truncated),
+            )
+            for _ in range(cfg.num_iterations)
+        ]
         # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
         stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
         if cfg.num_iterations > 1:
@@ -455,18 +547,33 @@ class GRPOTrainer:
         shuffled = list(itertools.islice(cycle_problems(problems, cfg.seed + 1), len(problems)))
         targets = shuffled[: cfg.warmup_problems]
         # held out from the targets where there are enough problems, so the rate is not one of memorised answers
-        check = shuffled[cfg.warmup_problems:][: cfg.warmup_check_problems] or shuffled[: cfg.warmup_check_problems]
+        check = shuffled[cfg.warmup_problems :][: cfg.warmup_check_problems] or shuffled[: cfg.warmup_check_problems]
         components = task.score(problems[0], "").rewards
         if cfg.warmup_format and cfg.warmup_format not in components:
-            raise ValueError(f"{self.name}: warmup_format {cfg.warmup_format!r} is not a reward component of task "
-                             f"{task.name!r}; it has {', '.join(components)}")
-        plan = WarmupPlan(m=cfg.answers_per_rollout, delimiter=cfg.delimiter, max_new_tokens=cfg.max_new_tokens,
-                          temperature=cfg.temperature, max_steps=cfg.warmup_steps, check_every=cfg.warmup_check_every,
-                          target_rate=cfg.warmup_target_rate, samples_per_problem=cfg.warmup_samples,
-                          lr=cfg.warmup_lr, batch_size=cfg.warmup_batch_size, micro_batch=cfg.micro_batch,
-                          seed=cfg.seed, targets=cfg.warmup_targets, format_component=cfg.warmup_format,
-                          name=self.name, autocast=cfg.autocast, patience=cfg.warmup_patience,
-                          selection=cfg.warmup_selection)
+            raise ValueError(
+                f"{self.name}: warmup_format {cfg.warmup_format!r} is not a reward component of task "
+                f"{task.name!r}; it has {', '.join(components)}"
+            )
+        plan = WarmupPlan(
+            m=cfg.answers_per_rollout,
+            delimiter=cfg.delimiter,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            max_steps=cfg.warmup_steps,
+            check_every=cfg.warmup_check_every,
+            target_rate=cfg.warmup_target_rate,
+            samples_per_problem=cfg.warmup_samples,
+            lr=cfg.warmup_lr,
+            batch_size=cfg.warmup_batch_size,
+            micro_batch=cfg.micro_batch,
+            seed=cfg.seed,
+            targets=cfg.warmup_targets,
+            format_component=cfg.warmup_format,
+            name=self.name,
+            autocast=cfg.autocast,
+            patience=cfg.warmup_patience,
+            selection=cfg.warmup_selection,
+        )
         format_warmup(policy, engine, task, targets, check, plan, store=store, plugins=self.plugins)
 
     def prepare_policy(self, policy) -> None:
@@ -506,8 +613,13 @@ class GRPOTrainer:
             return overlong_penalty(len(completion.token_ids), self.config.max_new_tokens, self.config.overlong_buffer)
         raise NotImplementedError(f"{self.name}: no value for reward component {name!r}")
 
-    def add_shaping(self, scored: ScoredRollouts, problems: Sequence[Problem], completions: Sequence[Completion],
-                    names: Sequence[str]) -> ScoredRollouts:
+    def add_shaping(
+        self,
+        scored: ScoredRollouts,
+        problems: Sequence[Problem],
+        completions: Sequence[Completion],
+        names: Sequence[str],
+    ) -> ScoredRollouts:
         """``scored`` with the shaping components appended to its rewards [B, M, N] -> [B, M, N + K]; an answer
         the task could not score gets zeros (it is not ``present``); a raising scorer counts as a score error."""
         cfg = self.config
@@ -535,9 +647,19 @@ class GRPOTrainer:
             old = policy_logprobs(model, tok.pad_token_id, completions, cfg, cfg.micro_batch, cfg.temperature)
         return correct_rollouts(completions, old, cfg.tis_cap)
 
-    def update(self, model, tok, optimizer, reference, completions, advantages, *,
-               tis_weights: Sequence[Sequence[float]] | None = None, batch_rows: int | None = None,
-               batch_tokens: int | None = None) -> dict[str, float]:
+    def update(
+        self,
+        model,
+        tok,
+        optimizer,
+        reference,
+        completions,
+        advantages,
+        *,
+        tis_weights: Sequence[Sequence[float]] | None = None,
+        batch_rows: int | None = None,
+        batch_tokens: int | None = None,
+    ) -> dict[str, float]:
         """One optimizer step over the whole batch, in micro-batches whose losses add up to the full-batch loss.
         ``tis_weights``: per token of each completion, the truncated importance weight of its policy-gradient loss
         (``rollout_correction``); None: 1.
@@ -558,9 +680,16 @@ class GRPOTrainer:
                 end = start + cfg.micro_batch
                 # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
                 with dp.no_sync(model, last=end >= rows):
-                    part = self._micro_batch(model, tok, reference, completions[start:end], advantages[start:end],
-                                             batch_rows, batch_tokens,
-                                             None if tis_weights is None else tis_weights[start:end])
+                    part = self._micro_batch(
+                        model,
+                        tok,
+                        reference,
+                        completions[start:end],
+                        advantages[start:end],
+                        batch_rows,
+                        batch_tokens,
+                        None if tis_weights is None else tis_weights[start:end],
+                    )
                 totals = {k: totals[k] + part[k] for k in totals}
             totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
         with phase_threads("update"), self.timer("optimizer"):
@@ -572,8 +701,17 @@ class GRPOTrainer:
         model.eval()
         return {**totals, "grad_norm": float(grad_norm), "lr": optimizer.param_groups[0]["lr"]}
 
-    def _micro_batch(self, model, tok, reference, part, advantages, batch_rows: int, batch_tokens: int,
-                     tis_weights: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
+    def _micro_batch(
+        self,
+        model,
+        tok,
+        reference,
+        part,
+        advantages,
+        batch_rows: int,
+        batch_tokens: int,
+        tis_weights: Sequence[Sequence[float]] | None = None,
+    ) -> dict[str, float]:
         """Loss and backward of one micro-batch, normalised by the whole batch's totals; its share of the stats."""
         cfg = self.config
         device = next(model.parameters()).device
@@ -591,22 +729,29 @@ class GRPOTrainer:
         kl = torch.zeros_like(per_token)
         if reference is not None:
             with torch.no_grad(), autocast(cfg, device):
-                ref_logp = sequence_logprobs(reference, batch["input_ids"], batch["attention_mask"], width,
-                                             cfg.temperature)
+                ref_logp = sequence_logprobs(
+                    reference, batch["input_ids"], batch["attention_mask"], width, cfg.temperature
+                )
             kl = k3_kl(logp, ref_logp)
             per_token = per_token + cfg.beta * kl
 
         def reduce(x: torch.Tensor) -> torch.Tensor:
-            return normalise((x * mask).sum(-1), mask.sum(-1), cfg.loss_norm, batch_rows, batch_tokens,
-                             cfg.max_new_tokens)
+            return normalise(
+                (x * mask).sum(-1), mask.sum(-1), cfg.loss_norm, batch_rows, batch_tokens, cfg.max_new_tokens
+            )
 
         loss = reduce(per_token)
         current_parallel().backward(loss)
-        return {"loss": loss.item(), "kl": float(reduce(kl.detach())),
-                "clip_fraction": float((clipped.float() * mask).sum()) / max(batch_tokens, 1),
-                # the ratio the clip acted on (under GSPO each token carries its completion's), averaged over tokens
-                "ratio_mean": float((torch.exp(log_importance_ratio(logp.detach(), batch["old_logp"], mask, level))
-                                     * mask).sum()) / max(batch_tokens, 1)}
+        return {
+            "loss": loss.item(),
+            "kl": float(reduce(kl.detach())),
+            "clip_fraction": float((clipped.float() * mask).sum()) / max(batch_tokens, 1),
+            # the ratio the clip acted on (under GSPO each token carries its completion's), averaged over tokens
+            "ratio_mean": float(
+                (torch.exp(log_importance_ratio(logp.detach(), batch["old_logp"], mask, level)) * mask).sum()
+            )
+            / max(batch_tokens, 1),
+        }
 
     def describe(self) -> dict:
         return asdict(self.config)

@@ -10,8 +10,9 @@ LOSS_NORMS = ("sequence", "token", "constant")
 IMPORTANCE_LEVELS = ("token", "sequence")
 
 
-def log_importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor | None = None,
-                         level: str = "token") -> torch.Tensor:
+def log_importance_ratio(
+    logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor | None = None, level: str = "token"
+) -> torch.Tensor:
     """log pi/pi_old per token [B, T]. "token" (PPO, GRPO): each token's own. "sequence" (GSPO): one per completion,
     the mean over its real tokens (``mask``) of log pi - log pi_old, given to each of its tokens, so the clip keeps
     or drops a completion whole and one outlying token cannot dominate the ratio of a long answer."""
@@ -27,9 +28,15 @@ def log_importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch
     return mean.expand_as(log_ratio)
 
 
-def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                      eps_low: float, eps_high: float, mask: torch.Tensor | None = None,
-                      level: str = "token") -> tuple[torch.Tensor, torch.Tensor]:
+def clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+    mask: torch.Tensor | None = None,
+    level: str = "token",
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A) and whether the clip was active, rho the ratio
     pi/pi_old of ``level`` (``log_importance_ratio``). ``advantages`` is [B] (one per rollout, broadcast to its
     tokens) or [B, T]."""
@@ -46,8 +53,9 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(delta) - delta - 1
 
 
-def normalise(row_sums: torch.Tensor, row_counts: torch.Tensor, norm: str, batch_rows: int, batch_tokens: int,
-              max_len: int) -> torch.Tensor:
+def normalise(
+    row_sums: torch.Tensor, row_counts: torch.Tensor, norm: str, batch_rows: int, batch_tokens: int, max_len: int
+) -> torch.Tensor:
     """Reduce per-row sums of a per-token loss to a scalar, with the batch totals passed in so micro-batches add up
     to exactly the full-batch value:
     - "sequence" (GRPO): mean over rows of each row's token mean;

@@ -38,18 +38,25 @@ def pad_completions(completions: Sequence[Completion], pad_id: int) -> dict[str,
         attention[r, p0 : p_width + len(c.token_ids)] = 1
         completion_mask[r, : len(c.token_ids)] = 1
         old_logp[r, : len(c.logprobs)] = torch.tensor(c.logprobs)
-    return {"input_ids": input_ids, "attention_mask": attention, "completion_mask": completion_mask,
-            "old_logp": old_logp, "prompt_width": torch.tensor(p_width)}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "completion_mask": completion_mask,
+        "old_logp": old_logp,
+        "prompt_width": torch.tensor(p_width),
+    }
 
 
-def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int,
-                      temperature: float = 1.0) -> torch.Tensor:
+def sequence_logprobs(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int, temperature: float = 1.0
+) -> torch.Tensor:
     """log pi(token) of every completion token [B, T], from one forward pass, at the sampling temperature."""
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     width = input_ids.shape[1] - prompt_width
     # Only the positions that predict completion tokens: the prompt's vocabulary-sized logits are never built.
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                   logits_to_keep=width + 1).logits
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=width + 1
+    ).logits
     logits = logits[:, :-1, :].float()
     if temperature > 0:
         logits = logits / temperature
@@ -69,16 +76,30 @@ class ScoredRollouts:
     malformed: int  # rollouts with fewer than M answers
 
 
-def score_rollouts(task: Task, problems: Sequence[Problem], completions: Sequence[Completion],
-                   components: Sequence[str], m: int = 1, delimiter: str = DELIMITER) -> ScoredRollouts:
+def score_rollouts(
+    task: Task,
+    problems: Sequence[Problem],
+    completions: Sequence[Completion],
+    components: Sequence[str],
+    m: int = 1,
+    delimiter: str = DELIMITER,
+) -> ScoredRollouts:
     """Split each completion into its (up to) M answers and score each against its prompt's problem."""
     rewards = torch.zeros((len(completions), m, len(components)))
     present = torch.zeros((len(completions), m), dtype=torch.bool)
     scores: list[list[Score | None]] = []
     errors = malformed = 0
     answers_of = [split_answers(c.text, m, delimiter) for c in completions]
-    results = iter(score_all(task, [(problems[c.prompt_index], answer)
-                                    for c, answers in zip(completions, answers_of, strict=True) for answer in answers]))
+    results = iter(
+        score_all(
+            task,
+            [
+                (problems[c.prompt_index], answer)
+                for c, answers in zip(completions, answers_of, strict=True)
+                for answer in answers
+            ],
+        )
+    )
     for b, answers in enumerate(answers_of):
         malformed += len(answers) < m
         row: list[Score | None] = []
@@ -95,14 +116,21 @@ def score_rollouts(task: Task, problems: Sequence[Problem], completions: Sequenc
     return ScoredRollouts(rewards, present, scores, errors, malformed)
 
 
-def join_rollouts(parts: Sequence[tuple[Sequence[Completion], ScoredRollouts]],
-                  prompts_per_part: int) -> tuple[list[Completion], ScoredRollouts]:
+def join_rollouts(
+    parts: Sequence[tuple[Sequence[Completion], ScoredRollouts]], prompts_per_part: int
+) -> tuple[list[Completion], ScoredRollouts]:
     """The ranks' rollouts of one data-parallel step as one batch, in rank order: the rank's prompt indices shifted
     by the prompts before it, so the result is what one process rolling out every prompt would hold."""
-    completions = [replace(c, prompt_index=c.prompt_index + rank * prompts_per_part)
-                   for rank, (part, _) in enumerate(parts) for c in part]
+    completions = [
+        replace(c, prompt_index=c.prompt_index + rank * prompts_per_part)
+        for rank, (part, _) in enumerate(parts)
+        for c in part
+    ]
     scored = [s for _, s in parts]
     return completions, ScoredRollouts(
-        rewards=torch.cat([s.rewards for s in scored]), present=torch.cat([s.present for s in scored]),
-        scores=[row for s in scored for row in s.scores], errors=sum(s.errors for s in scored),
-        malformed=sum(s.malformed for s in scored))
+        rewards=torch.cat([s.rewards for s in scored]),
+        present=torch.cat([s.present for s in scored]),
+        scores=[row for s in scored for row in s.scores],
+        errors=sum(s.errors for s in scored),
+        malformed=sum(s.malformed for s in scored),
+    )

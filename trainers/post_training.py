@@ -56,8 +56,9 @@ class PostTrainingOptions:
         if self.autocast not in AUTOCAST:
             raise ValueError(f"{name}: autocast must be one of auto, bfloat16, float16 or empty, got {self.autocast!r}")
         if self.lr_scheduler not in SCHEDULES:
-            raise ValueError(f"{name}: unknown lr_scheduler {self.lr_scheduler!r}; choose one of "
-                             f"{', '.join(SCHEDULES)}")
+            raise ValueError(
+                f"{name}: unknown lr_scheduler {self.lr_scheduler!r}; choose one of {', '.join(SCHEDULES)}"
+            )
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ValueError(f"{name}: warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
 
@@ -67,8 +68,10 @@ def prepare_policy(policy: Any, options: PostTrainingOptions) -> None:
     model = policy.model
     loaded = getattr(policy, "adapter", None)
     if loaded is not None and not options.lora_r:
-        raise ValueError("this policy is LoRA adapters over a base model: train its adapters (lora_r > 0) or load "
-                         "its merged weights (model-merged/, written with save_merged=true)")
+        raise ValueError(
+            "this policy is LoRA adapters over a base model: train its adapters (lora_r > 0) or load "
+            "its merged weights (model-merged/, written with save_merged=true)"
+        )
     if loaded is not None:  # adapters loaded from a saved run train on (they load frozen)
         for name, parameter in model.named_parameters():
             parameter.requires_grad_("lora_" in name)
@@ -79,8 +82,13 @@ def prepare_policy(policy: Any, options: PostTrainingOptions) -> None:
             raise ImportError("LoRA needs peft: pip install peft") from exc
         targets = options.lora_target_modules
         modules = targets if targets == "all-linear" else [t.strip() for t in targets.split(",")]
-        config = LoraConfig(r=options.lora_r, lora_alpha=options.lora_alpha, lora_dropout=options.lora_dropout,
-                            target_modules=modules, task_type="CAUSAL_LM")
+        config = LoraConfig(
+            r=options.lora_r,
+            lora_alpha=options.lora_alpha,
+            lora_dropout=options.lora_dropout,
+            target_modules=modules,
+            task_type="CAUSAL_LM",
+        )
         # peft keeps adapter weights in fp32 over bf16/fp16 weights (autocast_adapter_dtype): the updates that
         # train are not rounded away
         policy.adapter = get_peft_model(model, config)
@@ -93,9 +101,11 @@ def prepare_policy(policy: Any, options: PostTrainingOptions) -> None:
     if not options.lora_r and next(model.parameters()).dtype != torch.float32 and not getattr(policy, "adapter", None):
         import warnings
 
-        warnings.warn(f"full fine-tuning with {next(model.parameters()).dtype} weights rounds away updates smaller "
-                      "than their precision; keep float32 weights with autocast=bfloat16, or train LoRA adapters",
-                      stacklevel=2)
+        warnings.warn(
+            f"full fine-tuning with {next(model.parameters()).dtype} weights rounds away updates smaller "
+            "than their precision; keep float32 weights with autocast=bfloat16, or train LoRA adapters",
+            stacklevel=2,
+        )
 
 
 def checkpointing(model: Any) -> bool:

@@ -35,8 +35,9 @@ class RLAIFConfig(GRPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.behaviour:
-            raise ValueError("rlaif: behaviour=NAME is required: the registered behaviour the teacher judges "
-                             "(`harness list`)")
+            raise ValueError(
+                "rlaif: behaviour=NAME is required: the registered behaviour the teacher judges (`harness list`)"
+            )
         if int(self.judge_batch) < 1:
             raise ValueError(f"rlaif: judge_batch must be >= 1, got {self.judge_batch!r}")
 
@@ -63,8 +64,12 @@ class RLAIFTrainer(GRPOTrainer):
 
     def load_teacher(self, policy) -> Policy:
         if not self.config.teacher:
-            return Policy(model=_frozen_copy(policy.model), tokenizer=policy.tokenizer,
-                          spec=f"{policy.spec} (frozen initial copy)", source=policy.source)
+            return Policy(
+                model=_frozen_copy(policy.model),
+                tokenizer=policy.tokenizer,
+                spec=f"{policy.spec} (frozen initial copy)",
+                source=policy.source,
+            )
         from harness.models import load_policy
 
         teacher = load_policy(self.config.teacher, self.plugins["model"])
@@ -73,8 +78,11 @@ class RLAIFTrainer(GRPOTrainer):
 
     def step_metrics(self) -> dict[str, float]:
         judge = self.judge
-        return {"teacher_calls": judge.calls if judge else 0, "teacher_prompt_tokens": judge.prompt_tokens if judge
-                else 0, "teacher_seconds": self.judge_seconds}
+        return {
+            "teacher_calls": judge.calls if judge else 0,
+            "teacher_prompt_tokens": judge.prompt_tokens if judge else 0,
+            "teacher_seconds": self.judge_seconds,
+        }
 
     def state_dict(self) -> dict:
         judge = self.judge

@@ -58,8 +58,14 @@ def should_recompute(mode: str, engine: Any, model: Any, options: PostTrainingOp
 
 
 @torch.no_grad()
-def policy_logprobs(model: Any, pad_id: int, completions: Sequence[Completion], options: PostTrainingOptions,
-                    micro_batch: int, temperature: float) -> list[list[float]]:
+def policy_logprobs(
+    model: Any,
+    pad_id: int,
+    completions: Sequence[Completion],
+    options: PostTrainingOptions,
+    micro_batch: int,
+    temperature: float,
+) -> list[list[float]]:
     """log pi(token) of every completion token under ``model`` in the trainer's precision (its autocast), at the
     sampling temperature, ``micro_batch`` rows per forward pass."""
     model.eval()
@@ -70,8 +76,17 @@ def policy_logprobs(model: Any, pad_id: int, completions: Sequence[Completion], 
             part = completions[start : start + micro_batch]
             batch = pad_completions(part, pad_id)
             with autocast(options, device):
-                logp = sequence_logprobs(model, batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                                         int(batch["prompt_width"]), temperature).float().cpu()
+                logp = (
+                    sequence_logprobs(
+                        model,
+                        batch["input_ids"].to(device),
+                        batch["attention_mask"].to(device),
+                        int(batch["prompt_width"]),
+                        temperature,
+                    )
+                    .float()
+                    .cpu()
+                )
             out.extend(logp[r, : len(c.token_ids)].tolist() for r, c in enumerate(part))
     return out
 
@@ -92,8 +107,9 @@ class Corrected:
     tokens: int
 
 
-def correct_rollouts(completions: Sequence[Completion], old_logprobs: list[list[float]] | None,
-                     cap: float) -> Corrected:
+def correct_rollouts(
+    completions: Sequence[Completion], old_logprobs: list[list[float]] | None, cap: float
+) -> Corrected:
     """Pair each rollout's sampler log-probs with the old policy's (None: the sampler's are the old policy's, so
     every weight is exactly 1) and weigh its tokens."""
     rows, weights, gap, clipped, tokens = [], [], 0.0, 0, 0

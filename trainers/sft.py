@@ -82,8 +82,14 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
             raise ValueError(f"sft: unknown targets {self.targets!r}; choose one of {', '.join(TARGETS)}")
-        for name in ("steps", "batch_size", "max_target_tokens", "micro_batch", "samples_per_problem",
-                     "answers_per_rollout"):
+        for name in (
+            "steps",
+            "batch_size",
+            "max_target_tokens",
+            "micro_batch",
+            "samples_per_problem",
+            "answers_per_rollout",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"sft: {name} must be >= 1, got {getattr(self, name)!r}")
         check_lr("sft", self.lr)
@@ -145,11 +151,13 @@ class SFTTrainer:
 
     def encode(self, tok, examples: Sequence[Example]) -> list[tuple[list[int], list[int]]]:
         """(prompt ids, target ids) per example, the prompt in the chat template the engine samples with."""
-        return [(encode_chat(tok, e.messages), _target_ids(tok, e.target, self.config.max_target_tokens))
-                for e in examples]
+        return [
+            (encode_chat(tok, e.messages), _target_ids(tok, e.target, self.config.max_target_tokens)) for e in examples
+        ]
 
-    def update(self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]],
-               autocast: str = "") -> dict[str, float]:
+    def update(
+        self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]], autocast: str = ""
+    ) -> dict[str, float]:
         """One optimizer step of mean token NLL over the batch's target tokens, in micro-batches that add up to it.
         ``autocast`` ("bfloat16"): the forwards in that precision, weights unchanged (an RL trainer's format warm-up
         takes its trainer's)."""
@@ -172,8 +180,9 @@ class SFTTrainer:
         model.eval()
         return {"loss": total, "tokens": tokens, "grad_norm": float(grad_norm), "lr": cfg.lr}
 
-    def build_targets(self, engine: Engine, task: Task,
-                      problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
+    def build_targets(
+        self, engine: Engine, task: Task, problems: Sequence[Problem]
+    ) -> tuple[list[Example], dict[str, float]]:
         """The (prompt, target) pairs and how they were obtained (counts of skipped problems, sampling cost)."""
         cfg = self.config
         kind = self.targets_used = cfg.targets
@@ -182,8 +191,10 @@ class SFTTrainer:
             if examples or kind == "references":
                 return examples, {"examples": len(examples), "skipped_no_reference": len(problems) - len(examples)}
             kind = self.targets_used = "self"  # auto, and no problem has a reference: the policy's own best samples
-            tqdm.write(f"sft: task {getattr(task, 'name', '?')!r} has no references; targets=auto trains on the "
-                       "policy's own successful samples (targets=self)")
+            tqdm.write(
+                f"sft: task {getattr(task, 'name', '?')!r} has no references; targets=auto trains on the "
+                "policy's own successful samples (targets=self)"
+            )
 
         if kind == "rewrites":
             return self._rewrite_targets(engine, task, problems)
@@ -194,9 +205,14 @@ class SFTTrainer:
         # multi-answer format itself; the target joins M of them.
         completions = source.generate(
             [task.messages(p) for p in problems],
-            SamplingParams(n=cfg.samples_per_problem, max_new_tokens=max(1, cfg.max_target_tokens // m),
-                           temperature=cfg.temperature, seed=cfg.seed),
-            desc=f"sft {kind} samples")
+            SamplingParams(
+                n=cfg.samples_per_problem,
+                max_new_tokens=max(1, cfg.max_target_tokens // m),
+                temperature=cfg.temperature,
+                seed=cfg.seed,
+            ),
+            desc=f"sft {kind} samples",
+        )
         seconds = time.perf_counter() - started
         # One answer per completion; no reward tensor is needed (components=()), only the Scores (None: it raised).
         scores = [row[0] if row else None for row in score_rollouts(task, problems, completions, ()).scores]
@@ -210,28 +226,41 @@ class SFTTrainer:
             if cfg.select == "sampled":  # sampling order, success not looked at: distinct answers, the format
                 chosen = _select_distinct(samples, m, None, cfg.delimiter)
             else:
-                chosen = (_select_distinct(samples, m, task.reward_weights, cfg.delimiter) if m > 1
-                          else _select_successful(samples, task.reward_weights))
+                chosen = (
+                    _select_distinct(samples, m, task.reward_weights, cfg.delimiter)
+                    if m > 1
+                    else _select_successful(samples, task.reward_weights)
+                )
             if len(chosen) < m:
                 too_few += 1
                 continue
             fallback += not any(s is not None and s.success for _, s in chosen)
-            for group in ([chosen] if m > 1 else [[pick] for pick in chosen]):
+            for group in [chosen] if m > 1 else [[pick] for pick in chosen]:
                 answers = [c.text for c, _ in group]
-                examples.append(Example(
-                    problem, instruct(task.messages(problem), m, cfg.delimiter),
-                    join_answers(answers, cfg.delimiter) if m > 1 else answers[0], answers,
-                    [s.success if s is not None else False for _, s in group]))
+                examples.append(
+                    Example(
+                        problem,
+                        instruct(task.messages(problem), m, cfg.delimiter),
+                        join_answers(answers, cfg.delimiter) if m > 1 else answers[0],
+                        answers,
+                        [s.success if s is not None else False for _, s in group],
+                    )
+                )
         return examples, {
-            "examples": len(examples), "fallback_problems": fallback, "skipped_too_few_distinct": too_few,
+            "examples": len(examples),
+            "fallback_problems": fallback,
+            "skipped_too_few_distinct": too_few,
             "sampled_success_rate": sum(s is not None and s.success for s in scores) / max(len(scores), 1),
             "score_errors": sum(s is None for s in scores),
-            f"{kind}_prompts": len(problems), f"{kind}_samples": len(completions),
-            f"{kind}_tokens": sum(len(c.token_ids) for c in completions), f"{kind}_seconds": seconds,
+            f"{kind}_prompts": len(problems),
+            f"{kind}_samples": len(completions),
+            f"{kind}_tokens": sum(len(c.token_ids) for c in completions),
+            f"{kind}_seconds": seconds,
         }
 
-    def _rewrite_targets(self, engine: Engine, task: Task,
-                         problems: Sequence[Problem]) -> tuple[list[Example], dict[str, float]]:
+    def _rewrite_targets(
+        self, engine: Engine, task: Task, problems: Sequence[Problem]
+    ) -> tuple[list[Example], dict[str, float]]:
         from harness.teacher.rewrite import rewrite_answers
 
         cfg = self.config
@@ -240,11 +269,18 @@ class SFTTrainer:
         prompts = [task.messages(p) for p in chosen]
         teacher = self._teacher_engine() if cfg.teacher else engine
         started = time.perf_counter()
-        answers = engine.generate(prompts, SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens,
-                                                          temperature=cfg.temperature, seed=cfg.seed),
-                                  desc="sft answers to rewrite")
-        rewrites = rewrite_answers(teacher, prompts, [a.text for a in answers], [self.behaviour.towards],
-                                   SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens, temperature=0))
+        answers = engine.generate(
+            prompts,
+            SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens, temperature=cfg.temperature, seed=cfg.seed),
+            desc="sft answers to rewrite",
+        )
+        rewrites = rewrite_answers(
+            teacher,
+            prompts,
+            [a.text for a in answers],
+            [self.behaviour.towards],
+            SamplingParams(n=1, max_new_tokens=cfg.max_target_tokens, temperature=0),
+        )
         seconds = time.perf_counter() - started
         examples: list[Example] = []
         empty = not_better = 0
@@ -267,12 +303,16 @@ class SFTTrainer:
                 success = None
             examples.append(Example(problem, task.messages(problem), text, [text], [success]))
         return examples, {
-            "examples": len(examples), "rewrite_prompts": len(chosen), "skipped_empty_rewrite": empty,
+            "examples": len(examples),
+            "rewrite_prompts": len(chosen),
+            "skipped_empty_rewrite": empty,
             f"skipped_less_{cfg.behaviour}": not_better,
             "behaviour_gain_mean": sum(gains) / max(len(gains), 1),  # scorer(rewrite) - scorer(answer), all kept
             "target_success_rate": sum(e.success[0] is True for e in examples) / max(len(examples), 1),
-            "teacher_calls": len(rewrites), "teacher_tokens": sum(len(r.token_ids) for r in rewrites),
-            "policy_tokens": sum(len(a.token_ids) for a in answers), "teacher_seconds": seconds,
+            "teacher_calls": len(rewrites),
+            "teacher_tokens": sum(len(r.token_ids) for r in rewrites),
+            "policy_tokens": sum(len(a.token_ids) for a in answers),
+            "teacher_seconds": seconds,
         }
 
     def _plugins(self):
@@ -293,15 +333,35 @@ class SFTTrainer:
 
 def target_records(examples: Sequence[Example], source: str) -> list[dict]:
     """The samples.jsonl records of the training targets: what the policy was taught, kept with the run."""
-    return [{"problem_id": e.problem.id, "phase": "train-sft", "step": None, "source": source, "text": e.target,
-             "answers": e.answers, "success": e.success} for e in examples]
+    return [
+        {
+            "problem_id": e.problem.id,
+            "phase": "train-sft",
+            "step": None,
+            "source": source,
+            "text": e.target,
+            "answers": e.answers,
+            "success": e.success,
+        }
+        for e in examples
+    ]
 
 
 def target_batch(pairs: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
     """(prompt ids, target ids) pairs as one padded batch; ``completion_mask`` marks the tokens the loss counts
     (the target's, never the prompt's or padding). The targets ride in Completions so GRPO's batching is reused."""
-    completions = [Completion(prompt_index=i, sample_index=0, prompt_ids=list(p), token_ids=list(t),
-                              logprobs=[0.0] * len(t), text="", finished=True) for i, (p, t) in enumerate(pairs)]
+    completions = [
+        Completion(
+            prompt_index=i,
+            sample_index=0,
+            prompt_ids=list(p),
+            token_ids=list(t),
+            logprobs=[0.0] * len(t),
+            text="",
+            finished=True,
+        )
+        for i, (p, t) in enumerate(pairs)
+    ]
     return pad_completions(completions, pad_id)
 
 
@@ -331,8 +391,9 @@ def _reference_example(task: Task, problem: Problem) -> Example | None:
     return Example(problem, task.messages(problem), text, [text], [None])
 
 
-def _rank(samples: Sequence[tuple[Completion, Score | None]],
-          weights: dict[str, float] | None) -> list[tuple[Completion, Score | None]]:
+def _rank(
+    samples: Sequence[tuple[Completion, Score | None]], weights: dict[str, float] | None
+) -> list[tuple[Completion, Score | None]]:
     """Successful first, then by scalarised reward; ties keep sampling order (stable sort). A failed score is last.
     ``weights`` None: sampling order (select="sampled")."""
     if weights is None:
@@ -341,6 +402,7 @@ def _rank(samples: Sequence[tuple[Completion, Score | None]],
     def key(item: tuple[Completion, Score | None]) -> tuple[bool, float]:
         s = item[1]
         return (False, float("-inf")) if s is None else (s.success, scalarize(s.rewards, weights))
+
     return sorted(samples, key=key, reverse=True)
 
 
@@ -359,8 +421,10 @@ def _select_distinct(samples, m: int, weights, delimiter: str) -> list[tuple[Com
     answers that ended before the budget before those cut at it (a target of cut-off answers teaches the policy to
     run out of room before its M-th answer). Fewer than M when the samples hold fewer distinct texts (the caller
     skips the problem)."""
-    ranked = sorted(((c, s) for c, s in _rank(samples, weights) if c.text.strip() and delimiter not in c.text),
-                    key=lambda item: not item[0].finished)  # stable: the ranking holds within finished / cut
+    ranked = sorted(
+        ((c, s) for c, s in _rank(samples, weights) if c.text.strip() and delimiter not in c.text),
+        key=lambda item: not item[0].finished,
+    )  # stable: the ranking holds within finished / cut
     chosen: list[tuple[Completion, Score | None]] = []
     answers: set[str] = set()
     for c, s in ranked:

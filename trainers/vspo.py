@@ -114,8 +114,10 @@ class VSPOConfig(GRPOConfig):
         super().__post_init__()
         betas = parse_betas(self.betas)
         if len(betas) != self.group_size:
-            raise ValueError(f"vspo: group_size ({self.group_size}) must equal the number of betas ({len(betas)}: "
-                             f"{self.betas}); set both")
+            raise ValueError(
+                f"vspo: group_size ({self.group_size}) must equal the number of betas ({len(betas)}: "
+                f"{self.betas}); set both"
+            )
         if self.beta_unit not in BETA_UNITS:
             raise ValueError(f"vspo: beta_unit must be one of {', '.join(BETA_UNITS)}, got {self.beta_unit!r}")
         if self.reward not in REWARDS:
@@ -212,23 +214,38 @@ class VSPOTrainer(GRPOTrainer):
             shutil.copyfile(hit, path)
             vector = SteeringVector.load(path, model=policy)
             if current_parallel().is_main:
-                tqdm.write(f"vspo: reusing the steering vector built {vector.provenance.get('date', '?')[:10]} from "
-                           f"the same weights, prompts and options ({hit}; cache_vector=false builds it again)",
-                           file=sys.stderr)
+                tqdm.write(
+                    f"vspo: reusing the steering vector built {vector.provenance.get('date', '?')[:10]} from "
+                    f"the same weights, prompts and options ({hit}; cache_vector=false builds it again)",
+                    file=sys.stderr,
+                )
             self.record_vector(store, vector, cached=True)
             return path
         pairs = contrastive_pairs(
-            engine, self.teacher_engine(policy), [task.messages(p) for p in chosen], self.behaviour, problems=chosen,
+            engine,
+            self.teacher_engine(policy),
+            [task.messages(p) for p in chosen],
+            self.behaviour,
+            problems=chosen,
             answer_params=SamplingParams(n=1, max_new_tokens=cfg.max_new_tokens, temperature=0, seed=cfg.seed),
-            rewrite_params=SamplingParams(n=1, max_new_tokens=2 * cfg.max_new_tokens, temperature=0, seed=cfg.seed))
+            rewrite_params=SamplingParams(n=1, max_new_tokens=2 * cfg.max_new_tokens, temperature=0, seed=cfg.seed),
+        )
         pairs = agreeing_pairs(pairs, self.behaviour.score)
         if len(pairs.positive) < 2:
-            raise ValueError(f"vspo: only {len(pairs.positive)} usable contrastive pairs from {len(chosen)} problems; "
-                             f"raise vector_prompts or pass vector=PATH")
-        vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=cfg.behaviour,
-                              teacher=cfg.teacher or "policy",
-                              probe_pairs=int(cfg.probe_pairs), probe_every=int(cfg.probe_every),
-                              provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)})
+            raise ValueError(
+                f"vspo: only {len(pairs.positive)} usable contrastive pairs from {len(chosen)} problems; "
+                f"raise vector_prompts or pass vector=PATH"
+            )
+        vector = build_vector(
+            policy,
+            pairs.positive,
+            pairs.negative,
+            behaviour=cfg.behaviour,
+            teacher=cfg.teacher or "policy",
+            probe_pairs=int(cfg.probe_pairs),
+            probe_every=int(cfg.probe_every),
+            provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)},
+        )
         vector.save(path)
         if key is not None:
             remember(key, path)
@@ -238,10 +255,17 @@ class VSPOTrainer(GRPOTrainer):
     def vector_inputs(self, engine, task, chosen) -> dict:
         """Everything the in-run build reads besides the policy's weights: the cache key's other half."""
         cfg = self.config
-        return {"behaviour": cfg.behaviour, "teacher": cfg.teacher, "task": f"{task.name}/{task.version}",
-                "prompts": [task.messages(p) for p in chosen], "max_new_tokens": cfg.max_new_tokens,
-                "seed": cfg.seed, "probe_pairs": int(cfg.probe_pairs), "probe_every": int(cfg.probe_every),
-                "sampling_dtype": capabilities_of(engine, EngineCapabilities).sampling_dtype or "weights"}
+        return {
+            "behaviour": cfg.behaviour,
+            "teacher": cfg.teacher,
+            "task": f"{task.name}/{task.version}",
+            "prompts": [task.messages(p) for p in chosen],
+            "max_new_tokens": cfg.max_new_tokens,
+            "seed": cfg.seed,
+            "probe_pairs": int(cfg.probe_pairs),
+            "probe_every": int(cfg.probe_every),
+            "sampling_dtype": capabilities_of(engine, EngineCapabilities).sampling_dtype or "weights",
+        }
 
     @staticmethod
     def record_vector(store, vector: SteeringVector, *, cached: bool) -> None:
@@ -249,11 +273,16 @@ class VSPOTrainer(GRPOTrainer):
         prov = vector.provenance
         preferences = prov.get("layer_preferences")  # None: the layer was given, not probed
         costs = ("teacher_calls", "teacher_tokens", "policy_tokens", "dropped_pairs", "disagreeing_pairs")
-        store.update_metrics({f"vspo/vector_{k}": prov[k] for k in costs if k in prov}
-                             | {"vspo/vector_cached": int(cached), "vspo/vector_layer": vector.layer,
-                                "vspo/vector_pairs": prov.get("pairs", {}).get("positive"),
-                                "vspo/vector_preference": preferences[vector.layer] if preferences else None,
-                                **{f"vspo/vector_{k}": v for k, v in vector.norms.items()}})
+        store.update_metrics(
+            {f"vspo/vector_{k}": prov[k] for k in costs if k in prov}
+            | {
+                "vspo/vector_cached": int(cached),
+                "vspo/vector_layer": vector.layer,
+                "vspo/vector_pairs": prov.get("pairs", {}).get("positive"),
+                "vspo/vector_preference": preferences[vector.layer] if preferences else None,
+                **{f"vspo/vector_{k}": v for k, v in vector.norms.items()},
+            }
+        )
 
     # -- scoring: the shaping component ---------------------------------------------------------------------------
 
@@ -279,9 +308,12 @@ class VSPOTrainer(GRPOTrainer):
         ``steer_logratio`` instead."""
         unsteered = self.unsteered_logprobs(model, tok, completions)
         # Summed over the ranks of a data-parallel run (each holds its own rows), so the figure is the whole batch's.
-        gap = current_parallel().sum({"tokens": sum(len(lp) for lp in unsteered),
-                                      "gap": sum(sum(c.logprobs) for c in completions)
-                                      - sum(sum(lp) for lp in unsteered)})
+        gap = current_parallel().sum(
+            {
+                "tokens": sum(len(lp) for lp in unsteered),
+                "gap": sum(sum(c.logprobs) for c in completions) - sum(sum(lp) for lp in unsteered),
+            }
+        )
         self.steer_logratio = gap["gap"] / max(gap["tokens"], 1)
         completions = [replace(c, logprobs=lp) for c, lp in zip(completions, unsteered, strict=True)]
         return correct_rollouts(completions, None, self.config.tis_cap)

@@ -14,9 +14,18 @@ if TYPE_CHECKING:
 
 @hookimpl
 def harness_register_engines(registry: Registry) -> None:
-    registry.add("transformers", "harness.engine.transformers_engine:TransformersEngine",
-                 "a sampling loop on the policy itself: exact log-probs, per-row steering (default)")
-    registry.add("vllm", "harness.engine.vllm_engine:VLLMEngine",
-                 "vLLM in this process, weights synced from the trainer after each update (extra: vllm)")
-    registry.add("vllm-server", "harness.engine.vllm_server_engine:VLLMServerEngine",
-                 "a `vllm serve` at engine.url, weights pushed through a shared folder after each update")
+    registry.add(
+        "transformers",
+        "harness.engine.transformers_engine:TransformersEngine",
+        "a sampling loop on the policy itself: exact log-probs, per-row steering (default)",
+    )
+    registry.add(
+        "vllm",
+        "harness.engine.vllm_engine:VLLMEngine",
+        "vLLM in this process, weights synced from the trainer after each update (extra: vllm)",
+    )
+    registry.add(
+        "vllm-server",
+        "harness.engine.vllm_server_engine:VLLMServerEngine",
+        "a `vllm serve` at engine.url, weights pushed through a shared folder after each update",
+    )

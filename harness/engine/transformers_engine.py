@@ -83,8 +83,13 @@ ROLLOUT_DTYPES = ("float32", "bfloat16", "float16")
 class TransformersEngine:
     # --batch-size N: N rows; --rollout-dtype D: forward passes under autocast to D, for every phase or (auto, the
     # runner through sampling_in) for the training phase only
-    capabilities = EngineCapabilities(steering=True, batch_size="max_batch_rows", rollout_dtype="rollout_dtype",
-                                      phase_dtype=True, samples_per_prompt=True)
+    capabilities = EngineCapabilities(
+        steering=True,
+        batch_size="max_batch_rows",
+        rollout_dtype="rollout_dtype",
+        phase_dtype=True,
+        samples_per_prompt=True,
+    )
 
     def __init__(
         self,
@@ -113,8 +118,10 @@ class TransformersEngine:
         if rollout_dtype and rollout_dtype not in ROLLOUT_DTYPES:
             raise ValueError(f"rollout_dtype must be one of {', '.join(ROLLOUT_DTYPES)}, got {rollout_dtype!r}")
         if rollout_dtype == "float32" and weights != "float32":  # autocast only lowers precision
-            raise ValueError(f"rollout_dtype float32 needs float32 weights (these are {weights}): autocast cannot "
-                             "sample more precisely than the weights")
+            raise ValueError(
+                f"rollout_dtype float32 needs float32 weights (these are {weights}): autocast cannot "
+                "sample more precisely than the weights"
+            )
         # "" or the weights' own dtype: forward passes as they are, the capabilities of the class
         self.rollout_dtype = rollout_dtype if rollout_dtype not in ("", weights) else ""
         # what a trainer compares with its own precision ("": the weights')
@@ -137,8 +144,15 @@ class TransformersEngine:
         return encode_chat(self.policy.tokenizer, messages)
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
-                 steering: Steering | None = None, samples: Sequence[int] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        params: SamplingParams,
+        *,
+        desc: str = "",
+        steering: Steering | None = None,
+        samples: Sequence[int] | None = None,
+    ) -> list[Completion]:
         """Completions, prompt-major. ``steering``: add ``beta_r * v`` at row r (see the module docstring and
         ``Steering`` for the betas' layout); log-probabilities are then those of the steered distribution.
         ``samples``: prompt p gets ``samples[p]`` samples (indices 0..samples[p]-1) instead of ``params.n``; sample j
@@ -172,8 +186,15 @@ class TransformersEngine:
         device = next(self.policy.model.parameters()).device
         return torch.autocast(device_type=device.type, dtype=getattr(torch, self.rollout_dtype))
 
-    def _decode(self, prompt_ids: list[list[int]], counts: list[int], params: SamplingParams,
-                hook: RowSteering | None, betas: list[float] | None, bar: tqdm) -> list[Completion]:
+    def _decode(
+        self,
+        prompt_ids: list[list[int]],
+        counts: list[int],
+        params: SamplingParams,
+        hook: RowSteering | None,
+        betas: list[float] | None,
+        bar: tqdm,
+    ) -> list[Completion]:
         """The decoding loop. Completion row r is sample ``sample_of[r]`` of prompt ``prompt_of[r]`` (prompt p has
         ``counts[p]`` rows, prompt-major; with params.n each, row r is sample r % n of prompt r // n). Prompts join
         the running batch whenever it has room for their rows, so the batch stays full while prompts are waiting; a
@@ -196,24 +217,39 @@ class TransformersEngine:
         uniforms = torch.empty((rows, budget) if sampled else (0, 0), dtype=torch.float64, device=device)
         # Each waiting entry is the completion rows of one prompt (all of them, or a slice of max_batch_rows).
         size = max(1, self.max_batch_rows)
-        waiting = deque(range(starts[p] + j, starts[p] + min(k, j + size)) for p, k in enumerate(counts)
-                        for j in range(0, k, size)) if budget > 0 else deque()
+        waiting = (
+            deque(
+                range(starts[p] + j, starts[p] + min(k, j + size))
+                for p, k in enumerate(counts)
+                for j in range(0, k, size)
+            )
+            if budget > 0
+            else deque()
+        )
         batch: _Batch | None = None
         while waiting or batch is not None:
             # Admit entries while their rows fit (an empty batch takes at least one). A cache that cannot be merged
             # (another transformers' layout) takes new prompts only when it is empty: plain chunks.
             room = self.max_batch_rows - (len(batch.active) if batch is not None else 0)
             admit: list[int] = []
-            while waiting and ((batch is None and not admit) or
-                               ((batch is None or batch.mergeable) and len(admit) + len(waiting[0]) <= room)):
+            while waiting and (
+                (batch is None and not admit)
+                or ((batch is None or batch.mergeable) and len(admit) + len(waiting[0]) <= room)
+            ):
                 admit.extend(waiting.popleft())
             if admit:
                 joining = self._prefill(admit, prompt_ids, prompt_of, params, hook, betas)
                 if sampled:
-                    uniforms[joining.active] = torch.stack([
-                        torch.rand(budget, generator=_row_generator(params.seed, prompt_ids[prompt_of[r]],
-                                                                    sample_of[r]), dtype=torch.float64)
-                        for r in joining.active]).to(device)
+                    uniforms[joining.active] = torch.stack(
+                        [
+                            torch.rand(
+                                budget,
+                                generator=_row_generator(params.seed, prompt_ids[prompt_of[r]], sample_of[r]),
+                                dtype=torch.float64,
+                            )
+                            for r in joining.active
+                        ]
+                    ).to(device)
                 batch = joining if batch is None else batch.merge(joining, budget)
             assert batch is not None
 
@@ -231,8 +267,7 @@ class TransformersEngine:
                     batch.step(model, chosen)
             still = []
             # one conversion per read, not two tensor reads per row
-            read = zip(batch.active, torch.stack(picked, 1).tolist(), torch.stack(picked_logp, 1).tolist(),
-                       strict=True)
+            read = zip(batch.active, torch.stack(picked, 1).tolist(), torch.stack(picked_logp, 1).tolist(), strict=True)
             for pos, (row, row_tokens, row_logps) in enumerate(read):
                 for token, logp in zip(row_tokens, row_logps, strict=True):
                     tokens[row].append(token)
@@ -253,14 +288,27 @@ class TransformersEngine:
             batch.step(model, chosen)
 
         return [
-            Completion(prompt_index=prompt_of[r], sample_index=sample_of[r], prompt_ids=prompt_ids[prompt_of[r]],
-                       token_ids=tokens[r], logprobs=logps[r], text=tok.decode(tokens[r], skip_special_tokens=True),
-                       finished=finished[r])
+            Completion(
+                prompt_index=prompt_of[r],
+                sample_index=sample_of[r],
+                prompt_ids=prompt_ids[prompt_of[r]],
+                token_ids=tokens[r],
+                logprobs=logps[r],
+                text=tok.decode(tokens[r], skip_special_tokens=True),
+                finished=finished[r],
+            )
             for r in range(rows)
         ]
 
-    def _prefill(self, rows: list[int], prompt_ids: list[list[int]], prompt_of: list[int], params: SamplingParams,
-                 hook: RowSteering | None, betas: list[float] | None) -> _Batch:
+    def _prefill(
+        self,
+        rows: list[int],
+        prompt_ids: list[list[int]],
+        prompt_of: list[int],
+        params: SamplingParams,
+        hook: RowSteering | None,
+        betas: list[float] | None,
+    ) -> _Batch:
         """A batch of the completion rows ``rows`` (row r continues prompt ``prompt_of[r]``), each with the logits
         of its first token."""
         model, tok = self.policy.model, self.policy.tokenizer
@@ -277,23 +325,29 @@ class TransformersEngine:
         input_ids = torch.full((len(prefill_ids), width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(prefill_ids), width), dtype=torch.long)
         for row, ids in enumerate(prefill_ids):
-            input_ids[row, width - len(ids):] = torch.tensor(ids)
-            mask[row, width - len(ids):] = 1
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            mask[row, width - len(ids) :] = 1
         input_ids, mask = input_ids.to(device), mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
 
         if hook is not None:
             hook.set_betas([beta for _, beta in groups])
-        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                    logits_to_keep=1)
+        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         cache_arg = _cache_argument(model)
         cache = getattr(out, cache_arg)
         # Copy each prefill's cache to the rows that continue from it, into buffers with room for the whole budget.
         mergeable = _preallocate(cache, source, width + params.max_new_tokens)
         if not mergeable and len(groups) < len(rows):
             cache.batch_select_indices(source)
-        return _Batch(cache=cache, cache_arg=cache_arg, mask=mask[source], next_pos=positions[:, -1][source] + 1,
-                      logits=out.logits[:, -1, :].float()[source], active=rows, mergeable=mergeable)
+        return _Batch(
+            cache=cache,
+            cache_arg=cache_arg,
+            mask=mask[source],
+            next_pos=positions[:, -1][source] + 1,
+            logits=out.logits[:, -1, :].float()[source],
+            active=rows,
+            mergeable=mergeable,
+        )
 
 
 @dataclass
@@ -312,8 +366,13 @@ class _Batch:
     def step(self, model: Any, chosen: torch.Tensor) -> None:
         """Feed each row its chosen token: one decoding step."""
         self.mask = torch.cat([self.mask, self.mask.new_ones((len(self.active), 1))], dim=1)
-        out = model(input_ids=chosen[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
-                    use_cache=True, **{self.cache_arg: self.cache})
+        out = model(
+            input_ids=chosen[:, None],
+            attention_mask=self.mask,
+            position_ids=self.next_pos[:, None],
+            use_cache=True,
+            **{self.cache_arg: self.cache},
+        )
         self.cache = getattr(out, self.cache_arg)
         self.logits = out.logits[:, -1, :].float()
         self.next_pos = self.next_pos + 1
@@ -371,6 +430,7 @@ except ImportError:  # pragma: no cover - older transformers: the plain cache, p
 
 
 if DynamicLayer is not None:
+
     class _RoomyLayer(DynamicLayer):
         """A DynamicLayer whose keys and values are views of the first ``length`` positions of buffers with room to
         spare. transformers' own appends a token by concatenating, which copies the whole cache at every step of
@@ -393,13 +453,14 @@ if DynamicLayer is not None:
             self.length = length
             self.keys, self.values = self._keys[:, :, :length], self._values[:, :, :length]
 
-        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-                   **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+        ) -> tuple[torch.Tensor, torch.Tensor]:
             end = self.length + key_states.shape[-2]
             if end > self._keys.shape[-2]:  # out of room (the budget should prevent it): grow
                 self._place(self.keys, self.values, 2 * end)
-            self._keys[:, :, self.length:end] = key_states
-            self._values[:, :, self.length:end] = value_states
+            self._keys[:, :, self.length : end] = key_states
+            self._values[:, :, self.length : end] = value_states
             self._view(end)
             return self.keys, self.values
 
@@ -407,8 +468,11 @@ if DynamicLayer is not None:
             self._place(self.keys[indices], self.values[indices], self._keys.shape[-2])
 
         def batch_repeat_interleave(self, repeats: int) -> None:
-            self._place(self.keys.repeat_interleave(repeats, dim=0), self.values.repeat_interleave(repeats, dim=0),
-                        self._keys.shape[-2])
+            self._place(
+                self.keys.repeat_interleave(repeats, dim=0),
+                self.values.repeat_interleave(repeats, dim=0),
+                self._keys.shape[-2],
+            )
 
         def crop(self, max_length: int) -> None:  # DynamicLayer's meaning: a negative length removes that many
             self._view(min(max_length, self.length) if max_length >= 0 else max(self.length + max_length, 0))
@@ -421,8 +485,8 @@ if DynamicLayer is not None:
             if holes:
                 to = torch.tensor(holes, device=self._keys.device)
                 src = torch.tensor(movers, device=self._keys.device)
-                self._keys[to, :, :self.length] = self._keys[src, :, :self.length]
-                self._values[to, :, :self.length] = self._values[src, :, :self.length]
+                self._keys[to, :, : self.length] = self._keys[src, :, : self.length]
+                self._values[to, :, : self.length] = self._values[src, :, : self.length]
             self._keys, self._values = self._keys[:size], self._values[:size]
             self._view(self.length)
 
@@ -436,12 +500,11 @@ if DynamicLayer is not None:
             attention multiplies them by a weight of 0)."""
             mine, theirs = self.keys.shape[0], other.keys.shape[0]
             keys = self._keys.new_zeros((mine + theirs, self._keys.shape[1], capacity, self._keys.shape[-1]))
-            values = self._values.new_zeros((mine + theirs, self._values.shape[1], capacity,
-                                             self._values.shape[-1]))
-            keys[:mine, :, width - self.length:width] = self.keys
-            keys[mine:, :, width - other.length:width] = other.keys
-            values[:mine, :, width - self.length:width] = self.values
-            values[mine:, :, width - other.length:width] = other.values
+            values = self._values.new_zeros((mine + theirs, self._values.shape[1], capacity, self._values.shape[-1]))
+            keys[:mine, :, width - self.length : width] = self.keys
+            keys[mine:, :, width - other.length : width] = other.keys
+            values[:mine, :, width - self.length : width] = self.values
+            values[mine:, :, width - other.length : width] = other.values
             self._keys, self._values = keys, values
             self._view(width)
 
@@ -477,8 +540,9 @@ def _row_generator(seed: int, prompt: list[int], sample_index: int) -> torch.Gen
     return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
 
 
-def _sample(logits: torch.Tensor, params: SamplingParams,
-            uniforms: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _sample(
+    logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Next tokens and their log-probabilities under softmax(logits / temperature) (greedy when temperature is 0);
     ``uniforms``: one per row, in [0, 1), from that row's own stream."""
     if params.temperature == 0:

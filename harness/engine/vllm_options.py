@@ -27,8 +27,10 @@ from harness.plugins.options import coerce
 GPU_SHARE = 0.3  # of the card's memory for vLLM's weights and KV cache, as TRL's colocate mode by default
 CPU_KV_CACHE_GIB = 1.0
 ENGINE_ARGS = "vllm.engine.arg_utils:EngineArgs"  # whose fields ``vllm.LLM`` takes as keyword arguments
-RANKS_ON_CPU = ("--engine vllm under torchrun needs a GPU per rank (vLLM's external_launcher); on CPU use "
-                "--engine vllm-server, one server for every rank")
+RANKS_ON_CPU = (
+    "--engine vllm under torchrun needs a GPU per rank (vLLM's external_launcher); on CPU use "
+    "--engine vllm-server, one server for every rank"
+)
 
 
 def typed(options: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +69,9 @@ def literal(text: str) -> Any:
 
 def engine_arg_defaults(engine_args: type) -> dict[str, Any]:
     """vLLM's ``EngineArgs`` fields and their defaults (None where a field has a factory or no default)."""
-    return {f.name: (f.default if f.default is not dataclasses.MISSING else None)
-            for f in dataclasses.fields(engine_args)}
+    return {
+        f.name: (f.default if f.default is not dataclasses.MISSING else None) for f in dataclasses.fields(engine_args)
+    }
 
 
 def memory_options(on_gpu: bool, kv_cache_gib: float | None, gpu_memory_utilization: float | None) -> dict[str, Any]:
@@ -95,5 +98,8 @@ def rank_placement(on_gpu: bool, env: dict[str, str] | None = None) -> dict[str,
     if not on_gpu:
         raise RuntimeError(RANKS_ON_CPU)
     rank = int(env.get("RANK", "0"))
-    return {"distributed_executor_backend": "external_launcher", "seed": rank,
-            "device": int(env.get("LOCAL_RANK", rank))}
+    return {
+        "distributed_executor_backend": "external_launcher",
+        "seed": rank,
+        "device": int(env.get("LOCAL_RANK", rank)),
+    }

@@ -54,17 +54,40 @@ from harness.engine.vllm_engine import unchunked_prefill
 SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}  # the endpoints weight pushes and checks use
 
 
-def serve_command(model_folder: str, *, host: str = "127.0.0.1", port: int = 8000, dtype: str = "float32",
-                  enforce_eager: bool | None = None, max_model_len: int | None = None,
-                  kv_cache_gib: float | None = None, extra: Sequence[str] = ()) -> list[str]:
+def serve_command(
+    model_folder: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    dtype: str = "float32",
+    enforce_eager: bool | None = None,
+    max_model_len: int | None = None,
+    kv_cache_gib: float | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
     """The argv that serves ``model_folder`` the way VLLMServerEngine needs (run it with ``SERVER_ENV`` set).
     ``kv_cache_gib``: memory for the KV cache (vLLM's default on CPU is a fraction of the machine's memory)."""
     gpu = _has_gpu()
     if enforce_eager is None:
         enforce_eager = not gpu
-    argv = [*_launcher(), "--model", str(model_folder), "--host", host, "--port", str(port), "--dtype", dtype,
-            "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm", "--enable-prefix-caching",
-            "--seed", "0"]
+    argv = [
+        *_launcher(),
+        "--model",
+        str(model_folder),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--dtype",
+        dtype,
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--generation-config",
+        "vllm",
+        "--enable-prefix-caching",
+        "--seed",
+        "0",
+    ]
     if enforce_eager:
         argv.append("--enforce-eager")
     if max_model_len is not None:
@@ -82,20 +105,28 @@ def start_server(model_folder: str, *, log_path: str | Path, port: int = 8000, *
     all), its output going to ``log_path``. Returns at once: call ``wait_until_healthy``."""
     env = {**os.environ, **SERVER_ENV}
     with open(log_path, "ab") as log:
-        return subprocess.Popen(serve_command(model_folder, port=port, **options), env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            serve_command(model_folder, port=port, **options),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
-def wait_until_healthy(url: str, *, timeout: float = 600.0, process: subprocess.Popen | None = None,
-                       log_path: str | Path | None = None) -> float:
+def wait_until_healthy(
+    url: str, *, timeout: float = 600.0, process: subprocess.Popen | None = None, log_path: str | Path | None = None
+) -> float:
     """Poll ``url``/health until it answers 200; the seconds waited. Fails in one line when ``process`` exits first
     (naming ``log_path``, where vLLM says why) or after ``timeout`` seconds."""
     started = time.monotonic()
     where = f"; see {log_path}" if log_path else ""
     while True:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"vLLM server for {url} exited with code {process.returncode} before it was "
-                               f"ready{where}")
+            raise RuntimeError(
+                f"vLLM server for {url} exited with code {process.returncode} before it was ready{where}"
+            )
         try:
             with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5) as answer:
                 if answer.status == 200:
@@ -149,11 +180,14 @@ def _has_gpu() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.engine.vllm_serve",
-                                     description="Serve a model with vLLM for `harness run --engine vllm-server`.")
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.engine.vllm_serve",
+        description="Serve a model with vLLM for `harness run --engine vllm-server`.",
+    )
     parser.add_argument("model", help="a model alias (smollm2-135m, ...) or a local folder")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="the address to bind: the dev endpoints run worker methods, keep it private")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to bind: the dev endpoints run worker methods, keep it private"
+    )
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--dtype", default="float32", help="the trainer's dtype (default float32)")
     parser.add_argument("--kv-cache-gib", type=float)
@@ -164,8 +198,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.plugins import get_plugin_manager
 
     folder = resolve(args.model, get_plugin_manager()["model"])  # a hub id when online: vLLM fetches it too
-    argv_ = serve_command(folder, host=args.host, port=args.port, dtype=args.dtype, kv_cache_gib=args.kv_cache_gib,
-                          max_model_len=args.max_model_len, extra=extra)
+    argv_ = serve_command(
+        folder,
+        host=args.host,
+        port=args.port,
+        dtype=args.dtype,
+        kv_cache_gib=args.kv_cache_gib,
+        max_model_len=args.max_model_len,
+        extra=extra,
+    )
     command = " ".join([*(f"{k}={v}" for k, v in SERVER_ENV.items()), *map(shlex.quote, argv_)])
     print(command, flush=True)
     if args.print_only:

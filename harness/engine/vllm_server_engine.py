@@ -85,24 +85,33 @@ class ServerClient:
 
     def _call(self, method: str, path: str, body: Any) -> Any:
         data = json.dumps(body).encode() if body is not None else b""
-        request = urllib.request.Request(self.url + path, data=data if method == "POST" else None, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url + path,
+            data=data if method == "POST" else None,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 raw = answer.read()
         except urllib.error.HTTPError as exc:  # it answered, with an error
-            raise ServerError(f"vLLM server at {self.url}: {method} {path} failed with HTTP {exc.code}: "
-                              f"{_error_detail(exc.read())}", exc.code) from exc
+            raise ServerError(
+                f"vLLM server at {self.url}: {method} {path} failed with HTTP {exc.code}: {_error_detail(exc.read())}",
+                exc.code,
+            ) from exc
         except TimeoutError as exc:
-            raise ServerError(f"vLLM server at {self.url} did not answer {method} {path} within "
-                              f"{self.timeout:g} s") from exc
+            raise ServerError(
+                f"vLLM server at {self.url} did not answer {method} {path} within {self.timeout:g} s"
+            ) from exc
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # refused, reset, closed mid-answer
             reason = getattr(exc, "reason", None) or exc
             if isinstance(reason, TimeoutError):  # urllib wraps a connect timeout in URLError
-                raise ServerError(f"vLLM server at {self.url} did not answer {method} {path} within "
-                                  f"{self.timeout:g} s") from exc
-            raise ServerError(f"vLLM server at {self.url} is not reachable: {str(reason) or type(reason).__name__} "
-                              f"({method} {path})") from exc
+                raise ServerError(
+                    f"vLLM server at {self.url} did not answer {method} {path} within {self.timeout:g} s"
+                ) from exc
+            raise ServerError(
+                f"vLLM server at {self.url} is not reachable: {str(reason) or type(reason).__name__} ({method} {path})"
+            ) from exc
         return json.loads(raw) if raw.strip() else None
 
 
@@ -111,8 +120,7 @@ class WeightTransport(Protocol):
         """Make the server's model hold ``model``'s current weights (the engine resets the prefix cache after)."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 class SharedFolderPush:
@@ -149,14 +157,19 @@ class SharedFolderPush:
             shutil.rmtree(writing, ignore_errors=True)
             raise
         try:
-            server.post("/collective_rpc", {"method": "reload_weights",
-                                            "kwargs": {"weights_path": str(target), "is_checkpoint_format": True}})
+            server.post(
+                "/collective_rpc",
+                {"method": "reload_weights", "kwargs": {"weights_path": str(target), "is_checkpoint_format": True}},
+            )
         except ServerError as exc:
             shutil.rmtree(target, ignore_errors=True)
             if exc.status is None:
                 raise
-            raise ServerError(f"{exc} (the server reloads from {target}: is that folder shared with it? vLLM "
-                              "stops after a failed reload: restart the server)", exc.status) from exc
+            raise ServerError(
+                f"{exc} (the server reloads from {target}: is that folder shared with it? vLLM "
+                "stops after a failed reload: restart the server)",
+                exc.status,
+            ) from exc
         self.bytes_written += sum(t.numel() * t.element_size() for t in tensors.values())
         previous, self.current = self.current, target
         if previous is not None:
@@ -199,8 +212,9 @@ class VLLMServerEngine(VLLMContract):
     is accepted, and declared as ``capabilities.sampling_dtype`` when it is not the policy's, so the trainer
     recomputes the old log-probs in its own precision."""
 
-    capabilities = EngineCapabilities(own_weights=True, shared_by_ranks=True,
-                                      rollout_dtype="dtype")  # --rollout-dtype D: the dtype the server must serve in
+    capabilities = EngineCapabilities(
+        own_weights=True, shared_by_ranks=True, rollout_dtype="dtype"
+    )  # --rollout-dtype D: the dtype the server must serve in
 
     def __init__(
         self,
@@ -223,8 +237,10 @@ class VLLMServerEngine(VLLMContract):
         self.server = ServerClient(url, timeout)
         if transport is None and weights_dir is None and not _is_local(self.server.url):
             # the default folder is local; a reload from a path the server cannot read also stops vLLM 0.32's server
-            raise ValueError(f"vLLM server at {self.url} is on another machine: pass weights_dir, a folder both "
-                             "machines mount at the same path (weight pushes go through it)")
+            raise ValueError(
+                f"vLLM server at {self.url} is on another machine: pass weights_dir, a folder both "
+                "machines mount at the same path (weight pushes go through it)"
+            )
         self.model_name = self._check_server()
         self.transport = transport if transport is not None else SharedFolderPush(weights_dir)
         if main_process:  # the server starts from the in-memory policy, not from whatever it loaded
@@ -246,37 +262,48 @@ class VLLMServerEngine(VLLMContract):
         except ServerError as exc:
             if exc.status != 404:
                 raise
-            raise ServerError(f"vLLM server at {self.url} has no development endpoints, which weight pushes use: "
-                              "start it with VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)") from exc
+            raise ServerError(
+                f"vLLM server at {self.url} has no development endpoints, which weight pushes use: "
+                "start it with VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)"
+            ) from exc
         config = ((info or {}).get("vllm_config") or {}).get("model_config")
         if not isinstance(config, dict):
             raise ServerError(f"vLLM server at {self.url}: /server_info has no model_config (another vLLM version?)")
         if config.get("logprobs_mode") != "processed_logprobs":
-            raise ServerError(f"vLLM server at {self.url} reports {config.get('logprobs_mode')}, not the sampling "
-                              "distribution's log-probs: start it with --logprobs-mode processed_logprobs")
+            raise ServerError(
+                f"vLLM server at {self.url} reports {config.get('logprobs_mode')}, not the sampling "
+                "distribution's log-probs: start it with --logprobs-mode processed_logprobs"
+            )
         # No endpoint states the vocabulary size; the worker's module tree prints its embedding's shape.
         inspection = str(self.server.post("/collective_rpc", {"method": "get_model_inspection"})["results"][0])
         rows, width = re.search(r"num_embeddings=(\d+)", inspection), re.search(r"embedding_dim=(\d+)", inspection)
         ours = tuple(self.policy.model.get_input_embeddings().weight.shape)
         if rows and width and (int(rows[1]), int(width[1])) != ours:
-            raise ServerError(f"vLLM server at {self.url} serves {models[0]['id']} with a {rows[1]} x {width[1]} "
-                              f"embedding, the policy's is {ours[0]} x {ours[1]}: not the same model")
+            raise ServerError(
+                f"vLLM server at {self.url} serves {models[0]['id']} with a {rows[1]} x {width[1]} "
+                f"embedding, the policy's is {ours[0]} x {ours[1]}: not the same model"
+            )
         theirs = str(config.get("dtype", "")).removeprefix("torch.")
         weights = str(next(self.policy.model.parameters()).dtype).removeprefix("torch.")
         if self.dtype and theirs != self.dtype:  # the server's dtype is fixed when it starts
-            raise ServerError(f"vLLM server at {self.url} computes in {theirs or 'an unreported dtype'}, not "
-                              f"{self.dtype} (--rollout-dtype): start it with --dtype {self.dtype}")
+            raise ServerError(
+                f"vLLM server at {self.url} computes in {theirs or 'an unreported dtype'}, not "
+                f"{self.dtype} (--rollout-dtype): start it with --dtype {self.dtype}"
+            )
         if theirs and theirs != weights:  # declared, so a trainer computing in the policy's recomputes the old ones
             self.capabilities = replace(type(self).capabilities, sampling_dtype=theirs)
             if not self.dtype:
-                warnings.warn(f"VLLMServerEngine: the server computes in {theirs}, the policy in {weights}: the "
-                              "trainer recomputes the old log-probs in its own precision (--rollout-dtype "
-                              f"{theirs} says this is meant; serve with --dtype {weights} to sample exactly)",
-                              stacklevel=3)
+                warnings.warn(
+                    f"VLLMServerEngine: the server computes in {theirs}, the policy in {weights}: the "
+                    "trainer recomputes the old log-probs in its own precision (--rollout-dtype "
+                    f"{theirs} says this is meant; serve with --dtype {weights} to sample exactly)",
+                    stacklevel=3,
+                )
         return models[0]["id"]
 
-    def generate(self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "",
-                 steering: Any = None) -> list[Completion]:
+    def generate(
+        self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "", steering: Any = None
+    ) -> list[Completion]:
         """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
         encoded = self.encode_request(prompts, params, steering)
         answers = self._post_all([self._request(ids, params) for ids in encoded], desc)
@@ -287,21 +314,39 @@ class VLLMServerEngine(VLLMContract):
                 tokens = list(choice.get("token_ids") or [])
                 logprobs = [float(x) for x in ((choice.get("logprobs") or {}).get("token_logprobs") or [])]
                 if len(logprobs) != len(tokens) or choice.get("finish_reason") not in ("stop", "length"):
-                    raise ServerError(f"vLLM server at {self.url} returned {len(tokens)} tokens, {len(logprobs)} "
-                                      f"log-probs, finish_reason {choice.get('finish_reason')!r} for prompt {p}")
-                completions.append(Completion(
-                    prompt_index=p, sample_index=choice["index"], prompt_ids=ids, token_ids=tokens,
-                    logprobs=logprobs, text=tok.decode(tokens, skip_special_tokens=True),
-                    finished=choice["finish_reason"] == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
-                ))
+                    raise ServerError(
+                        f"vLLM server at {self.url} returned {len(tokens)} tokens, {len(logprobs)} "
+                        f"log-probs, finish_reason {choice.get('finish_reason')!r} for prompt {p}"
+                    )
+                completions.append(
+                    Completion(
+                        prompt_index=p,
+                        sample_index=choice["index"],
+                        prompt_ids=ids,
+                        token_ids=tokens,
+                        logprobs=logprobs,
+                        text=tok.decode(tokens, skip_special_tokens=True),
+                        finished=choice["finish_reason"] == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
+                    )
+                )
         return completions
 
     def _request(self, ids: list[int], params: SamplingParams) -> dict[str, Any]:
         return {
-            "model": self.model_name, "prompt": ids, "n": params.n, "max_tokens": params.max_new_tokens,
-            "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k or 0, "min_p": 0.0,
-            "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-            "seed": _prompt_seed(params.seed, ids), "logprobs": 0, "return_token_ids": True,
+            "model": self.model_name,
+            "prompt": ids,
+            "n": params.n,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k or 0,
+            "min_p": 0.0,
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "seed": _prompt_seed(params.seed, ids),
+            "logprobs": 0,
+            "return_token_ids": True,
             "stop_token_ids": self.eos_ids,
         }
 
@@ -315,8 +360,9 @@ class VLLMServerEngine(VLLMContract):
         samples = sum(b["n"] for b in bodies)
         pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(bodies)))
         try:
-            with tqdm(total=samples, desc=desc or "generate", unit="sample", disable=not self.progress,
-                      leave=False) as bar:
+            with tqdm(
+                total=samples, desc=desc or "generate", unit="sample", disable=not self.progress, leave=False
+            ) as bar:
                 futures = {pool.submit(self.server.post, "/v1/completions", body): body["n"] for body in bodies}
                 for done in as_completed(futures):
                     done.result()  # raises the first failure
@@ -330,8 +376,10 @@ class VLLMServerEngine(VLLMContract):
         started = time.perf_counter()
         self.transport.push(self.server, model)
         if not (self.server.post("/reset_prefix_cache") or {}).get("success", False):
-            raise ServerError(f"vLLM server at {self.url} could not reset its prefix cache (requests still "
-                              "running, from another client?): its cached prompts hold the old weights' KV")
+            raise ServerError(
+                f"vLLM server at {self.url} could not reset its prefix cache (requests still "
+                "running, from another client?): its cached prompts hold the old weights' KV"
+            )
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - started
 

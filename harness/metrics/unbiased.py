@@ -172,8 +172,13 @@ def rollout_outcomes(records: Sequence[Mapping[str, Any]], m: int) -> tuple[int,
         groups.setdefault(position if m == 1 else record["rollout_index"], []).append(record)
     rollouts = [answers for answers in groups.values() if len(answers) == m]
     successful = sum(any(bool(a.get("success")) for a in answers) for answers in rollouts)
-    bests = [max((float(a["scalar"]) if _is_number(a.get("scalar")) else floor
-                  for a in answers if not a.get("missing")), default=0.0) for answers in rollouts]
+    bests = [
+        max(
+            (float(a["scalar"]) if _is_number(a.get("scalar")) else floor for a in answers if not a.get("missing")),
+            default=0.0,
+        )
+        for answers in rollouts
+    ]
     return len(rollouts), successful, bests
 
 

@@ -68,9 +68,11 @@ def check_task(task: object, name: str = "") -> list[str]:
     capabilities, wrong = _capabilities(task, TaskCapabilities)
     if capabilities is not None:
         # A declared capability promises its method: the runner and searchers call it without looking first.
-        problems += [f"declares TaskCapabilities({flag}=True) but has no {method}()"
-                     for flag, method in TASK_METHODS.items()
-                     if getattr(capabilities, flag) and not callable(getattr(task, method, None))]
+        problems += [
+            f"declares TaskCapabilities({flag}=True) but has no {method}()"
+            for flag, method in TASK_METHODS.items()
+            if getattr(capabilities, flag) and not callable(getattr(task, method, None))
+        ]
     return problems + wrong
 
 
@@ -96,13 +98,18 @@ def check_score(task: Any, problem: Problem, name: str = "") -> list[str]:
         return [f"{call} returned {_short(score)}, not a Score"]
     if not isinstance(score.rewards, dict) or not score.rewards:
         return [f"{call} returned a Score whose rewards are {_short(score.rewards)}, not a dict of str -> number"]
-    problems = [f"{call}: reward {k!r} is {_short(v)}, not a finite number" for k, v in score.rewards.items()
-                if not (isinstance(v, numbers.Real) and math.isfinite(v))]
+    problems = [
+        f"{call}: reward {k!r} is {_short(v)}, not a finite number"
+        for k, v in score.rewards.items()
+        if not (isinstance(v, numbers.Real) and math.isfinite(v))
+    ]
     weights = getattr(task, "reward_weights", None)
     missing = [k for k in weights if k not in score.rewards] if isinstance(weights, dict) else []
     if missing:
-        problems.append(f"{call} gave no {', '.join(map(repr, missing))}, which reward_weights names (its rewards: "
-                        f"{', '.join(map(str, score.rewards))})")
+        problems.append(
+            f"{call} gave no {', '.join(map(repr, missing))}, which reward_weights names (its rewards: "
+            f"{', '.join(map(str, score.rewards))})"
+        )
     if score.primary not in score.rewards:
         problems.append(f"{call}: its primary {score.primary!r} is not one of its rewards")
     return problems
@@ -118,8 +125,10 @@ def check_trainer(trainer: object, name: str = "") -> list[str]:
     problems = _method(trainer, "train", _ANY, _ANY, _ANY, [], store=_ANY)
     capabilities, wrong = _capabilities(trainer, TrainerCapabilities)
     if capabilities is not None and capabilities.prepares_policy:  # the runner calls prepare_policy(policy)
-        problems += ["declares TrainerCapabilities(prepares_policy=True) but " + problem.replace("missing", "has no")
-                     for problem in _method(trainer, "prepare_policy", _ANY)]
+        problems += [
+            "declares TrainerCapabilities(prepares_policy=True) but " + problem.replace("missing", "has no")
+            for problem in _method(trainer, "prepare_policy", _ANY)
+        ]
     return problems + wrong
 
 
@@ -155,8 +164,15 @@ def check_estimator(estimator: object, name: str = "") -> list[str]:
     rewards = torch.tensor([[[1.0, 1.0]], [[0.0, 1.0]], [[0.0, 0.0]], [[1.0, 0.0]]])  # [B=4, M=1, N=2]
     groups = torch.tensor([0, 0, 1, 1])
     try:
-        out = estimator(rewards, groups, torch.tensor([1.0, 0.5]), present=torch.ones(4, 1, dtype=torch.bool),
-                        draws=4, k=2, generator=torch.Generator().manual_seed(0))
+        out = estimator(
+            rewards,
+            groups,
+            torch.tensor([1.0, 0.5]),
+            present=torch.ones(4, 1, dtype=torch.bool),
+            draws=4,
+            k=2,
+            generator=torch.Generator().manual_seed(0),
+        )
     except Exception as exc:
         return [f"raised {type(exc).__name__} on rewards [4, 1, 2], groups [4], weights [2]: {_first_line(exc)}"]
     if not isinstance(out, torch.Tensor):
@@ -184,7 +200,7 @@ def _text_attribute(obj: object, attr: str) -> str | None:
 
 
 def _method(obj: object, method: str, *args: Any, **kwargs: Any) -> list[str]:
-    """"missing X()" or "X() ..." when ``obj.X(*args, **kwargs)`` would not bind; [] when it would."""
+    """ "missing X()" or "X() ..." when ``obj.X(*args, **kwargs)`` would not bind; [] when it would."""
     function = getattr(obj, method, None)
     if not callable(function):
         return [f"missing {method}()"]

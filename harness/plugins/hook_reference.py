@@ -23,8 +23,7 @@ from pathlib import Path
 from harness import hookspecs, types
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "hooks.md"
-CAPABILITIES = (types.TaskCapabilities, types.EngineCapabilities, types.SearcherCapabilities,
-                types.TrainerCapabilities)
+CAPABILITIES = (types.TaskCapabilities, types.EngineCapabilities, types.SearcherCapabilities, types.TrainerCapabilities)
 
 
 def hook_names() -> list[str]:
@@ -38,11 +37,15 @@ def render_hooks() -> str:
     for name in hook_names():
         function = getattr(hookspecs, name)
         # Annotations are strings here (from __future__ import annotations): shown as written, never evaluated.
-        params = ", ".join(f"{p.name}: {p.annotation}" if p.annotation is not p.empty else p.name
-                           for p in inspect.signature(function).parameters.values())
+        params = ", ".join(
+            f"{p.name}: {p.annotation}" if p.annotation is not p.empty else p.name
+            for p in inspect.signature(function).parameters.values()
+        )
         returns = inspect.signature(function).return_annotation
-        parts.append(f"### `{name}`\n\n```python\n{name}({params}) -> {returns}\n```\n\n"
-                     f"{inspect.getdoc(function) or '(undocumented)'}\n")
+        parts.append(
+            f"### `{name}`\n\n```python\n{name}({params}) -> {returns}\n```\n\n"
+            f"{inspect.getdoc(function) or '(undocumented)'}\n"
+        )
     return "\n".join(parts)
 
 
@@ -55,14 +58,20 @@ def capability_fields(cls: type) -> list[tuple[str, str, str, str]]:
     for node in ast.parse(source).body[0].body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
-        comment = [lines[node.end_lineno - 1][node.end_col_offset:].strip().removeprefix("#").strip()]
-        for line in lines[node.end_lineno:]:
+        comment = [lines[node.end_lineno - 1][node.end_col_offset :].strip().removeprefix("#").strip()]
+        for line in lines[node.end_lineno :]:
             if not line.strip().startswith("#"):
                 break
             comment.append(line.strip().removeprefix("#").strip())
         default = ast.get_source_segment(source, node.value) if node.value is not None else ""  # as written
-        fields.append((node.target.id, ast.get_source_segment(source, node.annotation), default,
-                       " ".join(c for c in comment if c)))
+        fields.append(
+            (
+                node.target.id,
+                ast.get_source_segment(source, node.annotation),
+                default,
+                " ".join(c for c in comment if c),
+            )
+        )
     return fields
 
 
@@ -70,8 +79,9 @@ def render_capabilities() -> str:
     parts = []
     for cls in CAPABILITIES:
         doc = " ".join(inspect.getdoc(cls).split())
-        rows = "\n".join(f"- `{name}: {kind} = {default}`: {comment}" for name, kind, default, comment
-                         in capability_fields(cls))
+        rows = "\n".join(
+            f"- `{name}: {kind} = {default}`: {comment}" for name, kind, default, comment in capability_fields(cls)
+        )
         parts.append(f"### `{cls.__name__}`\n\n{doc}\n\n{rows}\n")
     return "\n".join(parts)
 
@@ -84,8 +94,9 @@ def update(page: str) -> str:
     for name, render in SECTIONS.items():
         pattern = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end generated: {name} -->)", re.S)
         if not pattern.search(page):
-            raise ValueError(f"docs/reference/hooks.md has no section <!-- generated: {name} --> ... "
-                             f"<!-- end generated: {name} -->")
+            raise ValueError(
+                f"docs/reference/hooks.md has no section <!-- generated: {name} --> ... <!-- end generated: {name} -->"
+            )
         page = pattern.sub(lambda m, r=render: f"{m[1]}\n{r()}\n{m[2]}", page)
     return page
 

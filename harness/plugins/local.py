@@ -39,8 +39,7 @@ class LocalPlugin:
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: what was asked for, the file read and its content digest."""
-        return {"plugin": self.label, "path": self.path,
-                "sha256": file_sha256(Path(self.path)) if self.path else None}
+        return {"plugin": self.label, "path": self.path, "sha256": file_sha256(Path(self.path)) if self.path else None}
 
 
 def import_from_cwd(module_name: str) -> ModuleType:
@@ -77,8 +76,10 @@ def _load_file(spec: str) -> ModuleType:
         raise PluginError(f"--plugin {spec}: {name!r} is not a module name; rename the file (letters, digits, _)")
     existing = sys.modules.get(name)
     if existing is not None and not getattr(existing, _MARK, False):
-        raise PluginError(f"--plugin {spec}: a module named {name!r} is already imported ({existing.__name__} from "
-                          f"{getattr(existing, '__file__', None) or 'built in'}); rename the file")
+        raise PluginError(
+            f"--plugin {spec}: a module named {name!r} is already imported ({existing.__name__} from "
+            f"{getattr(existing, '__file__', None) or 'built in'}); rename the file"
+        )
     loader_spec = importlib.util.spec_from_file_location(name, path)
     if loader_spec is None or loader_spec.loader is None:
         raise PluginError(f"--plugin {spec}: cannot be imported as a Python module")

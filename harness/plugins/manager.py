@@ -68,8 +68,9 @@ class Plugins:
         return [(kind, name) for kind, registry in self.registries.items() for name in registry.looked_up]
 
 
-def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | None = None,
-                       local: Sequence[str] = ()) -> Plugins:
+def get_plugin_manager(
+    extra_plugins: tuple[object, ...] = (), autoload: bool | None = None, local: Sequence[str] = ()
+) -> Plugins:
     """Register built-ins, then ``extra_plugins`` (tests use this), then the ``local`` plugins (``--plugin``: files or
     module names, harness/plugins/local.py), then the ``harness`` entry points; fill registries.
 
@@ -107,8 +108,10 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
             unknown = _unknown_hooks(pm, label)
             if unknown:
                 pm.unregister(name=label)  # none of its hooks run: half a plugin would be harder to understand
-                broken[label] = (f"not loaded: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is "
-                                 f"listed in docs/reference/hooks.md)")
+                broken[label] = (
+                    f"not loaded: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is "
+                    f"listed in docs/reference/hooks.md)"
+                )
                 continue
             third_party.add(label)
 
@@ -128,8 +131,9 @@ def get_plugin_manager(extra_plugins: tuple[object, ...] = (), autoload: bool | 
                 if impl.plugin_name in local_labels:  # the user's own: one line naming it (a clash already is one)
                     if isinstance(exc, PluginError):
                         raise
-                    raise PluginError(f"plugin {impl.plugin_name!r}: {hook_name} raised {type(exc).__name__}: "
-                                      f"{_first_line(exc)}") from exc
+                    raise PluginError(
+                        f"plugin {impl.plugin_name!r}: {hook_name} raised {type(exc).__name__}: {_first_line(exc)}"
+                    ) from exc
                 if not registry.third_party:  # a built-in or test plugin failing is a bug: surface it
                     raise
                 _add(broken, impl.plugin_name, f"{hook_name} raised {type(exc).__name__}: {_first_line(exc)}")
@@ -154,11 +158,15 @@ def _register_local(pm: pluggy.PluginManager, specs: Sequence[str]) -> list[Loca
             raise PluginError(f"--plugin {spec}: {type(exc).__name__}: {_first_line(exc)}") from None
         unknown = _unknown_hooks(pm, plugin.label)
         if unknown:
-            raise PluginError(f"--plugin {spec}: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is listed "
-                              "in docs/reference/hooks.md)")
+            raise PluginError(
+                f"--plugin {spec}: unknown hook(s) {', '.join(unknown)} (misspelt? every hook is listed "
+                "in docs/reference/hooks.md)"
+            )
         if not pm.get_hookcallers(plugin.module):
-            raise PluginError(f"--plugin {spec}: implements no hook; decorate its harness_register_* functions with "
-                              "harness.hookspecs.hookimpl")
+            raise PluginError(
+                f"--plugin {spec}: implements no hook; decorate its harness_register_* functions with "
+                "harness.hookspecs.hookimpl"
+            )
         loaded.append(plugin)
     return loaded
 
@@ -166,9 +174,12 @@ def _register_local(pm: pluggy.PluginManager, specs: Sequence[str]) -> list[Loca
 def _unknown_hooks(pm: pluggy.PluginManager, label: str) -> list[str]:
     """The hook names plugin ``label`` implements that no hookspec declares (what ``check_pending`` rejects)."""
     plugin = pm.get_plugin(label)
-    return sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()
-                  if not caller.has_spec() and any(not impl.optionalhook for impl in caller.get_hookimpls()
-                                                   if impl.plugin is plugin))
+    return sorted(
+        caller.name
+        for caller in pm.get_hookcallers(plugin) or ()
+        if not caller.has_spec()
+        and any(not impl.optionalhook for impl in caller.get_hookimpls() if impl.plugin is plugin)
+    )
 
 
 def _add(broken: dict[str, str], label: str, message: str) -> None:

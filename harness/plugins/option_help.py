@@ -121,8 +121,10 @@ def describe_dataclass(cls: type, exclude: tuple[str, ...] = ()) -> list[Option]
     hints = _hints(cls)
     comments: dict[type, dict[str, str]] = {}
     options = []
-    owners = {f.name: next((c for c in cls.__mro__ if f.name in vars(c).get("__annotations__", {})), cls)
-              for f in dataclasses.fields(cls)}
+    owners = {
+        f.name: next((c for c in cls.__mro__ if f.name in vars(c).get("__annotations__", {})), cls)
+        for f in dataclasses.fields(cls)
+    }
     for f in sorted(dataclasses.fields(cls), key=lambda f: cls.__mro__.index(owners[f.name])):
         if not f.init or f.name in exclude:
             continue
@@ -135,8 +137,7 @@ def describe_dataclass(cls: type, exclude: tuple[str, ...] = ()) -> list[Option]
         hint = hints.get(f.name, None)
         hint, bounds = _unwrap(hint, f.metadata.get("bounds"))
         help_text = f.metadata.get("help") or comments[owner].get(f.name, "")
-        options.append(Option(f.name, _written(f.type, hint), default, " ".join(str(help_text).split()), bounds,
-                              hint))
+        options.append(Option(f.name, _written(f.type, hint), default, " ".join(str(help_text).split()), bounds, hint))
     return options
 
 
@@ -213,28 +214,37 @@ def _field_comments(cls: type) -> dict[str, str]:
         return {}
     tree, comments = parsed
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    return {node.target.id: _comment_for(comments, node.lineno, node.end_lineno) for node in body
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+    return {
+        node.target.id: _comment_for(comments, node.lineno, node.end_lineno)
+        for node in body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
 
 
 def _parameter_comments(function: Any) -> dict[str, str]:
     """Per parameter of a ``def``: the comment ending its line when no other parameter shares that line, else the
     comment lines above it when it is the first parameter on its line."""
     parsed = _source(function)
-    if parsed is None or not parsed[0].body or not isinstance(parsed[0].body[0], (ast.FunctionDef,
-                                                                                    ast.AsyncFunctionDef)):
+    if (
+        parsed is None
+        or not parsed[0].body
+        or not isinstance(parsed[0].body[0], (ast.FunctionDef, ast.AsyncFunctionDef))
+    ):
         return {}
     tree, comments = parsed
     args = tree.body[0].args
     positional = [*args.posonlyargs, *args.args]
-    defaults: dict[str, ast.AST] = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
-                                            args.defaults, strict=True))
+    defaults: dict[str, ast.AST] = dict(
+        zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
+    )
     defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
-    spans = [(a.arg, a.lineno, max(a.end_lineno, getattr(defaults.get(a.arg), "end_lineno", 0)))
-             for a in (*positional, *args.kwonlyargs)]  # in the signature's order
+    spans = [
+        (a.arg, a.lineno, max(a.end_lineno, getattr(defaults.get(a.arg), "end_lineno", 0)))
+        for a in (*positional, *args.kwonlyargs)
+    ]  # in the signature's order
     out = {}
     for index, (name, first, last) in enumerate(spans):
-        others = spans[:index] + spans[index + 1:]
+        others = spans[:index] + spans[index + 1 :]
         trailing = comments.get(last)
         if trailing and not trailing[1]:  # at the end of its line: its own only if no other parameter is there
             alone = not any(o_first <= last <= o_last for _, o_first, o_last in others)

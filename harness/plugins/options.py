@@ -40,8 +40,9 @@ def typed_value(option: Option, value: Any, who: str) -> Any:
     try:
         typed = coerce(value, option.default, option.hint)
     except (TypeError, ValueError, SyntaxError):
-        raise ValueError(f"{who}: option {option.name}={value!r}: expected {option.type or type_name(option.hint)}"
-                         ) from None
+        raise ValueError(
+            f"{who}: option {option.name}={value!r}: expected {option.type or type_name(option.hint)}"
+        ) from None
     if option.bounds is not None and not option.bounds.check(typed):
         raise ValueError(f"{who}: option {option.name}={value!r} is out of its bounds ({option.bounds})")
     return typed
@@ -128,7 +129,7 @@ def convert(text: str, hint: Any) -> Any:
 
 
 def _items(text: str) -> list[Any]:
-    """"[1, 2]" or "(1, 2)" as a Python literal; otherwise comma-separated words ("+,-")."""
+    """ "[1, 2]" or "(1, 2)" as a Python literal; otherwise comma-separated words ("+,-")."""
     if text[:1] in "[(":
         value = ast.literal_eval(text)
         return list(value) if isinstance(value, (list, tuple)) else [value]
@@ -156,7 +157,7 @@ def closest(name: str, known: list[str], cutoff: float = 0.6) -> list[str]:
 
 
 def unknown_options(unknown: list[str], known: list[Option], listed_by: str = "") -> str:
-    """"unknown option lrr; did you mean lr (AdamW learning rate)?": the closest known names with their help, in
+    """ "unknown option lrr; did you mean lr (AdamW learning rate)?": the closest known names with their help, in
     one line, instead of every name. ``listed_by``: the command that lists them all, said when some has none close."""
     names = {o.name: o for o in known}
     guesses = {}
@@ -167,8 +168,9 @@ def unknown_options(unknown: list[str], known: list[Option], listed_by: str = ""
     if len(unknown) == 1:
         text = f"unknown option {unknown[0]}" + (f"; did you mean {guesses[unknown[0]]}?" if guesses else "")
     else:
-        text = f"unknown options {', '.join(unknown)}" + "".join(f"; for {name} did you mean {guess}?"
-                                                                 for name, guess in guesses.items())
+        text = f"unknown options {', '.join(unknown)}" + "".join(
+            f"; for {name} did you mean {guess}?" for name, guess in guesses.items()
+        )
     if listed_by and len(guesses) < len(unknown):
         text += f" (`{listed_by}` lists the {len(known)} options)" if known else " (it takes no options)"
     return text
@@ -187,8 +189,15 @@ def factory_parameters(factory: Any) -> dict[str, inspect.Parameter]:
         return {}
 
 
-def check_options(kind: str, name: str, factory: Any, options: dict[str, Any], given_later: tuple[str, ...] = (),
-                  positional: int = 0, member: str | None = None) -> dict[str, Any]:
+def check_options(
+    kind: str,
+    name: str,
+    factory: Any,
+    options: dict[str, Any],
+    given_later: tuple[str, ...] = (),
+    positional: int = 0,
+    member: str | None = None,
+) -> dict[str, Any]:
     """Refuse, in one line, options the factory does not take (naming the closest it does, with their help) and
     required ones missing; return ``options`` typed by ``coerce``. ``given_later``: what the caller passes itself
     (an engine's policy); ``positional``: leading arguments passed by position (a family's member name)."""
@@ -203,8 +212,10 @@ def check_options(kind: str, name: str, factory: Any, options: dict[str, Any], g
     missing = [o.name for o in described if o.required and o.name not in options]
     if missing:
         raise ValueError(f"{kind} {name!r}: missing option(s) {', '.join(missing)} (--set {kind}.{missing[0]}=...)")
-    return {key: typed_value(by_name[key], value, f"{kind} {name!r}") if key in by_name else value
-            for key, value in options.items()}
+    return {
+        key: typed_value(by_name[key], value, f"{kind} {name!r}") if key in by_name else value
+        for key, value in options.items()
+    }
 
 
 def check_finite(kind: str, name: str, options: dict[str, Any]) -> None:
@@ -228,8 +239,9 @@ def build_plugin(plugins: Any, kind: str, name: str, options: dict[str, Any]) ->
     entry = plugins[kind].get(name)
     factory = entry.load()
     check_finite(kind, name, options)
-    options = check_options(kind, name, factory, options, positional=1 if entry.member is not None else 0,
-                            member=entry.member)
+    options = check_options(
+        kind, name, factory, options, positional=1 if entry.member is not None else 0, member=entry.member
+    )
     if "plugins" in factory_parameters(factory):
         options = {**options, "plugins": plugins}
     try:

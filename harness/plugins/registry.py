@@ -45,8 +45,11 @@ class Entry:
         """Where the factory's code comes from: the installed distribution and its version ("vector-harness 0.1.0"
         for a built-in), else its module's file (a --plugin file), else None. What a manifest records: the plugin's
         label says who registered the name, this says whose code runs."""
-        module = self.factory.partition(":")[0] if isinstance(self.factory, str) else \
-            getattr(self.factory, "__module__", None) or ""
+        module = (
+            self.factory.partition(":")[0]
+            if isinstance(self.factory, str)
+            else getattr(self.factory, "__module__", None) or ""
+        )
         for dist in _distributions().get(module.partition(".")[0], []):
             try:
                 return f"{dist} {metadata.version(dist)}"
@@ -79,9 +82,13 @@ class Registry:
         self.refused: list[tuple[str, str]] = []
         self.looked_up: list[str] = []  # names found since the last ``Plugins.forget_used``: what a run uses
 
-
-    def add(self, name: str, factory: Callable[..., Any] | str, description: str = "",
-            presets: dict[str, dict[str, Any]] | None = None) -> None:
+    def add(
+        self,
+        name: str,
+        factory: Callable[..., Any] | str,
+        description: str = "",
+        presets: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         """Register ``name``. ``presets``: option bundles by preset name (``--preset quick``), kept with the plugin
         they configure; flags and ``--set`` override them."""
         if not isinstance(name, str) or not name:
@@ -89,14 +96,20 @@ class Registry:
         if name in self._entries:
             first = self._entries[name].plugin
             if self.third_party:
-                self.refused.append((self.current_plugin, f"{self.kind} {name!r} not registered: the name is taken "
-                                                          f"by {first!r}"))
+                self.refused.append(
+                    (self.current_plugin, f"{self.kind} {name!r} not registered: the name is taken by {first!r}")
+                )
                 return
             raise PluginError(
                 f"duplicate {self.kind} {name!r}: registered by both {first!r} and {self.current_plugin!r}"
             )
-        self._entries[name] = Entry(name, factory, description.strip().splitlines()[0] if description else "",
-                                    self.current_plugin, presets=dict(presets or {}))
+        self._entries[name] = Entry(
+            name,
+            factory,
+            description.strip().splitlines()[0] if description else "",
+            self.current_plugin,
+            presets=dict(presets or {}),
+        )
 
     def get(self, name: str) -> Entry:
         if name in self._entries:

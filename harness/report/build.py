@@ -58,12 +58,15 @@ def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
     rows = context["rows"]
     write_exports(rows, context["columns"], out, context)
     write_atomic(out / "report.md", markdown(context))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
     html = out / "index.html"
     write_atomic(html, env.get_template("report.html.j2").render(**context))
-    echo(f"report of {len(run_dirs)} runs ({len(rows)} rows): {html}, {out / 'report.md'}, "
-         f"{out / 'leaderboard.csv'}, {out / 'leaderboard.json'}")
+    echo(
+        f"report of {len(run_dirs)} runs ({len(rows)} rows): {html}, {out / 'report.md'}, "
+        f"{out / 'leaderboard.csv'}, {out / 'leaderboard.json'}"
+    )
     return html
 
 
@@ -90,28 +93,41 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     "before" row per base-model evaluation (compare.merge_baselines)."""
     rows = compare.merge_baselines(every_row)
     tasks = sorted({r.task for r in rows})
-    at_k = [(task, kind, f) for task in tasks for kind in ("pass", "best")
-            if (f := plots.at_k_curves(rows, task, kind, plot_dir))]
+    at_k = [
+        (task, kind, f)
+        for task in tasks
+        for kind in ("pass", "best")
+        if (f := plots.at_k_curves(rows, task, kind, plot_dir))
+    ]
     runs = []
     for run_dir in dict.fromkeys(r.run_dir for r in every_row):
         mine = [r for r in every_row if r.run_dir == run_dir]
         manifest = data.manifest(conn, run_dir)
         run_curves = data.curves(conn, run_dir)
         during_names, during_points = data.during_training(run_curves)  # --eval-every's points
-        runs.append({
-            "name": mine[0].run, "rows": mine, "manifest": manifest,
-            # (each a checked type or null: harness/store/run_record.py)
-            "config": json.dumps(manifest.get("resolved_options") or {}, indent=1, default=str),
-            "model": manifest.get("model") or {}, "data_source": (manifest.get("task") or {}).get("data_source"),
-            "packages": manifest.get("packages") or {}, "seconds": manifest.get("seconds"),
-            "curve": plots.training_curves(mine[0].run, run_curves, plot_dir),
-            "during": {"names": during_names, "points": during_points,
-                       "plot": plots.during_training_curves(mine[0].run, during_names, during_points, plot_dir)},
-            "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
-            "warnings": run_warnings(manifest),
-            "warm_up": warm_up_line(_run_metrics(run_dir)),
-            "optimised": what_was_optimised(manifest),  # its reward and the package behind every plugin
-        })
+        runs.append(
+            {
+                "name": mine[0].run,
+                "rows": mine,
+                "manifest": manifest,
+                # (each a checked type or null: harness/store/run_record.py)
+                "config": json.dumps(manifest.get("resolved_options") or {}, indent=1, default=str),
+                "model": manifest.get("model") or {},
+                "data_source": (manifest.get("task") or {}).get("data_source"),
+                "packages": manifest.get("packages") or {},
+                "seconds": manifest.get("seconds"),
+                "curve": plots.training_curves(mine[0].run, run_curves, plot_dir),
+                "during": {
+                    "names": during_names,
+                    "points": during_points,
+                    "plot": plots.during_training_curves(mine[0].run, during_names, during_points, plot_dir),
+                },
+                "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
+                "warnings": run_warnings(manifest),
+                "warm_up": warm_up_line(_run_metrics(run_dir)),
+                "optimised": what_was_optimised(manifest),  # its reward and the package behind every plugin
+            }
+        )
     diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
     behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
     # Every other number a searcher returned (its own metrics too, e.g. a plugin's "majority@8"): nothing it
@@ -124,28 +140,51 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     seed_differences = compare.differences_over_seeds(after_before + between)
     tables = split(columns)
     identity = [c for c in IDENTITY if c != "arm" or any(r.arm for r in rows)]
-    constant = [(c, getattr(rows[0], c)) for c in identity
-                if c not in ALWAYS_SHOWN and len({getattr(r, c) for r in rows}) == 1]
-    return {"rows": rows, "columns": columns, "runs": runs, "at_k": at_k,
-            # The page's leaderboard: identity columns every row shares are said once above it, and with more
-            # than SPLIT_AT metrics, success (pass@k, solved@c) stays in it and best@k gets a table of its own,
-            # so neither runs off the page.
-            "main_columns": tables[0][1], "best_columns": tables[1][1] if len(tables) > 1 else [],
-            "identity": [c for c in identity if c not in dict(constant)], "constant": constant,
-            "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)], "split": split,
-            "notes": [(r, r.note) for r in rows if r.note],
-            # what the runs themselves warned about (training stopped early, reward fell): under the leaderboard,
-            # since a figure can look fine while its run says it should not be trusted
-            "warnings": [(run["name"], line) for run in runs for line in run["warnings"]],
-            "after_before": after_before, "between": between, "seeds": seeds, "seed_differences": seed_differences,
-            "solved_only": compare.solved_only_by(every_row), "show_ids": compare.SHOW_IDS,
-            "difference_columns": compare.headline_names(after_before + between),
-            "seed_columns": compare.headline_names(seeds),
-            "seed_difference_columns": compare.headline_names(seed_differences),
-            "behaviour_plots": plots.behaviour_vs_accuracy(every_row, plot_dir), "diversity": diversity,
-            "behaviour": behaviour, "other": other, "all_other": data.other_columns(rows), "skipped": [],
-            "whole": data.whole_columns(rows), "fmt": fmt, "fmt_ci": fmt_ci, "fmt_number": fmt_number,
-            "fmt_diff": fmt_diff, "fmt_diff_ci": fmt_diff_ci, "verdict": verdict, "ids": _ids}
+    constant = [
+        (c, getattr(rows[0], c)) for c in identity if c not in ALWAYS_SHOWN and len({getattr(r, c) for r in rows}) == 1
+    ]
+    return {
+        "rows": rows,
+        "columns": columns,
+        "runs": runs,
+        "at_k": at_k,
+        # The page's leaderboard: identity columns every row shares are said once above it, and with more
+        # than SPLIT_AT metrics, success (pass@k, solved@c) stays in it and best@k gets a table of its own,
+        # so neither runs off the page.
+        "main_columns": tables[0][1],
+        "best_columns": tables[1][1] if len(tables) > 1 else [],
+        "identity": [c for c in identity if c not in dict(constant)],
+        "constant": constant,
+        "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)],
+        "split": split,
+        "notes": [(r, r.note) for r in rows if r.note],
+        # what the runs themselves warned about (training stopped early, reward fell): under the leaderboard,
+        # since a figure can look fine while its run says it should not be trusted
+        "warnings": [(run["name"], line) for run in runs for line in run["warnings"]],
+        "after_before": after_before,
+        "between": between,
+        "seeds": seeds,
+        "seed_differences": seed_differences,
+        "solved_only": compare.solved_only_by(every_row),
+        "show_ids": compare.SHOW_IDS,
+        "difference_columns": compare.headline_names(after_before + between),
+        "seed_columns": compare.headline_names(seeds),
+        "seed_difference_columns": compare.headline_names(seed_differences),
+        "behaviour_plots": plots.behaviour_vs_accuracy(every_row, plot_dir),
+        "diversity": diversity,
+        "behaviour": behaviour,
+        "other": other,
+        "all_other": data.other_columns(rows),
+        "skipped": [],
+        "whole": data.whole_columns(rows),
+        "fmt": fmt,
+        "fmt_ci": fmt_ci,
+        "fmt_number": fmt_number,
+        "fmt_diff": fmt_diff,
+        "fmt_diff_ci": fmt_diff_ci,
+        "verdict": verdict,
+        "ids": _ids,
+    }
 
 
 def _run_metrics(run_dir: str) -> dict[str, Any]:
@@ -166,11 +205,16 @@ def run_warnings(manifest: dict[str, Any]) -> list[str]:
 def split(columns: list[str]) -> list[tuple[str, list[str]]]:
     """A table's headline columns as (caption, columns) per table: one table, or with more than SPLIT_AT columns,
     pass@k and solved@c in the first and best@k in a second (caption "best@k"), so neither runs off the page."""
-    if len(columns) <= SPLIT_AT or all(c.startswith("best@") for c in columns) \
-            or not any(c.startswith("best@") for c in columns):
+    if (
+        len(columns) <= SPLIT_AT
+        or all(c.startswith("best@") for c in columns)
+        or not any(c.startswith("best@") for c in columns)
+    ):
         return [("", columns)]
-    return [("", [c for c in columns if not c.startswith("best@")]), ("best@k", [c for c in columns
-                                                                             if c.startswith("best@")])]
+    return [
+        ("", [c for c in columns if not c.startswith("best@")]),
+        ("best@k", [c for c in columns if c.startswith("best@")]),
+    ]
 
 
 def fmt(value: float | None) -> str:
@@ -220,7 +264,7 @@ def _problems_only(show, estimate: data.Estimate | None) -> str:
 
 
 def verdict(estimate: data.Estimate | None) -> str:
-    """"better" / "worse" where the 95% interval of A - B excludes 0, else "" (cannot tell)."""
+    """ "better" / "worse" where the 95% interval of A - B excludes 0, else "" (cannot tell)."""
     if estimate is None or estimate.low is None:
         return ""
     return "better" if estimate.low > 0 else "worse" if estimate.high < 0 else ""
@@ -232,8 +276,10 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     other = data.other_columns(rows)
     records = []
     for row in rows:
-        record: dict[str, Any] = {k: getattr(row, k) for k in ("task", "trainer", "arm", "searcher", "model", "seed",
-                                                               "phase", "problems", "run")}
+        record: dict[str, Any] = {
+            k: getattr(row, k)
+            for k in ("task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems", "run")
+        }
         record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
         record["note"] = row.note
         for name in columns:
@@ -246,8 +292,7 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     return records
 
 
-def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: dict[str, Any] | None = None
-                  ) -> None:
+def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: dict[str, Any] | None = None) -> None:
     """leaderboard.csv (the table), leaderboard.json (the table, each row in full, and, with the report's context,
     the paired differences, the means over seeds and the solved-only-by lists)."""
     records = table_records(rows, columns)
@@ -268,16 +313,27 @@ def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: 
 def markdown(context: dict[str, Any]) -> str:
     """The leaderboard and the figures as Markdown a README can include (figure paths relative to the report)."""
     columns = context["columns"]
-    lines = ["# Leaderboard", "",
-             "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k and for behaviour scores "
-             "(each problem's mean), Wilson for solved@c]. "
-             "One before row per evaluation of the base model.", "",
-             "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
-             "|" + "---|" * (6 + len(columns))]
+    lines = [
+        "# Leaderboard",
+        "",
+        "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k and for behaviour scores "
+        "(each problem's mean), Wilson for solved@c]. "
+        "One before row per evaluation of the base model.",
+        "",
+        "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
+        "|" + "---|" * (6 + len(columns)),
+    ]
     for row in context["rows"]:
         method = f"{row.arm} ({row.trainer})" if row.arm else row.trainer
-        cells = [row.task, method, row.searcher, row.model, str(row.seed), row.phase,
-                 *(fmt_ci(row.headline.get(c)) for c in columns)]
+        cells = [
+            row.task,
+            method,
+            row.searcher,
+            row.model,
+            str(row.seed),
+            row.phase,
+            *(fmt_ci(row.headline.get(c)) for c in columns),
+        ]
         lines.append(_md_row(cells))
     if context["notes"]:
         lines += ["", *(f"- {_md(r.label)} s{r.seed}: {_md(note)}" for r, note in context["notes"])]
@@ -290,8 +346,13 @@ def markdown(context: dict[str, Any]) -> str:
         lines += ["", f"![{_md(behaviour)} vs accuracy](plots/{name})"]
     other = context["all_other"]
     if other:
-        lines += ["", "## Other metrics", "", "| run | phase | " + " | ".join(other) + " |",
-                  "|" + "---|" * (2 + len(other))]
+        lines += [
+            "",
+            "## Other metrics",
+            "",
+            "| run | phase | " + " | ".join(other) + " |",
+            "|" + "---|" * (2 + len(other)),
+        ]
         for row in context["rows"]:
             cells = [row.run, row.phase, *(fmt_number(row.other.get(n), n in context["whole"]) for n in other)]
             lines.append(_md_row(cells))
@@ -309,20 +370,34 @@ def _markdown_runs(runs: list[dict[str, Any]]) -> list[str]:
         optimised, during = run["optimised"], run["during"]
         lines += ["", f"### {_md(run['name'])}", ""]
         if optimised["terms"]:
-            lines += [f"Reward: {_md(optimised['formula'] or '-')} (components not listed: reported only)", "",
-                      "| component | weight | from |",
-                      "|---|---|---|", *(_md_row([t["name"], t["shown"], t["source"]]) for t in optimised["terms"]),
-                      ""]
+            lines += [
+                f"Reward: {_md(optimised['formula'] or '-')} (components not listed: reported only)",
+                "",
+                "| component | weight | from |",
+                "|---|---|---|",
+                *(_md_row([t["name"], t["shown"], t["source"]]) for t in optimised["terms"]),
+                "",
+            ]
         if optimised["plugins"]:
-            lines.append("Plugins: " + "; ".join(f"{_md(p['kind'])} {_code(p['name'])} "
-                                                 f"({_md(p['package'] or p['plugin'])})" for p in optimised["plugins"]))
+            lines.append(
+                "Plugins: "
+                + "; ".join(
+                    f"{_md(p['kind'])} {_code(p['name'])} ({_md(p['package'] or p['plugin'])})"
+                    for p in optimised["plugins"]
+                )
+            )
         if run["warm_up"]:
             lines += ["", f"{_md(run['warm_up'])}."]
         if run["warnings"]:
             lines += ["", f"{len(run['warnings'])} warning(s): see Warnings above."]
         if during["points"]:
-            lines += ["", f"Evaluation during training ({len(during['points'])} points; step: optimizer steps taken):",
-                      "", "| step | " + " | ".join(during["names"]) + " |", "|" + "---|" * (1 + len(during["names"]))]
+            lines += [
+                "",
+                f"Evaluation during training ({len(during['points'])} points; step: optimizer steps taken):",
+                "",
+                "| step | " + " | ".join(during["names"]) + " |",
+                "|" + "---|" * (1 + len(during["names"])),
+            ]
             lines += [_md_row([p["step"], *(fmt(p.get(n)) for n in during["names"])]) for p in during["points"]]
         if during["plot"]:
             lines += ["", f"![evaluation during training of {_md(run['name'])}](plots/{during['plot']})"]
@@ -333,40 +408,74 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
     """The paired differences, the means over seeds and the solved-only-by lists, as Markdown."""
     lines: list[str] = []
     columns = context["difference_columns"]
-    for title, diffs in (("After - before, per run", context["after_before"]),
-                         ("Method - method, same problems and seed", context["between"])):
+    for title, diffs in (
+        ("After - before, per run", context["after_before"]),
+        ("Method - method, same problems and seed", context["between"]),
+    ):
         if not diffs:
             continue
-        lines += ["", f"## {title}", "", "Mean paired difference [95% paired bootstrap over the problems].", "",
-                  "| task | model | searcher | seed | A - B | problems | " + " | ".join(columns) + " | note |",
-                  "|" + "---|" * (7 + len(columns))]
+        lines += [
+            "",
+            f"## {title}",
+            "",
+            "Mean paired difference [95% paired bootstrap over the problems].",
+            "",
+            "| task | model | searcher | seed | A - B | problems | " + " | ".join(columns) + " | note |",
+            "|" + "---|" * (7 + len(columns)),
+        ]
         for d in diffs:
-            cells = [d.task, d.model, d.searcher, str(d.seed), f"{d.a} - {d.b}", str(d.problems),
-                     *(fmt_diff_ci(d.metrics.get(c)) for c in columns), d.note]
+            cells = [
+                d.task,
+                d.model,
+                d.searcher,
+                str(d.seed),
+                f"{d.a} - {d.b}",
+                str(d.problems),
+                *(fmt_diff_ci(d.metrics.get(c)) for c in columns),
+                d.note,
+            ]
             lines.append(_md_row(cells))
     groups = context["seeds"] + context["seed_differences"]
     if groups:
         names = compare.headline_names(groups)
-        lines += ["", "## Over seeds", "",
-                  "Mean of the seeds' figures [95% interval over seeds and problems: a hierarchical bootstrap "
-                  "that redraws the seeds, then each seed's problems] {over problems only: the seeds' runs fixed} "
-                  "(the lowest and highest seed's figure). A gain over seeds is one whose first interval excludes 0.",
-                  "",
-                  "| task | model | searcher | what | seeds | " + " | ".join(names) + " |",
-                  "|" + "---|" * (5 + len(names))]
+        lines += [
+            "",
+            "## Over seeds",
+            "",
+            "Mean of the seeds' figures [95% interval over seeds and problems: a hierarchical bootstrap "
+            "that redraws the seeds, then each seed's problems] {over problems only: the seeds' runs fixed} "
+            "(the lowest and highest seed's figure). A gain over seeds is one whose first interval excludes 0.",
+            "",
+            "| task | model | searcher | what | seeds | " + " | ".join(names) + " |",
+            "|" + "---|" * (5 + len(names)),
+        ]
         for g in groups:
             show = fmt_diff_ci if g.kind != "run" else fmt_ci
-            cells = [g.task, g.model, g.searcher, g.label, ",".join(map(str, g.seeds)),
-                     *(f"{show(g.metrics[c])} {_problems_only(show, g.problem_level.get(c))}"
-                       f"(seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})" if c in g.metrics
-                       else "-" for c in names)]
+            cells = [
+                g.task,
+                g.model,
+                g.searcher,
+                g.label,
+                ",".join(map(str, g.seeds)),
+                *(
+                    f"{show(g.metrics[c])} {_problems_only(show, g.problem_level.get(c))}"
+                    f"(seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})"
+                    if c in g.metrics
+                    else "-"
+                    for c in names
+                ),
+            ]
             lines.append(_md_row(cells))
     if context["solved_only"]:
         lines += ["", "## Solved only by", ""]
         for t in context["solved_only"]:
-            lines += [f"{t.task}, {t.model}: {t.compared} problems evaluated by every method ({t.left_out} left out), "
-                      f"{t.by_all} solved by all, {t.by_none} by none.", "",
-                      "| method | solved only by it | problems |", "|---|---|---|"]
+            lines += [
+                f"{t.task}, {t.model}: {t.compared} problems evaluated by every method ({t.left_out} left out), "
+                f"{t.by_all} solved by all, {t.by_none} by none.",
+                "",
+                "| method | solved only by it | problems |",
+                "|---|---|---|",
+            ]
             lines += [_md_row([m, len(ids), _ids(ids, context["show_ids"])]) for m, ids in t.only.items()]
             lines.append("")
     return lines

@@ -68,9 +68,19 @@ class Difference:
     group: tuple = field(default=(), repr=False, compare=False)
 
     def export(self) -> dict[str, Any]:
-        return {"kind": self.kind, "task": self.task, "model": self.model, "searcher": self.searcher,
-                "seed": self.seed, "a": self.a, "b": self.b, "runs": list(self.runs), "problems": self.problems,
-                "note": self.note, "metrics": {n: e.as_dict() for n, e in self.metrics.items()}}
+        return {
+            "kind": self.kind,
+            "task": self.task,
+            "model": self.model,
+            "searcher": self.searcher,
+            "seed": self.seed,
+            "a": self.a,
+            "b": self.b,
+            "runs": list(self.runs),
+            "problems": self.problems,
+            "note": self.note,
+            "metrics": {n: e.as_dict() for n, e in self.metrics.items()},
+        }
 
 
 @dataclass
@@ -90,12 +100,25 @@ class OverSeeds:
     runs: list[str] = field(default_factory=list)
 
     def export(self) -> dict[str, Any]:
-        return {"kind": self.kind, "task": self.task, "model": self.model, "searcher": self.searcher,
-                "label": self.label, "seeds": self.seeds, "runs": self.runs,
-                "metrics": {n: {**e.as_dict(), "interval": "seeds and problems",
-                                "problems_only": self.problem_level[n].as_dict() if n in self.problem_level else None,
-                                "lowest_seed": self.spread[n][0], "highest_seed": self.spread[n][1]}
-                            for n, e in self.metrics.items()}}
+        return {
+            "kind": self.kind,
+            "task": self.task,
+            "model": self.model,
+            "searcher": self.searcher,
+            "label": self.label,
+            "seeds": self.seeds,
+            "runs": self.runs,
+            "metrics": {
+                n: {
+                    **e.as_dict(),
+                    "interval": "seeds and problems",
+                    "problems_only": self.problem_level[n].as_dict() if n in self.problem_level else None,
+                    "lowest_seed": self.spread[n][0],
+                    "highest_seed": self.spread[n][1],
+                }
+                for n, e in self.metrics.items()
+            },
+        }
 
 
 @dataclass
@@ -120,8 +143,9 @@ class SolvedOnly:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def paired(a: dict[str, float], b: dict[str, float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
-           ) -> tuple[Estimate, list[float]]:
+def paired(
+    a: dict[str, float], b: dict[str, float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[Estimate, list[float]]:
     """mean(A) - mean(B) over the problems both have, with a 95% paired percentile bootstrap (the same resampled
     problem ids on both sides); and the per-problem differences, in problem id order."""
     ids = sorted(set(a) & set(b))
@@ -132,8 +156,9 @@ def paired(a: dict[str, float], b: dict[str, float], seed: int = 0, resamples: i
     return Estimate(math.fsum(differences) / len(differences), low, high), differences
 
 
-def pooled_bootstrap(groups: list[list[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
-                     ) -> tuple[float, float]:
+def pooled_bootstrap(
+    groups: list[list[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
     """95% percentile interval of the mean of the groups' means, resampling within each group (stratified): one
     group is the plain bootstrap of data.bootstrap, draw for draw."""
     rng = np.random.default_rng(seed)
@@ -145,8 +170,9 @@ def pooled_bootstrap(groups: list[list[float]], seed: int = 0, resamples: int = 
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def hierarchical_bootstrap(groups: list[list[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
-                           ) -> tuple[float, float]:
+def hierarchical_bootstrap(
+    groups: list[list[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
     """95% percentile interval of the mean of the groups' means with the groups (seeds) a sample too: each resample
     draws len(groups) groups with replacement, then each drawn group's values from its own, and averages."""
     rng = np.random.default_rng(seed)
@@ -162,16 +188,28 @@ def hierarchical_bootstrap(groups: list[list[float]], seed: int = 0, resamples: 
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def _compare(kind: str, a: Row, b: Row, a_label: str, b_label: str, group: tuple, note: str = "",
-             seed: int = 0) -> Difference | None:
+def _compare(
+    kind: str, a: Row, b: Row, a_label: str, b_label: str, group: tuple, note: str = "", seed: int = 0
+) -> Difference | None:
     ids_a, ids_b = set(a.solved), set(b.solved)
     common = ids_a & ids_b
     if not common:
         return None
     if ids_a != ids_b:
         note = _join(note, f"on the {len(common)} problems both evaluated ({len(ids_a)} vs {len(ids_b)})")
-    diff = Difference(kind, a.task, a.model, a.searcher, a.seed, a_label, b_label, len(common), note=note,
-                      runs=(a.run, b.run), group=group)
+    diff = Difference(
+        kind,
+        a.task,
+        a.model,
+        a.searcher,
+        a.seed,
+        a_label,
+        b_label,
+        len(common),
+        note=note,
+        runs=(a.run, b.run),
+        group=group,
+    )
     for name in sorted(set(a.values) & set(b.values), key=_order):
         av = {i: v for i, v in a.values[name].items() if i in common}
         bv = {i: v for i, v in b.values[name].items() if i in common}
@@ -190,8 +228,15 @@ def after_minus_before(rows: list[Row], seed: int = 0) -> list[Difference]:
     for phases in by_run.values():
         before, after = phases.get("before"), phases.get("after")
         if before and after:
-            diff = _compare("after - before", after, before, f"{after.method} after", "before",
-                            ("after - before", seed_key(after)), seed=seed)
+            diff = _compare(
+                "after - before",
+                after,
+                before,
+                f"{after.method} after",
+                "before",
+                ("after - before", seed_key(after)),
+                seed=seed,
+            )
             if diff:
                 out.append(diff)
     return out
@@ -210,12 +255,21 @@ def method_differences(rows: list[Row], seed: int = 0) -> list[Difference]:
         members.sort(key=lambda r: (r.trainer == "none", r.method, r.run))
         labels = _labels(members)
         for i, a in enumerate(members):
-            for b in members[i + 1:]:
+            for b in members[i + 1 :]:
                 settings = _setting_differences(a, b)
-                note = _join(_answer_formats(a, b), f"searcher settings the trainer sets: {settings}" if settings
-                             else "")
-                diff = _compare("method - method", a, b, labels[a.run_dir], labels[b.run_dir],
-                                ("method - method", seed_key(a), seed_key(b)), note=note, seed=seed)
+                note = _join(
+                    _answer_formats(a, b), f"searcher settings the trainer sets: {settings}" if settings else ""
+                )
+                diff = _compare(
+                    "method - method",
+                    a,
+                    b,
+                    labels[a.run_dir],
+                    labels[b.run_dir],
+                    ("method - method", seed_key(a), seed_key(b)),
+                    note=note,
+                    seed=seed,
+                )
                 if diff:
                     out.append(diff)
     return out
@@ -227,8 +281,11 @@ def _labels(rows: list[Row]) -> dict[str, str]:
     count = defaultdict(int)
     for row in rows:
         count[row.method] += 1
-    return {row.run_dir: (f"{row.method} ({BASE})" if row.trainer == "none" else row.method)
-            + (f" [{row.run}]" if count[row.method] > 1 else "") for row in rows}
+    return {
+        row.run_dir: (f"{row.method} ({BASE})" if row.trainer == "none" else row.method)
+        + (f" [{row.run}]" if count[row.method] > 1 else "")
+        for row in rows
+    }
 
 
 def _answer_formats(a: Row, b: Row) -> str:
@@ -236,8 +293,10 @@ def _answer_formats(a: Row, b: Row) -> str:
     if m_a == m_b:
         return ""
     if "evolve" in (a.searcher, b.searcher):  # evolve's budget is model calls; an M-answer seed call writes M
-        return (f"answers per rollout {m_a} vs {m_b} (the same budget of model calls, not of candidates: see "
-                f"budget/candidates)")
+        return (
+            f"answers per rollout {m_a} vs {m_b} (the same budget of model calls, not of candidates: see "
+            f"budget/candidates)"
+        )
     return f"answers per rollout {m_a} vs {m_b} (the same budget of candidates; pass@k/best@k count whole rollouts)"
 
 
@@ -252,8 +311,16 @@ def _config(row: Row) -> dict[str, Any]:
 
 def _task_identity(row: Row) -> str:
     task = row.manifest.get("task") or {}
-    return json.dumps([task.get("name", row.task), task.get("version"), task.get("data_source"),
-                       (row.manifest.get("resolved_options") or {}).get("task")], sort_keys=True, default=str)
+    return json.dumps(
+        [
+            task.get("name", row.task),
+            task.get("version"),
+            task.get("data_source"),
+            (row.manifest.get("resolved_options") or {}).get("task"),
+        ],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _searcher_options(row: Row, leave_out: Iterable[str]) -> str:
@@ -266,16 +333,32 @@ def comparison_key(row: Row) -> tuple:
     searcher options the user gave (``--set searcher.*``, k, preset), engine."""
     cfg = _config(row)
     user = (cfg.get("options") or {}).get("searcher") or {}
-    return (row.task, row.model, row.seed, row.searcher, _task_identity(row), str(cfg.get("k")), cfg.get("preset"),
-            json.dumps({k: str(v) for k, v in user.items()}, sort_keys=True), cfg.get("engine"),
-            _searcher_options(row, (*FROM_THE_TRAINER, "seed")))
+    return (
+        row.task,
+        row.model,
+        row.seed,
+        row.searcher,
+        _task_identity(row),
+        str(cfg.get("k")),
+        cfg.get("preset"),
+        json.dumps({k: str(v) for k, v in user.items()}, sort_keys=True),
+        cfg.get("engine"),
+        _searcher_options(row, (*FROM_THE_TRAINER, "seed")),
+    )
 
 
 def baseline_key(row: Row, with_seed: bool = True) -> tuple:
     """Before-evaluations with the same key evaluate the same base model the same way on the same problems."""
-    return (row.phase, row.task, row.model, row.seed if with_seed else None, row.searcher, _task_identity(row),
-            _searcher_options(row, ("resume",) if with_seed else ("resume", "seed")),
-            tuple(sorted(row.solved)) if with_seed else ())
+    return (
+        row.phase,
+        row.task,
+        row.model,
+        row.seed if with_seed else None,
+        row.searcher,
+        _task_identity(row),
+        _searcher_options(row, ("resume",) if with_seed else ("resume", "seed")),
+        tuple(sorted(row.solved)) if with_seed else (),
+    )
 
 
 def seed_key(row: Row) -> tuple:
@@ -283,16 +366,18 @@ def seed_key(row: Row) -> tuple:
     if row.phase == "before":
         return baseline_key(row, with_seed=False)
     cfg = {k: v for k, v in _config(row).items() if k not in NOT_SETTINGS}
-    return (row.phase, row.task, row.trainer, row.searcher, row.model,
-            json.dumps(cfg, sort_keys=True, default=str))
+    return (row.phase, row.task, row.trainer, row.searcher, row.model, json.dumps(cfg, sort_keys=True, default=str))
 
 
 def _setting_differences(a: Row, b: Row) -> str:
     """The resolved searcher options that differ between two runs (those the trainer sets), as "key a vs b"."""
     sa = (a.manifest.get("resolved_options") or {}).get("searcher") or {}
     sb = (b.manifest.get("resolved_options") or {}).get("searcher") or {}
-    keys = sorted(k for k in set(sa) | set(sb) if k not in ("seed", "resume", "answers_per_rollout")
-                  and str(sa.get(k)) != str(sb.get(k)))
+    keys = sorted(
+        k
+        for k in set(sa) | set(sb)
+        if k not in ("seed", "resume", "answers_per_rollout") and str(sa.get(k)) != str(sb.get(k))
+    )
     return ", ".join(f"{k} {sa.get(k, 'unset')} vs {sb.get(k, 'unset')}" for k in keys)
 
 
@@ -326,14 +411,20 @@ def merge_baselines(rows: list[Row]) -> list[Row]:
             row = dataclasses.replace(first)  # a copy: the notes below are the leaderboard's, not the run's
             if len(cluster) > 1:  # the row stands for several methods: its trainer column lists them
                 row = dataclasses.replace(first, trainer=", ".join(trainers), arm="", shared_by=trainers)
-                row.note = (f"one row for the before-evaluations of {len(cluster)} runs ({', '.join(trainers)}): "
-                            "the same base model, searcher settings and problems gave the same figures")
+                row.note = (
+                    f"one row for the before-evaluations of {len(cluster)} runs ({', '.join(trainers)}): "
+                    "the same base model, searcher settings and problems gave the same figures"
+                )
             if len(clusters) > 1:
                 others = [c[0] for c in clusters if c is not cluster]
-                row.note = _join(row.note, "kept apart from the before-evaluation of "
-                                 + "; ".join(f"{o.run} ({_figure_differences(first, o)}; "
-                                             f"{_manifest_differences(first, o)})" for o in others)
-                                 + " although model, settings and problems are the same")
+                row.note = _join(
+                    row.note,
+                    "kept apart from the before-evaluation of "
+                    + "; ".join(
+                        f"{o.run} ({_figure_differences(first, o)}; {_manifest_differences(first, o)})" for o in others
+                    )
+                    + " although model, settings and problems are the same",
+                )
             merged[first.run_dir] = row
             dropped.update(r.run_dir for r in cluster[1:])
     # Before-rows of one task, model, seed and searcher that were not merged because their settings differ.
@@ -345,8 +436,9 @@ def merge_baselines(rows: list[Row]) -> list[Row]:
             for other in footing:
                 if other is not row and baseline_key(other) != baseline_key(row):
                     why = _baseline_differences(row, other)
-                    row.note = _join(row.note, f"evaluated apart from the before-evaluation of {other.method} "
-                                     f"({other.run}): {why}")
+                    row.note = _join(
+                        row.note, f"evaluated apart from the before-evaluation of {other.method} ({other.run}): {why}"
+                    )
     out = []
     for row in rows:
         if row.phase == "before":
@@ -361,17 +453,23 @@ def merge_baselines(rows: list[Row]) -> list[Row]:
 def _same_figures(a: Row, b: Row) -> bool:
     if set(a.headline) != set(b.headline) or set(a.values) != set(b.values):
         return False
-    if any(not math.isclose(a.headline[n].value, b.headline[n].value, rel_tol=1e-12, abs_tol=1e-12)
-           for n in a.headline):
+    if any(
+        not math.isclose(a.headline[n].value, b.headline[n].value, rel_tol=1e-12, abs_tol=1e-12) for n in a.headline
+    ):
         return False
-    return all(a.values[n].keys() == b.values[n].keys()
-               and all(math.isclose(a.values[n][i], b.values[n][i], rel_tol=1e-12, abs_tol=1e-12)
-                       for i in a.values[n]) for n in a.values)
+    return all(
+        a.values[n].keys() == b.values[n].keys()
+        and all(math.isclose(a.values[n][i], b.values[n][i], rel_tol=1e-12, abs_tol=1e-12) for i in a.values[n])
+        for n in a.values
+    )
 
 
 def _figure_differences(a: Row, b: Row) -> str:
-    names = [n for n in sorted(set(a.headline) & set(b.headline), key=_order)
-             if not math.isclose(a.headline[n].value, b.headline[n].value, abs_tol=1e-12)]
+    names = [
+        n
+        for n in sorted(set(a.headline) & set(b.headline), key=_order)
+        if not math.isclose(a.headline[n].value, b.headline[n].value, abs_tol=1e-12)
+    ]
     if names:
         n = names[0]
         return f"{n} {a.headline[n].value:.3f} vs {b.headline[n].value:.3f}"
@@ -381,18 +479,21 @@ def _figure_differences(a: Row, b: Row) -> str:
 def _manifest_differences(a: Row, b: Row) -> str:
     """What differs between two runs' manifests that could change a before-evaluation."""
     found = []
-    for what, get in (("engine", lambda m: (m.get("config") or {}).get("engine")),
-                      ("threads", lambda m: (m.get("config") or {}).get("threads")),
-                      ("processes", lambda m: m.get("processes")),
-                      ("model weights", lambda m: (m.get("model") or {}).get("source")),
-                      ("dtype", lambda m: (m.get("model") or {}).get("dtype")),
-                      ("harness version", lambda m: m.get("harness_version"))):
+    for what, get in (
+        ("engine", lambda m: (m.get("config") or {}).get("engine")),
+        ("threads", lambda m: (m.get("config") or {}).get("threads")),
+        ("processes", lambda m: m.get("processes")),
+        ("model weights", lambda m: (m.get("model") or {}).get("source")),
+        ("dtype", lambda m: (m.get("model") or {}).get("dtype")),
+        ("harness version", lambda m: m.get("harness_version")),
+    ):
         va, vb = get(a.manifest), get(b.manifest)
         if va != vb:
             found.append(f"{what} {va} vs {vb}")
     pa, pb = a.manifest.get("packages") or {}, b.manifest.get("packages") or {}
-    found += [f"{name} {pa.get(name)} vs {pb.get(name)}" for name in sorted(set(pa) | set(pb))
-              if pa.get(name) != pb.get(name)]
+    found += [
+        f"{name} {pa.get(name)} vs {pb.get(name)}" for name in sorted(set(pa) | set(pb)) if pa.get(name) != pb.get(name)
+    ]
     return ("differing: " + ", ".join(found)) if found else "nothing recorded in their manifests differs"
 
 
@@ -429,10 +530,18 @@ def over_seeds(rows: list[Row], seed: int = 0) -> list[OverSeeds]:
         members.sort(key=lambda r: r.seed)
         first = members[0]
         trainers = sorted({t for r in members for t in r.method.split(", ")})
-        label = (f"{BASE} (before: {', '.join(trainers)})" if first.phase == "before" else
-                 f"{first.method} ({first.phase})")
-        group = OverSeeds("run", first.task, first.model, first.searcher, label, [r.seed for r in members],
-                          runs=[r.run for r in members])
+        label = (
+            f"{BASE} (before: {', '.join(trainers)})" if first.phase == "before" else f"{first.method} ({first.phase})"
+        )
+        group = OverSeeds(
+            "run",
+            first.task,
+            first.model,
+            first.searcher,
+            label,
+            [r.seed for r in members],
+            runs=[r.run for r in members],
+        )
         for name in sorted(set.intersection(*(set(r.headline) for r in members)), key=_order):
             figures = [r.headline[name].value for r in members]
             mean = math.fsum(figures) / len(figures)
@@ -459,8 +568,15 @@ def differences_over_seeds(differences: list[Difference], seed: int = 0) -> list
             continue
         members.sort(key=lambda d: d.seed)
         first = members[0]
-        group = OverSeeds(first.kind, first.task, first.model, first.searcher, f"{first.a} - {first.b}",
-                          [d.seed for d in members], runs=[f"{d.runs[0]} - {d.runs[1]}" for d in members])
+        group = OverSeeds(
+            first.kind,
+            first.task,
+            first.model,
+            first.searcher,
+            f"{first.a} - {first.b}",
+            [d.seed for d in members],
+            runs=[f"{d.runs[0]} - {d.runs[1]}" for d in members],
+        )
         for name in sorted(set.intersection(*(set(d.values) for d in members)), key=_order):
             figures = [d.metrics[name].value for d in members]
             mean = math.fsum(figures) / len(figures)
@@ -502,9 +618,15 @@ def solved_only_by(rows: list[Row]) -> list[SolvedOnly]:
         every = set.intersection(*(set(s) for s in solved.values()))
         anywhere = set.union(*(set(s) for s in solved.values()))
         count = {p: sum(solved[m][p] for m in methods) for p in every}
-        table = SolvedOnly(task, model, methods, len(every), len(anywhere - every),
-                           by_all=sum(c == len(methods) for c in count.values()),
-                           by_none=sum(c == 0 for c in count.values()))
+        table = SolvedOnly(
+            task,
+            model,
+            methods,
+            len(every),
+            len(anywhere - every),
+            by_all=sum(c == len(methods) for c in count.values()),
+            by_none=sum(c == 0 for c in count.values()),
+        )
         for method in methods:
             table.only[method] = sorted(p for p in every if count[p] == 1 and solved[method][p])
         out.append(table)

@@ -68,8 +68,21 @@ class Row:
     solved: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
     manifest: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    EXPORTED = ("run", "run_dir", "task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems",
-                "other", "shared_by", "note")
+    EXPORTED = (
+        "run",
+        "run_dir",
+        "task",
+        "trainer",
+        "arm",
+        "searcher",
+        "model",
+        "seed",
+        "phase",
+        "problems",
+        "other",
+        "shared_by",
+        "note",
+    )
 
     @property
     def anchor(self) -> str:
@@ -90,8 +103,10 @@ class Row:
 
     def export(self) -> dict[str, Any]:
         """The row as JSON-ready data (leaderboard.json): identity, other metrics, headline estimates."""
-        return {**{k: getattr(self, k) for k in self.EXPORTED},
-                "headline": {n: e.as_dict() for n, e in self.headline.items()}}
+        return {
+            **{k: getattr(self, k) for k in self.EXPORTED},
+            "headline": {n: e.as_dict() for n, e in self.headline.items()},
+        }
 
 
 def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = None) -> list[Row]:
@@ -99,11 +114,15 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
     seed, phase."""
     rows = []
     only = " AND run_dir = ?" if run_dir is not None else ""
-    runs = conn.execute(f"SELECT * FROM runs WHERE status = 'complete'{only} ORDER BY task, trainer, searcher, model, "
-                        "seed, name", () if run_dir is None else (run_dir,)).fetchall()
+    runs = conn.execute(
+        f"SELECT * FROM runs WHERE status = 'complete'{only} ORDER BY task, trainer, searcher, model, seed, name",
+        () if run_dir is None else (run_dir,),
+    ).fetchall()
     for run in runs:
-        metrics = {r["key"]: r["value"] for r in conn.execute("SELECT key, value FROM metrics WHERE run_dir = ?",
-                                                              (run["run_dir"],))}
+        metrics = {
+            r["key"]: r["value"]
+            for r in conn.execute("SELECT key, value FROM metrics WHERE run_dir = ?", (run["run_dir"],))
+        }
         manifest = json.loads(run["manifest"])
         config = manifest.get("config") or {}
         m = answers_per_rollout(manifest)
@@ -111,12 +130,24 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
             mine = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(phase + "/")}
             if not mine:
                 continue
-            per_problem = conn.execute("SELECT * FROM problems WHERE run_dir = ? AND phase = ? ORDER BY problem_id",
-                                       (run["run_dir"], phase)).fetchall()
+            per_problem = conn.execute(
+                "SELECT * FROM problems WHERE run_dir = ? AND phase = ? ORDER BY problem_id", (run["run_dir"], phase)
+            ).fetchall()
             problems = int((manifest.get("task") or {}).get("eval_problems") or len(per_problem))
-            row = Row(run["name"], run["run_dir"], run["task"], run["trainer"], run["searcher"], run["model"],
-                      run["seed"], phase, problems, manifest=manifest, arm=str(config.get("arm") or ""),
-                      solved={p["problem_id"]: p["successes"] > 0 for p in per_problem})
+            row = Row(
+                run["name"],
+                run["run_dir"],
+                run["task"],
+                run["trainer"],
+                run["searcher"],
+                run["model"],
+                run["seed"],
+                phase,
+                problems,
+                manifest=manifest,
+                arm=str(config.get("arm") or ""),
+                solved={p["problem_id"]: p["successes"] > 0 for p in per_problem},
+            )
             for name, value in sorted(mine.items(), key=lambda kv: _order(kv[0])):
                 match = HEADLINE.match(name)
                 if not match:
@@ -148,8 +179,9 @@ def answers_per_rollout(manifest: dict[str, Any]) -> int:
         return 1
 
 
-def problem_values(kind: str, k: int, value: float, per_problem: list, problems: int, m: int = 1
-                   ) -> dict[str, float] | None:
+def problem_values(
+    kind: str, k: int, value: float, per_problem: list, problems: int, m: int = 1
+) -> dict[str, float] | None:
     """{problem id: that problem's pass@k, best@k or solved@k} from the store's per-problem rows, or None where no
     recomputation reproduces ``value`` (the run's own figure): set-level (M > 1, the rollout as unit) first, then
     over the pooled candidates (M = 1, or a run written before set-level figures)."""
@@ -165,8 +197,9 @@ def problem_values(kind: str, k: int, value: float, per_problem: list, problems:
             values[p["problem_id"]] = one
         else:
             denominator = problems if kind == "solved" else len(values)
-            if len(values) == denominator and math.isclose(math.fsum(values.values()) / denominator, value,
-                                                           abs_tol=1e-6):
+            if len(values) == denominator and math.isclose(
+                math.fsum(values.values()) / denominator, value, abs_tol=1e-6
+            ):
                 return values
     return None
 
@@ -180,8 +213,9 @@ def behaviour_values(name: str, value: float, per_problem: list) -> dict[str, fl
         if not scores or not scores[1]:
             return None
         sums[p["problem_id"]] = scores
-    if not sums or not math.isclose(math.fsum(s for s, _ in sums.values()) / sum(n for _, n in sums.values()), value,
-                                    abs_tol=1e-6):
+    if not sums or not math.isclose(
+        math.fsum(s for s, _ in sums.values()) / sum(n for _, n in sums.values()), value, abs_tol=1e-6
+    ):
         return None
     return {pid: s / n for pid, (s, n) in sums.items()}
 
@@ -221,8 +255,9 @@ def rollout_outcomes(outcomes: list[list], scalars: list[float], m: int) -> tupl
     return len(whole), successful, bests
 
 
-def interval(kind: str, k: int, value: float, per_problem: list, problems: int, seed: int = 0, m: int = 1
-             ) -> tuple[float | None, float | None]:
+def interval(
+    kind: str, k: int, value: float, per_problem: list, problems: int, seed: int = 0, m: int = 1
+) -> tuple[float | None, float | None]:
     """95% interval of a headline metric; (None, None) where the per-problem data cannot give one."""
     if kind == "solved":
         return wilson(value, problems)
@@ -256,8 +291,10 @@ def skipped_runs(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             out.append((run["run_dir"], f"status 'failed': {error}"))
         elif run["status"] != "complete":
             out.append((run["run_dir"], f"status {run['status']!r} (unfinished or died)"))
-        elif not any(r["key"].split("/", 1)[0] in PHASES
-                     for r in conn.execute("SELECT key FROM metrics WHERE run_dir = ?", (run["run_dir"],))):
+        elif not any(
+            r["key"].split("/", 1)[0] in PHASES
+            for r in conn.execute("SELECT key FROM metrics WHERE run_dir = ?", (run["run_dir"],))
+        ):
             out.append((run["run_dir"], "complete, but no evaluation metrics (before/, after/ or eval/)"))
     return out
 
@@ -294,8 +331,10 @@ def during_training(curves_of_run: dict[str, list[tuple[int, float]]]) -> tuple[
     """A run's evaluations during training (--eval-every, harness/runner/during_training.py) from its curves:
     (the headline metrics they hold, one {"step": optimizer steps taken, metric: value} per point, by step)."""
     steps = [value for _, value in curves_of_run.get("during/step", [])]
-    names = sorted({k.split("/", 1)[1] for k in curves_of_run if k.startswith("during/")
-                    and is_headline(k.split("/", 1)[1])}, key=_order)
+    names = sorted(
+        {k.split("/", 1)[1] for k in curves_of_run if k.startswith("during/") and is_headline(k.split("/", 1)[1])},
+        key=_order,
+    )
     points = [{"step": int(step)} for step in steps]
     for name in names:
         for index, value in curves_of_run[f"during/{name}"]:
@@ -305,8 +344,10 @@ def during_training(curves_of_run: dict[str, list[tuple[int, float]]]) -> tuple[
 
 
 def examples(conn: sqlite3.Connection, run_dir: str, phase: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in conn.execute("SELECT * FROM examples WHERE run_dir = ? AND phase = ? ORDER BY which",
-                                          (run_dir, phase))]
+    return [
+        dict(r)
+        for r in conn.execute("SELECT * FROM examples WHERE run_dir = ? AND phase = ? ORDER BY which", (run_dir, phase))
+    ]
 
 
 def manifest(conn: sqlite3.Connection, run_dir: str) -> dict[str, Any]:

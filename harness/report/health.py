@@ -37,8 +37,10 @@ def reward_went_down(values: Sequence[Any], name: str = "reward_mean") -> str | 
     b, error = slope(ys)
     if b >= 0 or -b <= NOISE * error:
         return None
-    return (f"training reward went down: {name} {ys[0]:.3f} -> {ys[-1]:.3f} over {len(ys)} steps "
-            f"(slope {b:.3g} per step, beyond its noise)")
+    return (
+        f"training reward went down: {name} {ys[0]:.3f} -> {ys[-1]:.3f} over {len(ys)} steps "
+        f"(slope {b:.3g} per step, beyond its noise)"
+    )
 
 
 def scored_lower(name: str, before: Any, after: Any, change: Any) -> str | None:
@@ -47,8 +49,10 @@ def scored_lower(name: str, before: Any, after: Any, change: Any) -> str | None:
     high = getattr(change, "high", None)
     if not name.startswith(HIGHER_IS_BETTER) or high is None or not high < 0:  # (a NaN interval is not below 0)
         return None
-    return (f"the trained policy scored lower on {name}: {_fmt(before)} -> {_fmt(after)}, change "
-            f"{change.value:+.3f} [{change.low:+.3f}, {high:+.3f}] (paired 95% interval excludes 0)")
+    return (
+        f"the trained policy scored lower on {name}: {_fmt(before)} -> {_fmt(after)}, change "
+        f"{change.value:+.3f} [{change.low:+.3f}, {high:+.3f}] (paired 95% interval excludes 0)"
+    )
 
 
 def _fmt(value: Any) -> str:

@@ -35,16 +35,25 @@ def reward_terms(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     terms = []
     for name, weight in _dict(task.get("reward_weights")).items():
         function = functions.get(name)
-        source = (" ".join(x for x in (f"--reward {function.get('spec')}", _brackets(function.get("file"))) if x)
-                  if function else task_from)
+        source = (
+            " ".join(x for x in (f"--reward {function.get('spec')}", _brackets(function.get("file"))) if x)
+            if function
+            else task_from
+        )
         terms.append({"name": str(name), "weight": weight, "source": source})
     trainer = _dict(_dict(manifest.get("resolved_options")).get("trainer"))
     if trainer.get("behaviour"):  # a behaviour score the trainer adds to the task's reward (trainer.behaviour)
         behaviour = trainer["behaviour"]
         weight = trainer.get("behaviour_weight", "the trainer's default")
-        terms.append({"name": f"behaviour/{behaviour}", "weight": _number(weight),
-                      "source": " ".join(x for x in ("trainer.behaviour",
-                                                     _brackets(packages.get(f"behaviour:{behaviour}"))) if x)})
+        terms.append(
+            {
+                "name": f"behaviour/{behaviour}",
+                "weight": _number(weight),
+                "source": " ".join(
+                    x for x in ("trainer.behaviour", _brackets(packages.get(f"behaviour:{behaviour}"))) if x
+                ),
+            }
+        )
     return terms
 
 
@@ -56,8 +65,15 @@ def plugins_used(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     found = [{"kind": kind, **_dict(plugins.get(kind))} for kind in MAIN_KINDS if isinstance(plugins.get(kind), dict)]
     found += [{"kind": "logger", **entry} for entry in _list(plugins.get("loggers")) if isinstance(entry, dict)]
     found += [entry for entry in _list(plugins.get("others")) if isinstance(entry, dict)]
-    return [{"kind": str(e.get("kind")), "name": str(e.get("name")), "plugin": str(e.get("plugin", "")),
-             "package": packages.get(f"{e.get('kind')}:{e.get('name')}")} for e in found]
+    return [
+        {
+            "kind": str(e.get("kind")),
+            "name": str(e.get("name")),
+            "plugin": str(e.get("plugin", "")),
+            "package": packages.get(f"{e.get('kind')}:{e.get('name')}"),
+        }
+        for e in found
+    ]
 
 
 def _dict(value: Any) -> dict:

@@ -28,17 +28,20 @@ def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | No
     drawn = False
     for row in (r for r in rows if r.task == task):
         for each in kinds:
-            points = sorted((int(match[2]), e) for n, e in row.headline.items()
-                            if (match := HEADLINE.match(n)) and match[1] == each)
+            points = sorted(
+                (int(match[2]), e) for n, e in row.headline.items() if (match := HEADLINE.match(n)) and match[1] == each
+            )
             if not points:
                 continue
             ks = [k for k, _ in points]
             label = f"{row.label} s{row.seed}" + (" solved@calls" if each == "solved" else "")
-            (line,) = ax.plot(ks, [e.value for _, e in points], marker="o", label=label,
-                              linestyle="--" if each == "solved" else "-")
+            (line,) = ax.plot(
+                ks, [e.value for _, e in points], marker="o", label=label, linestyle="--" if each == "solved" else "-"
+            )
             if all(e.low is not None for _, e in points):
-                ax.fill_between(ks, [e.low for _, e in points], [e.high for _, e in points], color=line.get_color(),
-                                alpha=0.15)
+                ax.fill_between(
+                    ks, [e.low for _, e in points], [e.high for _, e in points], color=line.get_color(), alpha=0.15
+                )
             drawn = True
     if not drawn:
         plt.close(fig)

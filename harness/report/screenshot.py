@@ -8,8 +8,14 @@ import shutil
 from pathlib import Path
 
 # Background networking off: this machine's closed network refuses Chromium's update and sync calls, noisily.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def find_chromium() -> str | None:

@@ -16,8 +16,9 @@ from harness.store.results_db import open_index
 def summary_table(metrics: dict[str, Any]) -> str:
     """Before / after / change for every evaluation metric, plus first and last value of each training curve."""
     phases = [p for p in ("before", "after", "eval") if any(k.startswith(p + "/") for k in metrics)]
-    names = sorted({name for k in metrics for p, sep, name in [k.partition("/")] if sep and p in phases},
-                   key=_metric_order)
+    names = sorted(
+        {name for k in metrics for p, sep, name in [k.partition("/")] if sep and p in phases}, key=_metric_order
+    )
     lines = []
     if names:
         header = ["metric", *phases] + (["change"] if {"before", "after"} <= set(phases) else [])
@@ -29,12 +30,15 @@ def summary_table(metrics: dict[str, Any]) -> str:
                 row.append(_change(values[0], values[1]))
             rows.append(row)
         lines += _table(header, rows)
-    curves = [(k[len("train/"):], v) for k, v in metrics.items()
-              if k.startswith("train/") and isinstance(v, list) and v]  # (a curve with no step yet has no ends)
+    curves = [
+        (k[len("train/") :], v) for k, v in metrics.items() if k.startswith("train/") and isinstance(v, list) and v
+    ]  # (a curve with no step yet has no ends)
     shown = [c for c in curves if c[0] in ("reward_mean", "loss", "kl", "grad_norm") or c[0].startswith("reward/")]
     if shown:
-        lines += [""] * bool(lines) + _table(["training", "first step", "last step", "steps"],
-                                             [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown])
+        lines += [""] * bool(lines) + _table(
+            ["training", "first step", "last step", "steps"],
+            [[k, _fmt(v[0]), _fmt(v[-1]), str(len(v))] for k, v in shown],
+        )
     if warm_up := warm_up_line(metrics):
         lines += [""] * bool(lines) + [warm_up]
     return "\n".join(lines)
@@ -43,16 +47,22 @@ def summary_table(metrics: dict[str, Any]) -> str:
 def warm_up_line(metrics: dict[str, Any]) -> str:
     """The format warm-up in one line (trainers/format_warmup.py's ``warmup/*``), or "" for a run without one:
     its SFT steps are training too, and can cost more than the RL steps after them."""
-    if not all(isinstance(metrics.get(f"warmup/{k}"), (int, float))
-               for k in ("steps", "well_formed_before", "well_formed_after")):
+    if not all(
+        isinstance(metrics.get(f"warmup/{k}"), (int, float))
+        for k in ("steps", "well_formed_before", "well_formed_after")
+    ):
         return ""  # no warm-up, or a partial record of one
     seconds = metrics.get("warmup/seconds")
     took = f" ({seconds / 60:.1f} min)" if isinstance(seconds, (int, float)) else ""
-    right = (f"; right {metrics['warmup/check_success_before']:.0%} -> {metrics['warmup/check_success_after']:.0%}"
-             if all(isinstance(metrics.get(f"warmup/check_success_{k}"), (int, float)) for k in ("before", "after"))
-             else "")
-    return (f"format warm-up: {metrics['warmup/well_formed_before']:.0%} -> {metrics['warmup/well_formed_after']:.0%} "
-            f"well-formed check rollouts in {metrics['warmup/steps']} SFT steps{took}{right}")
+    right = (
+        f"; right {metrics['warmup/check_success_before']:.0%} -> {metrics['warmup/check_success_after']:.0%}"
+        if all(isinstance(metrics.get(f"warmup/check_success_{k}"), (int, float)) for k in ("before", "after"))
+        else ""
+    )
+    return (
+        f"format warm-up: {metrics['warmup/well_formed_before']:.0%} -> {metrics['warmup/well_formed_after']:.0%} "
+        f"well-formed check rollouts in {metrics['warmup/steps']} SFT steps{took}{right}"
+    )
 
 
 def paired_change(db: Path, run_dir: Path) -> str:
@@ -62,13 +72,24 @@ def paired_change(db: Path, run_dir: Path) -> str:
     diff = paired_difference(db, run_dir)
     if diff is None:
         return ""
-    rows = [[name, f"{e.value:+.3f}", f"[{e.low:+.3f}, {e.high:+.3f}]",
-             "yes" if e.low is not None and (e.low > 0 or e.high < 0) else "no"]
-            for name, e in diff.metrics.items() if e.low is not None and not math.isnan(e.low)]
+    rows = [
+        [
+            name,
+            f"{e.value:+.3f}",
+            f"[{e.low:+.3f}, {e.high:+.3f}]",
+            "yes" if e.low is not None and (e.low > 0 or e.high < 0) else "no",
+        ]
+        for name, e in diff.metrics.items()
+        if e.low is not None and not math.isnan(e.low)
+    ]
     if not rows:
         return ""
-    return "\n".join([f"\nafter - before, paired over the {diff.problems} eval problems (95% bootstrap interval):",
-                      *_table(["metric", "change", "interval", "excludes 0"], rows)])
+    return "\n".join(
+        [
+            f"\nafter - before, paired over the {diff.problems} eval problems (95% bootstrap interval):",
+            *_table(["metric", "change", "interval", "excludes 0"], rows),
+        ]
+    )
 
 
 def paired_difference(db: Path, run_dir: Path) -> Difference | None:
@@ -96,8 +117,10 @@ def example_samples(path: Path, phase: str, width: int = 100) -> str:
         text = text if len(text) <= width else text[: width - 3] + "..."
         asked = " ".join(str(r.get("prompt") or "").split())
         asked = f" {asked[:width]!r}" + (f" (reference {r['reference']!r})" if r.get("reference") else "")
-        lines.append(f"  {label:<5} {r['problem_id']}:{asked}\n        answer {text!r} -> extracted "
-                     f"{r['extracted']!r}, rewards {r['rewards']}")
+        lines.append(
+            f"  {label:<5} {r['problem_id']}:{asked}\n        answer {text!r} -> extracted "
+            f"{r['extracted']!r}, rewards {r['rewards']}"
+        )
     return "\n".join(lines)
 
 

@@ -29,8 +29,10 @@ def load_bounded_yaml(text: str, where: str) -> Any:
             return None
         size = _expanded_size(node, {}, set())
         if size > MAX_NODES:
-            raise AliasBomb(f"{where}: its aliases expand to more than {MAX_NODES} values; "
-                             "an experiment file needs no such thing (a YAML alias bomb?)")
+            raise AliasBomb(
+                f"{where}: its aliases expand to more than {MAX_NODES} values; "
+                "an experiment file needs no such thing (a YAML alias bomb?)"
+            )
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -48,11 +50,10 @@ def _expanded_size(node: Any, sizes: dict[int, int], open_nodes: set[int]) -> in
     children = node.value if isinstance(node.value, list) else []
     total = 1
     for child in children:
-        for part in (child if isinstance(child, tuple) else (child,)):  # a mapping's (key, value) pairs
+        for part in child if isinstance(child, tuple) else (child,):  # a mapping's (key, value) pairs
             total += _expanded_size(part, sizes, open_nodes)
             if total > MAX_NODES:
                 break
     open_nodes.discard(key)
     sizes[key] = total
     return total
-

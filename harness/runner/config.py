@@ -83,8 +83,10 @@ class RunConfig:
         if self.rollout_dtype not in ("", "auto", *DTYPES):
             raise ValueError(f"unknown rollout dtype {self.rollout_dtype!r}; choose one of auto, {', '.join(DTYPES)}")
         if self.rollout_dtype == "float32" and self.dtype != "float32":
-            raise ValueError(f"--rollout-dtype float32 needs float32 weights (--dtype is {self.dtype}): sampling "
-                             "cannot be more precise than the weights")
+            raise ValueError(
+                f"--rollout-dtype float32 needs float32 weights (--dtype is {self.dtype}): sampling "
+                "cannot be more precise than the weights"
+            )
         for key in ("rewards", "plugins"):  # a file may give one string; the manifest keeps a list
             value = getattr(self, key)
             value = [value] if isinstance(value, str) else value
@@ -113,8 +115,9 @@ def checkpoint_interval(value: Any) -> int | str:
     try:
         return positive_int(value, "--checkpoint-every", minimum=0)
     except ValueError:
-        raise ValueError(f"--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, "
-                         f"got {value!r}") from None
+        raise ValueError(
+            f"--checkpoint-every should be steps (an integer >= 0) or minutes like 10m, got {value!r}"
+        ) from None
 
 
 def positive_int(value: Any, what: str, minimum: int = 1) -> int:

@@ -21,8 +21,10 @@ def check_generation_budget(cfg: RunConfig, models: Any, options: dict[str, dict
     context = context_length(cfg.model, models, cfg.model_revision or None)
     for kind, budget in budgets.items():
         if context and budget and budget >= context:
-            raise ValueError(f"{kind}.max_new_tokens={budget}: model {cfg.model!r} reads at most {context} tokens "
-                             f"(max_position_embeddings), the prompt included; give fewer than {context}")
+            raise ValueError(
+                f"{kind}.max_new_tokens={budget}: model {cfg.model!r} reads at most {context} tokens "
+                f"(max_position_embeddings), the prompt included; give fewer than {context}"
+            )
 
 
 def context_length(spec: str, models: Any, revision: str | None = None) -> int | None:
@@ -33,8 +35,9 @@ def context_length(spec: str, models: Any, revision: str | None = None) -> int |
     from harness.models import resolve
 
     try:
-        config = AutoConfig.from_pretrained(resolve(spec, models), local_files_only=True,
-                                            **({"revision": revision} if revision else {}))
+        config = AutoConfig.from_pretrained(
+            resolve(spec, models), local_files_only=True, **({"revision": revision} if revision else {})
+        )
     except Exception:  # no config here (a hub id not cached, a LoRA adapter's folder): the load will say
         return None
     found = [value for name in CONTEXT_FIELDS if isinstance(value := config.to_dict().get(name), int) and value > 0]

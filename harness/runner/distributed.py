@@ -34,8 +34,10 @@ TIMEOUT = timedelta(hours=int(os.environ.get("HARNESS_DIST_TIMEOUT_H", "12")))
 
 # accelerate's FSDP plugin would wrap the policy the rollouts generate with, whose forward passes differ in number
 # between ranks; the harness shards a training copy itself (harness/runner/sharding.py), asked for with --shard.
-SHARDING_ERROR = ("accelerate's FSDP / DeepSpeed configs are not used: launch plain data parallel (torchrun, or "
-                  "accelerate launch --multi_gpu) and add --shard fsdp to shard the training state")
+SHARDING_ERROR = (
+    "accelerate's FSDP / DeepSpeed configs are not used: launch plain data parallel (torchrun, or "
+    "accelerate launch --multi_gpu) and add --shard fsdp to shard the training state"
+)
 SHARDINGS = ("", "fsdp")  # --shard: none (DDP), or torch's FSDP2
 
 
@@ -57,8 +59,9 @@ class Parallel:
             from accelerate.utils import InitProcessGroupKwargs
 
             # accelerate picks the backend: nccl on GPUs; gloo on CPU, which it only considers when told `cpu`.
-            self.accelerator = Accelerator(cpu=not torch.cuda.is_available(),
-                                           kwargs_handlers=[InitProcessGroupKwargs(timeout=TIMEOUT)])
+            self.accelerator = Accelerator(
+                cpu=not torch.cuda.is_available(), kwargs_handlers=[InitProcessGroupKwargs(timeout=TIMEOUT)]
+            )
             self.rank = self.accelerator.process_index
             if self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED"):
                 raise ValueError(SHARDING_ERROR)
@@ -68,8 +71,10 @@ class Parallel:
         if shard not in SHARDINGS:
             raise ValueError(f"--shard {shard!r}: expected fsdp")
         if shard and self.world_size == 1:
-            raise ValueError(f"--shard {shard} splits the training state over processes: launch with torchrun "
-                             "--nproc_per_node N (N >= 2)")
+            raise ValueError(
+                f"--shard {shard} splits the training state over processes: launch with torchrun "
+                "--nproc_per_node N (N >= 2)"
+            )
         self.shard = shard
 
     @property
@@ -205,4 +210,3 @@ def current() -> Parallel:
     if _current is None:
         _current = Parallel()
     return _current
-

@@ -46,20 +46,26 @@ class DuringTraining:
         cfg, model = self.plan.cfg, self.policy.model
         started = time.perf_counter()
         was_training = model.training
-        with _own_random_numbers(), self._eval_precision(), \
-                blame("searcher", cfg.searcher, self.plugin, f"evaluating during training (step {steps})"):
+        with (
+            _own_random_numbers(),
+            self._eval_precision(),
+            blame("searcher", cfg.searcher, self.plugin, f"evaluating during training (step {steps})"),
+        ):
             model.eval()
             try:
                 if capabilities_of(self.engine, EngineCapabilities).own_weights:  # SFT does not sync its engine
                     self.engine.sync_weights(model)
-                metrics = self.plan.searcher.search(self.engine, self.plan.task, self.problems,
-                                                    phase=f"{STAGE}-{steps}", store=self.store)
+                metrics = self.plan.searcher.search(
+                    self.engine, self.plan.task, self.problems, phase=f"{STAGE}-{steps}", store=self.store
+                )
             finally:
                 model.train(was_training)
-        self.store.log_step(steps, {"step": steps, **metrics, "seconds": time.perf_counter() - started},
-                            stage=STAGE)
-        shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith(("pass@", "best@", "solved@"))
-                          and isinstance(v, (int, float)))
+        self.store.log_step(steps, {"step": steps, **metrics, "seconds": time.perf_counter() - started}, stage=STAGE)
+        shown = ", ".join(
+            f"{k} {v:.3f}"
+            for k, v in metrics.items()
+            if k.startswith(("pass@", "best@", "solved@")) and isinstance(v, (int, float))
+        )
         self.echo(f"evaluation during training, step {steps} ({len(self.problems)} problems): {shown or 'done'}")
 
     def _eval_precision(self) -> contextlib.AbstractContextManager:

@@ -18,14 +18,27 @@ from harness.runner.config import RunConfig
 
 MEASURED = Path(__file__).with_name("measured_minutes.json")
 # The settings that change how much work a run does; a run that keeps the defaults of all of them is the measured one
-WORK = ("model", "preset", "steps", "limit", "train_limit", "k", "dtype", "rollout_dtype", "engine", "batch_size",
-        "rewards", "model_revision")
+WORK = (
+    "model",
+    "preset",
+    "steps",
+    "limit",
+    "train_limit",
+    "k",
+    "dtype",
+    "rollout_dtype",
+    "engine",
+    "batch_size",
+    "rewards",
+    "model_revision",
+)
 
 
 def at_defaults(cfg: RunConfig) -> bool:
     default = RunConfig()
-    return (all(getattr(cfg, name) == getattr(default, name) for name in WORK)
-            and not any(cfg.options.get(kind) for kind in cfg.options))
+    return all(getattr(cfg, name) == getattr(default, name) for name in WORK) and not any(
+        cfg.options.get(kind) for kind in cfg.options
+    )
 
 
 def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
@@ -36,9 +49,13 @@ def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
         data: dict[str, Any] = json.loads(measured.read_text())
     except (OSError, ValueError):
         return None
-    rows = [r for r in data.get("rows", [])
-            if (r.get("task"), r.get("trainer"), r.get("searcher")) == (cfg.task, cfg.trainer, cfg.searcher)
-            and r.get("exit") == 0 and isinstance(r.get("minutes"), (int, float))]
+    rows = [
+        r
+        for r in data.get("rows", [])
+        if (r.get("task"), r.get("trainer"), r.get("searcher")) == (cfg.task, cfg.trainer, cfg.searcher)
+        and r.get("exit") == 0
+        and isinstance(r.get("minutes"), (int, float))
+    ]
     minutes = sorted(float(r["minutes"]) for r in rows)
     if not minutes:
         return None
@@ -46,7 +63,11 @@ def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
     busy = any(r.get("busy") for r in rows)
     bound, beside = ("at most ", ", beside other work") if busy else ("", "")
     if len(minutes) == 1:
-        return (f"expected time: {bound}about {minutes[0]:.1f} min (measured once on {machine}{beside}; "
-                f"bench/defaults_matrix.py)")
-    return (f"expected time: {bound}{minutes[0]:.1f}-{minutes[-1]:.1f} min (measured at {len(minutes)} seeds on "
-            f"{machine}{beside}; bench/defaults_matrix.py)")
+        return (
+            f"expected time: {bound}about {minutes[0]:.1f} min (measured once on {machine}{beside}; "
+            f"bench/defaults_matrix.py)"
+        )
+    return (
+        f"expected time: {bound}{minutes[0]:.1f}-{minutes[-1]:.1f} min (measured at {len(minutes)} seeds on "
+        f"{machine}{beside}; bench/defaults_matrix.py)"
+    )

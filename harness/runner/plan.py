@@ -97,8 +97,9 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     return Plan(cfg, guarded, trainer, searcher, options, eval_problems, train_problems, loggers, rewards)
 
 
-def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
-                  resuming: bool = False) -> tuple[Any, Any, Any, dict[str, dict[str, Any]]]:
+def build_plugins(
+    cfg: RunConfig, plugins: Plugins, *, with_task: bool = True, resuming: bool = False
+) -> tuple[Any, Any, Any, dict[str, dict[str, Any]]]:
     """(task, trainer or None, searcher, the options each was built with), each checked against its protocol; the
     task carries the --reward functions' components (imported here even without ``with_task``). Without
     ``with_task`` (a grid checking its cells) the task is resolved by name but not built."""
@@ -115,16 +116,23 @@ def build_plugins(cfg: RunConfig, plugins: Plugins, *, with_task: bool = True,
     if cfg.trainer != "none":
         trainer_options = plugin_options(cfg, plugins, "trainer", cfg.trainer, budget)
         trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
-        require(check_trainer(trainer, cfg.trainer), "trainer", cfg.trainer,
-                plugins["trainer"].get(cfg.trainer).plugin)
+        require(check_trainer(trainer, cfg.trainer), "trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin)
         if with_task and wants_hints(cfg, plugins, capabilities_of(trainer, TrainerCapabilities), task):
             task_options["misleading_hint"] = True  # the behaviour means nothing without a hint to resist
             task = build_plugin(plugins, "task", cfg.task, task_options)
-    searcher_options = plugin_options(cfg, plugins, "searcher", cfg.searcher, budget,
-                                      evaluates=capabilities_of(trainer, TrainerCapabilities), resuming=resuming)
+    searcher_options = plugin_options(
+        cfg,
+        plugins,
+        "searcher",
+        cfg.searcher,
+        budget,
+        evaluates=capabilities_of(trainer, TrainerCapabilities),
+        resuming=resuming,
+    )
     searcher = build_plugin(plugins, "searcher", cfg.searcher, searcher_options)
-    require(check_searcher(searcher, cfg.searcher), "searcher", cfg.searcher,
-            plugins["searcher"].get(cfg.searcher).plugin)
+    require(
+        check_searcher(searcher, cfg.searcher), "searcher", cfg.searcher, plugins["searcher"].get(cfg.searcher).plugin
+    )
     if task is not None and rewards:
         task = WithRewards(task, rewards)
     return task, trainer, searcher, {"task": task_options, "trainer": trainer_options, "searcher": searcher_options}
@@ -138,13 +146,22 @@ def wants_hints(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities, 
     if not plugins["behaviour"].get(trainer.behaviour).load().misleading_hint:
         return False
     if not capabilities_of(task, TaskCapabilities).misleading_hints:
-        raise ValueError(f"behaviour {trainer.behaviour!r} needs problems with a misleading hint, which task "
-                         f"{cfg.task!r} cannot add (TaskCapabilities.misleading_hints)")
+        raise ValueError(
+            f"behaviour {trainer.behaviour!r} needs problems with a misleading hint, which task "
+            f"{cfg.task!r} cannot add (TaskCapabilities.misleading_hints)"
+        )
     return True
 
 
-def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budget: int | None = None,
-                   evaluates: TrainerCapabilities | None = None, resuming: bool = False) -> dict[str, Any]:
+def plugin_options(
+    cfg: RunConfig,
+    plugins: Plugins,
+    kind: str,
+    name: str,
+    budget: int | None = None,
+    evaluates: TrainerCapabilities | None = None,
+    resuming: bool = False,
+) -> dict[str, Any]:
     """A trainer's or searcher's options: its preset < the task's generation budget < the run's common flags
     (--seed, --steps, --k) < what the searcher declares it takes (the trained policy's answer format, the trainer's
     behaviour, its own checkpoints on resume) < --set KIND.KEY=VALUE.
@@ -171,15 +188,18 @@ def plugin_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str, budge
     return options
 
 
-def searcher_extras(plugins: Plugins, name: str, evaluates: TrainerCapabilities, m: int, cfg: RunConfig,
-                    resuming: bool) -> dict[str, Any]:
+def searcher_extras(
+    plugins: Plugins, name: str, evaluates: TrainerCapabilities, m: int, cfg: RunConfig, resuming: bool
+) -> dict[str, Any]:
     """The run-level options a searcher declared it takes (SearcherCapabilities)."""
     caps = capabilities_of(plugins["searcher"].get(name).load(), SearcherCapabilities)
     extras: dict[str, Any] = {}
     if m > 1:  # a policy trained to write M answers per rollout is evaluated in that format, before and after
         if not caps.answers_per_rollout:
-            raise ValueError(f"searcher {name!r} cannot evaluate a policy that writes {m} answers per rollout "
-                             f"(trainer {cfg.trainer!r}); use a searcher that can, e.g. best-of-k")
+            raise ValueError(
+                f"searcher {name!r} cannot evaluate a policy that writes {m} answers per rollout "
+                f"(trainer {cfg.trainer!r}); use a searcher that can, e.g. best-of-k"
+            )
         extras["answers_per_rollout"] = m
     if evaluates.behaviour and caps.behaviours:  # behaviour control is the point of such a run: report it
         extras["behaviours"] = evaluates.behaviour
@@ -200,24 +220,32 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
     # sets none: the engine samples in the weights' precision, and the runner changes it for the training phase only
     # where that is native and safe (harness/runner/precision.py), so any engine runs at the default
     rollout_dtype = cfg.rollout_dtype if cfg.rollout_dtype not in ("", "auto") else None
-    for flag, value, declared in (("--batch-size", cfg.batch_size, caps.batch_size),
-                                  ("--rollout-dtype", rollout_dtype, caps.rollout_dtype)):
+    for flag, value, declared in (
+        ("--batch-size", cfg.batch_size, caps.batch_size),
+        ("--rollout-dtype", rollout_dtype, caps.rollout_dtype),
+    ):
         if value is None:
             continue
         if not declared:
             field = flag.removeprefix("--").replace("-", "_")
-            raise ValueError(f"{flag}: engine {cfg.engine!r} has no {field.replace('_', ' ')} to set "
-                             f"(EngineCapabilities.{field})")
+            raise ValueError(
+                f"{flag}: engine {cfg.engine!r} has no {field.replace('_', ' ')} to set (EngineCapabilities.{field})"
+            )
         if declared in options:
             raise ValueError(f"{flag} and --set engine.{declared} set the same thing; give one")
         options[declared] = value
     check_finite("engine", cfg.engine, options)
     options = check_options("engine", cfg.engine, factory, options, given_later=ENGINE_ARGUMENTS)
     if trainer.steering and not caps.steering:
-        able = [n for n in plugins["engine"].names()
-                if capabilities_of(plugins["engine"].get(n).load(), EngineCapabilities).steering]
-        raise ValueError(f"trainer {cfg.trainer!r} samples under steering vectors, which engine {cfg.engine!r} "
-                         f"cannot do; use --engine {' or '.join(able)}")
+        able = [
+            n
+            for n in plugins["engine"].names()
+            if capabilities_of(plugins["engine"].get(n).load(), EngineCapabilities).steering
+        ]
+        raise ValueError(
+            f"trainer {cfg.trainer!r} samples under steering vectors, which engine {cfg.engine!r} "
+            f"cannot do; use --engine {' or '.join(able)}"
+        )
     if caps.requires and importlib.util.find_spec(caps.requires) is None:
         hint = f": {caps.install}" if caps.install else ""
         raise RuntimeError(f"engine {cfg.engine!r} needs {caps.requires}, which is not installed{hint}")
@@ -237,8 +265,9 @@ def check_version(engine: str, caps: EngineCapabilities) -> None:
     dist, version = found
     if Version(version).base_version not in SpecifierSet(caps.versions):  # a local tag (+cpu) or rc is its release
         hint = f" ({caps.install})" if caps.install else ""
-        raise RuntimeError(f"engine {engine!r} supports {caps.requires} {caps.versions}; {dist} {version} is "
-                           f"installed{hint}")
+        raise RuntimeError(
+            f"engine {engine!r} supports {caps.requires} {caps.versions}; {dist} {version} is installed{hint}"
+        )
 
 
 def module_version(module: str) -> tuple[str, str] | None:
@@ -263,19 +292,26 @@ def check_passthrough(engine: str, factory: Any, caps: EngineCapabilities, optio
     unknown = [key for key in extra if key not in fields]
     if unknown:
         described = describe(factory, kind="engine")
-        raise ValueError(f"engine {engine!r}: {unknown_options(unknown, described)} (neither its own, listed by "
-                         f"`harness options engine {engine}`, nor a field of {name}, {module})")
+        raise ValueError(
+            f"engine {engine!r}: {unknown_options(unknown, described)} (neither its own, listed by "
+            f"`harness options engine {engine}`, nor a field of {name}, {module})"
+        )
 
 
 def check_data_parallel(plugins: Plugins, name: str, trainer: TrainerCapabilities | None, world_size: int) -> None:
     """Refuse, before the model loads, a data-parallel launch of a trainer whose loop is not split over processes."""
     if trainer is not None and trainer.data_parallel:
         return
-    able = [n for n in plugins["trainer"].names()
-            if capabilities_of(plugins["trainer"].get(n).load(), TrainerCapabilities).data_parallel]
+    able = [
+        n
+        for n in plugins["trainer"].names()
+        if capabilities_of(plugins["trainer"].get(n).load(), TrainerCapabilities).data_parallel
+    ]
     what = "evaluation alone" if trainer is None else f"trainer {name!r}"
-    raise ValueError(f"{what} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
-                     f"use a trainer that does: {', '.join(able)}")
+    raise ValueError(
+        f"{what} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
+        f"use a trainer that does: {', '.join(able)}"
+    )
 
 
 def training_budget(plan: Plan) -> str | None:
@@ -287,6 +323,8 @@ def training_budget(plan: Plan) -> str | None:
         return None
     if not caps.warmup_steps:
         return f"training budget: {caps.steps} {plan.cfg.trainer} steps"
-    return (f"training budget: a format warm-up of at most {caps.warmup_steps} SFT steps (it stops once "
-            f"{caps.warmup_target_rate:.0%} of checked rollouts are well formed), then {caps.steps} "
-            f"{plan.cfg.trainer} steps")
+    return (
+        f"training budget: a format warm-up of at most {caps.warmup_steps} SFT steps (it stops once "
+        f"{caps.warmup_target_rate:.0%} of checked rollouts are well formed), then {caps.steps} "
+        f"{plan.cfg.trainer} steps"
+    )

@@ -61,8 +61,12 @@ def moved_optimizer(optimizer: torch.optim.Optimizer, plain: nn.Module, shadow: 
     for old, new in pairs:
         state = optimizer.state.pop(old, None)
         if state:
-            optimizer.state[new] = {k: distribute_tensor(v.to(new.device), new.device_mesh, new.placements)
-                                    if torch.is_tensor(v) and v.shape == old.shape else v for k, v in state.items()}
+            optimizer.state[new] = {
+                k: distribute_tensor(v.to(new.device), new.device_mesh, new.placements)
+                if torch.is_tensor(v) and v.shape == old.shape
+                else v
+                for k, v in state.items()
+            }
     return optimizer
 
 
@@ -80,8 +84,13 @@ def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     from torch.distributed.tensor import DTensor
 
     state = optimizer.state_dict()
-    return {**state, "state": {i: {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in s.items()}
-                               for i, s in state["state"].items()}}
+    return {
+        **state,
+        "state": {
+            i: {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in s.items()}
+            for i, s in state["state"].items()
+        },
+    }
 
 
 def clip_grad_norm_(shadow: nn.Module, max_norm: float) -> torch.Tensor:

@@ -108,9 +108,18 @@ class SandboxResult:
         return self.status == "ok" and all(self.passed)
 
 
-def run_tests(program: str, tests: Sequence[str], *, timeout_s: float = 10.0, memory_mb: int = 512,
-              max_processes: int = 16, max_file_mb: int = 16, tmp_mb: int = 64, stdio: bool = False,
-              max_output_kb: int = 1024) -> SandboxResult:
+def run_tests(
+    program: str,
+    tests: Sequence[str],
+    *,
+    timeout_s: float = 10.0,
+    memory_mb: int = 512,
+    max_processes: int = 16,
+    max_file_mb: int = 16,
+    tmp_mb: int = 64,
+    stdio: bool = False,
+    max_output_kb: int = 1024,
+) -> SandboxResult:
     """Run ``program`` once in a sandbox, then each test (trusted Python source, usually asserts) in the judge,
     against it: names a test uses but neither defines nor finds among the builtins come from the program (plain
     values as values, anything else as a handle to call); ``_vh_program("Solution().f")`` binds any expression of
@@ -135,18 +144,30 @@ def run_tests(program: str, tests: Sequence[str], *, timeout_s: float = 10.0, me
         uid = RUN_UIDS[0] + secrets.randbelow(RUN_UIDS[1] - RUN_UIDS[0])
     # Two parts: the runner's (the program and its limits), read before the runner is forked, then the judge's (the
     # tests), read after: the tests never enter the memory of the process that runs the program.
-    job = {"nonce": nonce, "program": program, "uid": uid, "hide": list(_hidden_paths(interpreter)),
-           "namespaces": list(NAMESPACES) if os.geteuid() == 0 else [], "memory_mb": int(memory_mb),
-           "processes": int(max_processes), "file_mb": int(max_file_mb),
-           "tmp_kb": int(tmp_mb) << 10, "cpu_s": int(timeout_s) + 1, "stdio": bool(stdio),
-           "output_cap": int(max_output_kb) << 10, "reply_cap": MAX_REPLY_BYTES, "n": len(tests)}
+    job = {
+        "nonce": nonce,
+        "program": program,
+        "uid": uid,
+        "hide": list(_hidden_paths(interpreter)),
+        "namespaces": list(NAMESPACES) if os.geteuid() == 0 else [],
+        "memory_mb": int(memory_mb),
+        "processes": int(max_processes),
+        "file_mb": int(max_file_mb),
+        "tmp_kb": int(tmp_mb) << 10,
+        "cpu_s": int(timeout_s) + 1,
+        "stdio": bool(stdio),
+        "output_cap": int(max_output_kb) << 10,
+        "reply_cap": MAX_REPLY_BYTES,
+        "n": len(tests),
+    }
     if len(program) + sum(map(len, tests)) > MAX_JOB_BYTES:
         return _result("refused", len(tests), f"program and tests exceed {MAX_JOB_BYTES >> 20} MiB")
     return _execute(_server(interpreter), job, {"tests": tests}, float(timeout_s))
 
 
-def run_many(jobs: Iterable[tuple[str, Sequence[str]]], *, workers: int | None = None,
-             **options) -> list[SandboxResult]:
+def run_many(
+    jobs: Iterable[tuple[str, Sequence[str]]], *, workers: int | None = None, **options
+) -> list[SandboxResult]:
     """``run_tests(program, tests, **options)`` for each (program, tests), ``workers`` at a time (default: one per
     CPU); results in order."""
     jobs = list(jobs)
@@ -159,8 +180,13 @@ def probe() -> dict[str, object]:
     """What isolation is in effect here: the interpreter, the uid, and the features that were unavailable."""
     interpreter, uid = _interpreter()
     result = run_tests("", ["pass"], timeout_s=30)
-    return {"interpreter": interpreter, "uid": uid, "status": result.status, "warnings": result.warnings,
-            "namespaces": [n for n in NAMESPACES if not any(w.startswith(n + " ") for w in result.warnings)]}
+    return {
+        "interpreter": interpreter,
+        "uid": uid,
+        "status": result.status,
+        "warnings": result.warnings,
+        "namespaces": [n for n in NAMESPACES if not any(w.startswith(n + " ") for w in result.warnings)],
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -195,8 +221,9 @@ def _execute(server: _Server, job: dict, judge: dict, timeout_s: float) -> Sandb
     return _verdict(raw, job["nonce"], n, timed_out, flooded, time.monotonic() - started)
 
 
-def _exchange(job_fd: int, channel: int, job: bytes, nonce: bytes, timeout_s: float,
-              max_bytes: int) -> tuple[bytes, bool, bool]:
+def _exchange(
+    job_fd: int, channel: int, job: bytes, nonce: bytes, timeout_s: float, max_bytes: int
+) -> tuple[bytes, bool, bool]:
     """Write the job, read records until end of file (every process of the run has ended) or the deadline:
     SETUP_TIMEOUT_S until the "started" record, then ``timeout_s``. Returns (bytes read, timed out, flooded).
     Closes both descriptors: nothing arriving after the deadline is ever read."""
@@ -218,7 +245,7 @@ def _exchange(job_fd: int, channel: int, job: bytes, nonce: bytes, timeout_s: fl
                 for key, _ in selector.select(remaining):
                     if key.fd == job_fd:
                         try:
-                            pending = pending[os.write(job_fd, pending[:65536]):]
+                            pending = pending[os.write(job_fd, pending[:65536]) :]
                         except BrokenPipeError:
                             pending = pending[:0]
                         if not pending:  # end of file: the run reads its job to the end before it starts
@@ -260,7 +287,7 @@ def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, s
     lines = raw.split(b"\n")
     lines.pop()  # what follows the last newline: nothing, or a record cut by the deadline or a kill
     for line in lines:
-        kind, _, rest = line[len(nonce) + 1:].partition(b" ")
+        kind, _, rest = line[len(nonce) + 1 :].partition(b" ")
         if not line.startswith(nonce + b" ") or kind not in (b"W", b"S", b"L", b"O", b"T", b"D", b"X", b"E", b"P"):
             forged = True
         elif kind == b"X":  # from the judge, after the runner (the pid namespace's init) ended
@@ -376,10 +403,16 @@ class _Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.settimeout(SETUP_TIMEOUT_S)
         with theirs:
-            self.proc = subprocess.Popen([self.interpreter, "-I", "-S", str(LAUNCHER)], stdin=theirs,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         env={"PATH": "/usr/bin:/bin"}, cwd="/", close_fds=True,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [self.interpreter, "-I", "-S", str(LAUNCHER)],
+                stdin=theirs,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
+            )
         self.socket = ours
 
     def _stop(self) -> None:
@@ -410,21 +443,40 @@ def _interpreter() -> tuple[str, int | None]:
     if os.geteuid() != 0:
         _warn("not root: programs run as this user, without namespaces (no uid change, no private files)")
         return sys.executable, None
-    candidates = [sys.executable, os.path.realpath(sys.executable), shutil.which("python3", path="/usr/bin:/bin"),
-                  "/usr/bin/python3"]
+    candidates = [
+        sys.executable,
+        os.path.realpath(sys.executable),
+        shutil.which("python3", path="/usr/bin:/bin"),
+        "/usr/bin/python3",
+    ]
     want = f"{sys.version_info[0]}.{sys.version_info[1]}"
     for candidate in dict.fromkeys(c for c in candidates if c):
         try:  # the launcher needs 3.9 (socket.recv_fds, os.waitstatus_to_exitcode)
-            done = subprocess.run([candidate, "-I", "-S", "-c", "import sys; assert sys.version_info >= (3, 9); "
-                                   "print('%d.%d' % sys.version_info[:2])"],
-                                  user=SANDBOX_UID, group=SANDBOX_UID, extra_groups=[], env={}, cwd="/",
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [
+                    candidate,
+                    "-I",
+                    "-S",
+                    "-c",
+                    "import sys; assert sys.version_info >= (3, 9); print('%d.%d' % sys.version_info[:2])",
+                ],
+                user=SANDBOX_UID,
+                group=SANDBOX_UID,
+                extra_groups=[],
+                env={},
+                cwd="/",
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if done.returncode == 0:
             if done.stdout.strip() != want:
-                _warn(f"programs run on {candidate} (Python {done.stdout.strip()}), not {want}: the only "
-                      f"interpreter uid {SANDBOX_UID} can run")
+                _warn(
+                    f"programs run on {candidate} (Python {done.stdout.strip()}), not {want}: the only "
+                    f"interpreter uid {SANDBOX_UID} can run"
+                )
             return candidate, SANDBOX_UID
     _warn(f"no interpreter runs as uid {SANDBOX_UID}: programs run as root (namespaces only)")
     return sys.executable, 0

@@ -60,8 +60,15 @@ CLONE = {"mount": 0x00020000, "uts": 0x04000000, "ipc": 0x08000000, "pid": 0x200
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 # Per-mount flags a bind remount must restate, or it clears them.
-MOUNT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC, b"noatime": 1024,
-               b"nodiratime": 2048, b"relatime": 1 << 21, b"strictatime": 1 << 24}
+MOUNT_FLAGS = {
+    b"nosuid": MS_NOSUID,
+    b"nodev": MS_NODEV,
+    b"noexec": MS_NOEXEC,
+    b"noatime": 1024,
+    b"nodiratime": 2048,
+    b"relatime": 1 << 21,
+    b"strictatime": 1 << 24,
+}
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, SIGKILL = 1, 38, 9
 # Imported once here, so that runs which import them find them loaded (not `random`: every run would inherit the
 # same random state).
@@ -73,14 +80,52 @@ MAX_ITEMS = 1 << 20  # items an iterator (a generator, map, zip, ...) is read to
 FACTORIES = {"list": list, "int": int, "set": set, "dict": dict, "str": str, "float": float, "tuple": tuple}
 # Standard-library modules a program's imported name may stand for in a test (``math``, ``reduce``): the judge uses
 # its own copy, imported here or by name from this list, never a module the program wrote.
-STDLIB = ("math", "cmath", "collections", "itertools", "functools", "heapq", "bisect", "string", "re", "operator",
-          "statistics", "fractions", "decimal", "datetime", "random", "hashlib", "copy", "typing", "array", "json",
-          "numbers", "textwrap", "unicodedata", "calendar")
+STDLIB = (
+    "math",
+    "cmath",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "re",
+    "operator",
+    "statistics",
+    "fractions",
+    "decimal",
+    "datetime",
+    "random",
+    "hashlib",
+    "copy",
+    "typing",
+    "array",
+    "json",
+    "numbers",
+    "textwrap",
+    "unicodedata",
+    "calendar",
+)
 # Program exceptions a test may catch by type (``except ValueError``) get that built-in type in the judge; any other
 # (StopIteration above all: it would end a map() or a generator silently) is a ProgramError.
-CATCHABLE = ("ArithmeticError", "AssertionError", "AttributeError", "IndexError", "KeyError", "LookupError",
-             "MemoryError", "NameError", "NotImplementedError", "OverflowError", "RecursionError", "RuntimeError",
-             "TypeError", "UnicodeError", "ValueError", "ZeroDivisionError")
+CATCHABLE = (
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "IndexError",
+    "KeyError",
+    "LookupError",
+    "MemoryError",
+    "NameError",
+    "NotImplementedError",
+    "OverflowError",
+    "RecursionError",
+    "RuntimeError",
+    "TypeError",
+    "UnicodeError",
+    "ValueError",
+    "ZeroDivisionError",
+)
 
 # Nodes that bind a name in a test (``except E as name``, match patterns on Python 3.10+).
 NAMED = tuple(getattr(ast, n) for n in ("ExceptHandler", "MatchAs", "MatchStar") if hasattr(ast, n))
@@ -345,8 +390,16 @@ class Link:
         raise RunnerGone(why)
 
 
-MUTABLE = (list, dict, set, bytearray, collections.deque, collections.Counter, collections.OrderedDict,
-           collections.defaultdict)
+MUTABLE = (
+    list,
+    dict,
+    set,
+    bytearray,
+    collections.deque,
+    collections.Counter,
+    collections.OrderedDict,
+    collections.defaultdict,
+)
 
 
 def update_in_place(original, value) -> None:
@@ -427,8 +480,11 @@ class Judge:
 
     def define(self, scope: dict, name: str, got) -> None:
         kind = got[0] if _type(got) is list and got else ""
-        standard = (resolve_standard(got[1], got[2]) if kind == "g" and len(got) == 3
-                    and _type(got[1]) is _str and _type(got[2]) is _str else None)
+        standard = (
+            resolve_standard(got[1], got[2])
+            if kind == "g" and len(got) == 3 and _type(got[1]) is _str and _type(got[2]) is _str
+            else None
+        )
         if standard is not None:
             scope[name] = standard
         elif kind == "v" and len(got) == 2:
@@ -557,8 +613,18 @@ def isolate_files(libc, job: dict, send, own_proc: bool) -> str:
 
 # What a program may see besides the interpreter's own standard library (sys.path): the shared libraries its
 # extension modules load, the loader's cache, a few files the standard library reads, and harmless devices.
-SYSTEM_PATHS = ("/lib", "/lib64", "/lib32", "/usr/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd",
-                "/etc/group", "/etc/nsswitch.conf", "/usr/share/zoneinfo")
+SYSTEM_PATHS = (
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/usr/lib64",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/usr/share/zoneinfo",
+)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217, "i686": 217}
 MNT_DETACH = 2
@@ -607,8 +673,13 @@ def allowed_root(libc, mount, job: dict, uid: int, own_proc: bool) -> str:
         mount(None, inside.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
     tmp = root + "/tmp"
     os.makedirs(tmp, exist_ok=True)
-    mount(b"tmpfs", tmp.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-          b"size=%dk,nr_inodes=4096,mode=0700,uid=%d,gid=%d" % (job["tmp_kb"], uid, uid))
+    mount(
+        b"tmpfs",
+        tmp.encode(),
+        b"tmpfs",
+        MS_NOSUID | MS_NODEV,
+        b"size=%dk,nr_inodes=4096,mode=0700,uid=%d,gid=%d" % (job["tmp_kb"], uid, uid),
+    )
     if own_proc:
         os.makedirs(root + "/proc", exist_ok=True)
         mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -636,8 +707,13 @@ def host_root(libc, mount, job: dict, send, uid: int, own_proc: bool) -> str:
         except OSError as exc:
             if target == b"/":
                 send(b"W", b"readonly", escape(str(exc)))
-    mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
-          b"size=%dk,nr_inodes=4096,mode=0700,uid=%d,gid=%d" % (job["tmp_kb"], uid, uid))
+    mount(
+        b"tmpfs",
+        b"/tmp",
+        b"tmpfs",
+        MS_NOSUID | MS_NODEV,
+        b"size=%dk,nr_inodes=4096,mode=0700,uid=%d,gid=%d" % (job["tmp_kb"], uid, uid),
+    )
     if own_proc:
         mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for path in job["hide"]:
@@ -658,9 +734,14 @@ def unoctal(path: bytes) -> bytes:
 
 def set_limits(job: dict) -> None:
     memory = job["memory_mb"] << 20
-    for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_DATA, memory),
-                         (resource.RLIMIT_FSIZE, job["file_mb"] << 20), (resource.RLIMIT_NPROC, job["processes"]),
-                         (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_CORE, 0)):
+    for limit, value in (
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_DATA, memory),
+        (resource.RLIMIT_FSIZE, job["file_mb"] << 20),
+        (resource.RLIMIT_NPROC, job["processes"]),
+        (resource.RLIMIT_NOFILE, 256),
+        (resource.RLIMIT_CORE, 0),
+    ):
         resource.setrlimit(limit, (value, value))
     # CPU seconds: SIGXCPU at the soft limit, SIGKILL a second later. The harness's wall clock usually acts first.
     resource.setrlimit(resource.RLIMIT_CPU, (job["cpu_s"], job["cpu_s"] + 1))
@@ -737,8 +818,10 @@ class Answer:
             return encode(["r", result, changed], None)
         except ValueError:
             kind = _type(result).__name__ if _type(_type(result).__name__) is _str else "?"
-            return encode(["e", "TypeError", f"TypeError: the function returned a {kind}; tests accept built-in values "
-                                              "only"], None)
+            return encode(
+                ["e", "TypeError", f"TypeError: the function returned a {kind}; tests accept built-in values only"],
+                None,
+            )
 
 
 def standard_name(value):
@@ -751,8 +834,14 @@ def standard_name(value):
         return (name, "") if name in STDLIB else None
     if kind in (_type(len), _type(lambda: 0), type):
         module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-        module = {"_functools": "functools", "_heapq": "heapq", "_bisect": "bisect", "_collections": "collections",
-                  "_operator": "operator", "_statistics": "statistics"}.get(module, module)
+        module = {
+            "_functools": "functools",
+            "_heapq": "heapq",
+            "_bisect": "bisect",
+            "_collections": "collections",
+            "_operator": "operator",
+            "_statistics": "statistics",
+        }.get(module, module)
         if module in STDLIB and _type(name) is _str and name.isidentifier():
             return module, name
     return None
@@ -802,7 +891,7 @@ def _anonymous_file(content: bytes) -> int:
     fd = os.open(".", os.O_TMPFILE | os.O_RDWR, 0o600)  # in the private /tmp; gone when closed
     view = memoryview(content)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -838,19 +927,28 @@ def to_wire(value, handle_type, depth: int = 0):
     if kind is tuple:
         return {"t": [to_wire(item, handle_type, depth + 1) for item in value]}
     if kind is dict:
-        return {"d": [[to_wire(k, handle_type, depth + 1), to_wire(v, handle_type, depth + 1)]
-                      for k, v in value.items()]}
+        return {
+            "d": [[to_wire(k, handle_type, depth + 1), to_wire(v, handle_type, depth + 1)] for k, v in value.items()]
+        }
     if kind is set or kind is frozenset:
         return {"s" if kind is set else "f": [to_wire(item, handle_type, depth + 1) for item in value]}
     if kind is bytes:
         return {"b": value.hex()}
     if kind is complex:
         return {"c": [value.real, value.imag]}
-    for base, plain in ((bool, bool), (int, int.__int__), (float, float.__float__), (str, str.__str__),
-                        (bytes, lambda v: bytes(memoryview(v))), (list, lambda v: [*list.__iter__(v)]),
-                        (tuple, lambda v: (*tuple.__iter__(v),)), (dict, lambda v: {**_dict(dict.items(v))}),
-                        (set, lambda v: {*set.__iter__(v)}), (frozenset, lambda v: frozenset(frozenset.__iter__(v))),
-                        (complex, lambda v: complex(complex.real.__get__(v), complex.imag.__get__(v)))):
+    for base, plain in (
+        (bool, bool),
+        (int, int.__int__),
+        (float, float.__float__),
+        (str, str.__str__),
+        (bytes, lambda v: bytes(memoryview(v))),
+        (list, lambda v: [*list.__iter__(v)]),
+        (tuple, lambda v: (*tuple.__iter__(v),)),
+        (dict, lambda v: {**_dict(dict.items(v))}),
+        (set, lambda v: {*set.__iter__(v)}),
+        (frozenset, lambda v: frozenset(frozenset.__iter__(v))),
+        (complex, lambda v: complex(complex.real.__get__(v), complex.imag.__get__(v))),
+    ):
         if issubclass(kind, base):
             return to_wire(plain(value), handle_type, depth + 1)
     raise ValueError(f"a {kind.__name__ if _type(kind.__name__) is _str else '?'} is not plain data")
@@ -858,6 +956,7 @@ def to_wire(value, handle_type, depth: int = 0):
 
 def _special_wire(value, kind, handle_type, depth: int):
     """to_wire's tags for the standard kinds that keep their type across the crossing (None: not one of them)."""
+
     def wire(items):
         return [to_wire(item, handle_type, depth + 1) for item in items]
 
@@ -884,8 +983,11 @@ def _special_wire(value, kind, handle_type, depth: int):
         return {"di": [wire(pair) for pair in value]}
     if kind is DICT_KEYS or kind is DICT_VALUES:
         return {"dk" if kind is DICT_KEYS else "dv": wire(value)}
-    if hasattr(kind, "__next__") and hasattr(kind, "__iter__") and not issubclass(kind, (str, bytes, list, tuple,
-                                                                                          dict, set, frozenset)):
+    if (
+        hasattr(kind, "__next__")
+        and hasattr(kind, "__iter__")
+        and not issubclass(kind, (str, bytes, list, tuple, dict, set, frozenset))
+    ):
         items = []
         for item in value:  # the program's own iterator, run here in its process (the runner) or the test's
             if len(items) >= MAX_ITEMS:
@@ -909,8 +1011,9 @@ def _no_default(value):
 # JSON through the C accelerator's own entry points (json.dumps and json.loads go through Python code that looks
 # builtins such as isinstance up in the builtins module, which a program may have patched): ASCII only, NaN and the
 # infinities allowed, no circularity check (to_wire's output is a tree).
-_json_encoder = json.encoder.c_make_encoder(None, _no_default, json.encoder.c_encode_basestring_ascii, None, ":", ",",
-                                            False, False, True)
+_json_encoder = json.encoder.c_make_encoder(
+    None, _no_default, json.encoder.c_encode_basestring_ascii, None, ":", ",", False, False, True
+)
 CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -986,8 +1089,9 @@ class Decoder:
                 return collections.OrderedDict(pairs)
             if tag == "di":
                 return {k: v for k, v in pairs}.items()
-            return collections.defaultdict(FACTORIES.get(data[0]) if _type(data[0]) is _str else None,
-                                           {k: v for k, v in pairs})
+            return collections.defaultdict(
+                FACTORIES.get(data[0]) if _type(data[0]) is _str else None, {k: v for k, v in pairs}
+            )
         if tag == "dk":
             return dict.fromkeys(data).keys()
         if tag == "dv":
@@ -1005,7 +1109,7 @@ NOT_SPECIAL = object()
 def write_frame(fd: int, payload: bytes) -> None:
     view = memoryview(FRAME + len(payload).to_bytes(4, "big") + payload)
     while view:
-        view = view[_write(fd, view):]
+        view = view[_write(fd, view) :]
 
 
 def read_exact(fd: int, size: int):

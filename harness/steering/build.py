@@ -28,12 +28,16 @@ if TYPE_CHECKING:
 
 CRITERIA = ("preference", "cohen_d")
 CRITERION_TEXT = {
-    "preference": ("preference: per layer, add probe_beta x activation_norm of that layer's unit difference-of-means"
-                   " direction to the residual stream and measure how much more likely (mean token log-prob,"
-                   " teacher-forced) the positive responses become than the negative ones (steering_preference);"
-                   " the argmax layer is kept. Cohen's d of the projections is recorded alongside."),
-    "cohen_d": ("cohen_d: per layer, project both sets' activations onto that layer's unit difference-of-means"
-                " direction; score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept"),
+    "preference": (
+        "preference: per layer, add probe_beta x activation_norm of that layer's unit difference-of-means"
+        " direction to the residual stream and measure how much more likely (mean token log-prob,"
+        " teacher-forced) the positive responses become than the negative ones (steering_preference);"
+        " the argmax layer is kept. Cohen's d of the projections is recorded alongside."
+    ),
+    "cohen_d": (
+        "cohen_d: per layer, project both sets' activations onto that layer's unit difference-of-means"
+        " direction; score = (mean_pos - mean_neg) / pooled std; the argmax layer is kept"
+    ),
 }
 # The probe strength of the preference criterion, in units of the layer's activation norm: the middle of the range
 # that changes generations on SmolLM2-135M without breaking them (0.15-0.3 at layers 16-26, docs/design/steering.md).
@@ -63,6 +67,7 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
     def capture(i: int):
         def hook(module: Any, args: Any, output: Any) -> None:
             captured[i] = output[0] if isinstance(output, tuple) else output
+
         return hook
 
     device = next(model.parameters()).device
@@ -71,16 +76,17 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
     try:
         with torch.no_grad():
             for start in range(0, len(sequences), batch_size):
-                batch = sequences[start:start + batch_size]
+                batch = sequences[start : start + batch_size]
                 input_ids, mask = left_pad([ids for ids, _ in batch], tok.pad_token_id)
                 width = input_ids.shape[1]
                 averaged = torch.zeros((len(batch), width))
                 for row, (_, n_avg) in enumerate(batch):
-                    averaged[row, width - n_avg:] = 1.0 / n_avg  # left padding: the response ends every row
+                    averaged[row, width - n_avg :] = 1.0 / n_avg  # left padding: the response ends every row
                 input_ids, mask, averaged = input_ids.to(device), mask.to(device), averaged.to(device)
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False,
-                      logits_to_keep=1)
+                model(
+                    input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False, logits_to_keep=1
+                )
                 stacked = torch.stack([h.float() for h in captured], dim=1)  # [B, layers, T, hidden]
                 means.append(torch.einsum("blth,bt->blh", stacked, averaged).cpu())
     finally:
@@ -89,8 +95,14 @@ def residual_activations(policy: Policy, items: Sequence[Pair | str], *, batch_s
     return torch.cat(means)
 
 
-def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: SteeringVector | None = None,
-                     beta: float = 0.0, batch_size: int = 8) -> torch.Tensor:
+def response_logprob(
+    policy: Policy,
+    items: Sequence[Pair],
+    *,
+    steering: SteeringVector | None = None,
+    beta: float = 0.0,
+    batch_size: int = 8,
+) -> torch.Tensor:
     """Mean log-probability per response token of each (prompt, response) pair [N], teacher-forced, with
     ``beta * steering`` added at the vector's layer (every row, every position) when ``steering`` is given."""
     import torch
@@ -103,7 +115,7 @@ def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: Steerin
     try:
         with torch.no_grad():
             for start in range(0, len(sequences), batch_size):
-                batch = sequences[start:start + batch_size]
+                batch = sequences[start : start + batch_size]
                 input_ids, mask = left_pad([ids for ids, _ in batch], tok.pad_token_id)
                 if hook is not None:
                     hook.set_betas([beta] * len(batch))
@@ -113,29 +125,47 @@ def response_logprob(policy: Policy, items: Sequence[Pair], *, steering: Steerin
                 # longest response's tokens get vocabulary-sized logits (the prompts' never are built; on a CPU
                 # they were most of a layer probe's time and memory).
                 longest = max(n for _, n in batch)
-                logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False,
-                               logits_to_keep=longest + 1).logits[:, :-1].float()
+                logits = (
+                    model(
+                        input_ids=input_ids,
+                        attention_mask=mask,
+                        position_ids=positions,
+                        use_cache=False,
+                        logits_to_keep=longest + 1,
+                    )
+                    .logits[:, :-1]
+                    .float()
+                )
                 targets = input_ids[:, -longest:]
                 logp = logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, -1)
                 for row, (_, n) in enumerate(batch):
-                    out.append(float(logp[row, longest - n:].mean()))
+                    out.append(float(logp[row, longest - n :].mean()))
     finally:
         if hook is not None:
             hook.remove()
     return torch.tensor(out)
 
 
-def steering_preference(policy: Policy, positive: Sequence[Pair], negative: Sequence[Pair],
-                        vector: SteeringVector, beta: float, *, batch_size: int = 8,
-                        base: tuple[torch.Tensor, torch.Tensor] | None = None) -> float:
+def steering_preference(
+    policy: Policy,
+    positive: Sequence[Pair],
+    negative: Sequence[Pair],
+    vector: SteeringVector,
+    beta: float,
+    *,
+    batch_size: int = 8,
+    base: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> float:
     """How much adding ``beta * vector`` makes the model prefer the positive responses over the negative ones:
     the mean over pairs of [gain in mean token log-prob of the positive response] - [gain for the negative one],
     gains measured against the unsteered model. A causal test of a direction (it intervenes and watches the
     likelihoods move), where separation is only correlational. ``base``: the unsteered log-probs (positive,
     negative) when already computed (``build_vector`` probes every layer against the same base)."""
     if base is None:
-        base = (response_logprob(policy, positive, batch_size=batch_size),
-                response_logprob(policy, negative, batch_size=batch_size))
+        base = (
+            response_logprob(policy, positive, batch_size=batch_size),
+            response_logprob(policy, negative, batch_size=batch_size),
+        )
     pos = response_logprob(policy, positive, steering=vector, beta=beta, batch_size=batch_size)
     neg = response_logprob(policy, negative, steering=vector, beta=beta, batch_size=batch_size)
     return float(((pos - base[0]) - (neg - base[1])).mean())
@@ -146,8 +176,9 @@ def _pair_sequences(policy: Policy, items: Sequence[Pair | str]) -> list[tuple[l
     sequences = []
     for i, item in enumerate(items):
         prompt_ids = [] if isinstance(item, str) else encode_chat(policy.tokenizer, as_messages(item[0]))
-        response_ids = policy.tokenizer(item if isinstance(item, str) else item[1],
-                                        add_special_tokens=False)["input_ids"]
+        response_ids = policy.tokenizer(item if isinstance(item, str) else item[1], add_special_tokens=False)[
+            "input_ids"
+        ]
         if not response_ids:
             raise ValueError(f"item {i} has an empty response: nothing to average over")
         sequences.append((prompt_ids + response_ids, len(response_ids)))
@@ -193,11 +224,22 @@ def probe_layers(score: Callable[[int], float], num_layers: int, every: int) -> 
             scores[j] = score(j)
 
 
-def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs: Sequence[Pair], *, behaviour: str,
-                 teacher: str | None = None, batch_size: int = 8, layer: int | None = None,
-                 criterion: str = "preference", probe_beta: float = PROBE_BETA, probe_pairs: int = 16,
-                 probe_every: int = 1, progress: Any = None,
-                 provenance: dict[str, Any] | None = None) -> SteeringVector:
+def build_vector(
+    policy: Policy,
+    positive_pairs: Sequence[Pair],
+    negative_pairs: Sequence[Pair],
+    *,
+    behaviour: str,
+    teacher: str | None = None,
+    batch_size: int = 8,
+    layer: int | None = None,
+    criterion: str = "preference",
+    probe_beta: float = PROBE_BETA,
+    probe_pairs: int = 16,
+    probe_every: int = 1,
+    progress: Any = None,
+    provenance: dict[str, Any] | None = None,
+) -> SteeringVector:
     """Difference of mean activations (positive - negative) at every decoder layer's output; keep the best layer by
     ``criterion`` (or ``layer``, when given) and normalise its direction to unit norm.
 
@@ -227,24 +269,37 @@ def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs:
     directions = diff / diff.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     def as_vector(i: int) -> SteeringVector:
-        return SteeringVector(vector=directions[i].contiguous(), layer=i, model=policy.spec, behaviour=behaviour,
-                              norms={"raw_norm": float(diff[i].norm()),
-                                     "activation_norm": float(activation_norms[i])})
+        return SteeringVector(
+            vector=directions[i].contiguous(),
+            layer=i,
+            model=policy.spec,
+            behaviour=behaviour,
+            norms={"raw_norm": float(diff[i].norm()), "activation_norm": float(activation_norms[i])},
+        )
 
     preferences: list[float | None] | None = None
     if criterion == "preference" and layer is None:
         if probe_pairs < 1 or probe_every < 1:
             raise ValueError(f"probe_pairs and probe_every must be >= 1, got {probe_pairs}, {probe_every}")
         probe_pos, probe_neg = list(positive_pairs[:probe_pairs]), list(negative_pairs[:probe_pairs])
-        base = (response_logprob(policy, probe_pos, batch_size=batch_size),
-                response_logprob(policy, probe_neg, batch_size=batch_size))
+        base = (
+            response_logprob(policy, probe_pos, batch_size=batch_size),
+            response_logprob(policy, probe_neg, batch_size=batch_size),
+        )
         from tqdm.auto import tqdm
 
         with tqdm(desc="probe layers", unit="layer", disable=progress is False) as bar:
+
             def probe(i: int) -> float:
-                preference = steering_preference(policy, probe_pos, probe_neg, as_vector(i),
-                                                 probe_beta * float(activation_norms[i]),
-                                                 batch_size=batch_size, base=base)
+                preference = steering_preference(
+                    policy,
+                    probe_pos,
+                    probe_neg,
+                    as_vector(i),
+                    probe_beta * float(activation_norms[i]),
+                    batch_size=batch_size,
+                    base=base,
+                )
                 bar.update()
                 if callable(progress):
                     progress(i, preference)
@@ -259,16 +314,25 @@ def build_vector(policy: Policy, positive_pairs: Sequence[Pair], negative_pairs:
         layer = max((i for i in range(num_layers) if scores[i] is not None), key=scores.__getitem__)
     chosen = as_vector(layer)
     chosen.provenance = {
-        "teacher": teacher, "pairs": {"positive": len(positive_pairs), "negative": len(negative_pairs)},
-        "criterion": CRITERION_TEXT[criterion], "layer_chosen_by": chosen_by,
+        "teacher": teacher,
+        "pairs": {"positive": len(positive_pairs), "negative": len(negative_pairs)},
+        "criterion": CRITERION_TEXT[criterion],
+        "layer_chosen_by": chosen_by,
         "layer_scores": [float(s) for s in d_scores],  # Cohen's d, every layer
         "layer_preferences": preferences,  # steering_preference at probe_beta per layer (None: not probed)
-        "probe": {"beta": probe_beta, "beta_unit": "activation_norm", "pairs": min(probe_pairs, len(positive_pairs)),
-                  "every": probe_every} if preferences is not None else None,
+        "probe": {
+            "beta": probe_beta,
+            "beta_unit": "activation_norm",
+            "pairs": min(probe_pairs, len(positive_pairs)),
+            "every": probe_every,
+        }
+        if preferences is not None
+        else None,
         "layer_raw_norms": [float(d) for d in diff.norm(dim=-1)],
         "layers": "decoder layer outputs 0..L-1; the embedding output (hidden_states[0]) is excluded",
-        "model_source": policy.source, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "harness_version": __version__, **(provenance or {}),
+        "model_source": policy.source,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "harness_version": __version__,
+        **(provenance or {}),
     }
     return chosen
-

@@ -47,12 +47,14 @@ if TYPE_CHECKING:
     from harness.types import Engine
 
 
-
 def parse_betas(text: str | Sequence[float]) -> list[float]:
-    """"-8,-4,0,4,8" (or a list) -> floats; finite, at least one."""
+    """ "-8,-4,0,4,8" (or a list) -> floats; finite, at least one."""
     try:
-        betas = ([float(x) for x in str(text).strip("[]() ").split(",") if x.strip()] if isinstance(text, str)
-                 else [float(x) for x in text])
+        betas = (
+            [float(x) for x in str(text).strip("[]() ").split(",") if x.strip()]
+            if isinstance(text, str)
+            else [float(x) for x in text]
+        )
     except ValueError:
         raise ValueError(f"steer: betas should be comma-separated numbers, got {text!r}") from None
     if not betas or not all(math.isfinite(b) for b in betas):
@@ -66,15 +68,30 @@ def measurement_path(out: str | Path) -> Path:
     return out.with_name(out.stem + ".measure.json")
 
 
-def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-135m", task: str = "math",
-                      prompts: int = 16, teacher: str | None = None, seed: int = 0, max_new_tokens: int = 96,
-                      measure: bool = True, betas: str | Sequence[float] = "-0.3,-0.15,0,0.15,0.3",
-                      beta_unit: str = "activation_norm", eval_prompts: int = 8, temperature: float = 0.0,
-                      task_options: dict[str, Any] | None = None, threads: int | None = None,
-                      layer: int | None = None, criterion: str = "preference",
-                      plugins: Plugins | None = None,
-                      policy: Policy | None = None, teacher_engine: Engine | None = None,
-                      echo: Callable[[str], None] = print) -> dict[str, Any]:
+def build_and_measure(
+    *,
+    behaviour: str,
+    out: str | Path,
+    model: str = "smollm2-135m",
+    task: str = "math",
+    prompts: int = 16,
+    teacher: str | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 96,
+    measure: bool = True,
+    betas: str | Sequence[float] = "-0.3,-0.15,0,0.15,0.3",
+    beta_unit: str = "activation_norm",
+    eval_prompts: int = 8,
+    temperature: float = 0.0,
+    task_options: dict[str, Any] | None = None,
+    threads: int | None = None,
+    layer: int | None = None,
+    criterion: str = "preference",
+    plugins: Plugins | None = None,
+    policy: Policy | None = None,
+    teacher_engine: Engine | None = None,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Build, save and (optionally) measure a steering vector; return a summary dict:
 
     ``vector_path``, ``layer``, ``layer_scores`` (Cohen's d, all layers), ``layer_preferences`` (all layers, or
@@ -93,8 +110,10 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     options = dict(task_options or {})
     if target.misleading_hint:  # resisting a hint means nothing without one: the task adds it (math, mmlu-pro)
         if not capabilities_of(plugins["task"].get(task).load(), TaskCapabilities).misleading_hints:
-            raise ValueError(f"steer: behaviour {behaviour!r} needs prompts with a misleading hint, which task "
-                             f"{task!r} cannot add (misleading_hints)")
+            raise ValueError(
+                f"steer: behaviour {behaviour!r} needs prompts with a misleading hint, which task "
+                f"{task!r} cannot add (misleading_hints)"
+            )
         options["misleading_hint"] = True
     task_obj = build_plugin(plugins, "task", task, options)
     if beta_unit not in BETA_UNITS:
@@ -103,8 +122,10 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
     if criterion not in CRITERIA:
         raise ValueError(f"steer: criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     if int(prompts) < 2 or (measure and int(eval_prompts) < 1) or int(max_new_tokens) < 1:
-        raise ValueError(f"steer: need prompts >= 2, eval_prompts >= 1, max_new_tokens >= 1; got prompts={prompts},"
-                         f" eval_prompts={eval_prompts}, max_new_tokens={max_new_tokens}")
+        raise ValueError(
+            f"steer: need prompts >= 2, eval_prompts >= 1, max_new_tokens >= 1; got prompts={prompts},"
+            f" eval_prompts={eval_prompts}, max_new_tokens={max_new_tokens}"
+        )
     out = Path(out)
     if out.suffix != ".safetensors":
         raise ValueError(f"steer: --out should be a .safetensors file, got {str(out)!r}")
@@ -139,13 +160,22 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
 
     answer_params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
     rewrite_params = SamplingParams(n=1, max_new_tokens=2 * int(max_new_tokens), temperature=0, seed=seed)
-    pairs = contrastive_pairs(engine, teacher_engine, [task_obj.messages(p) for p in train], target, problems=train,
-                              answer_params=answer_params, rewrite_params=rewrite_params)
+    pairs = contrastive_pairs(
+        engine,
+        teacher_engine,
+        [task_obj.messages(p) for p in train],
+        target,
+        problems=train,
+        answer_params=answer_params,
+        rewrite_params=rewrite_params,
+    )
     pairs = agreeing_pairs(pairs, scorer)
     if len(pairs.positive) < 2:
-        raise ValueError(f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts ({pairs.dropped} "
-                         f"had an empty answer or rewrite, {pairs.disagreeing} were ranked the wrong way by the "
-                         f"{behaviour} scorer); need at least 2")
+        raise ValueError(
+            f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts ({pairs.dropped} "
+            f"had an empty answer or rewrite, {pairs.disagreeing} were ranked the wrong way by the "
+            f"{behaviour} scorer); need at least 2"
+        )
     probed: list[str] = []
 
     def show_probe(i: int, preference: float) -> None:
@@ -153,31 +183,58 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         if len(probed) % 10 == 0:
             echo("layer preference " + ", ".join(probed[-10:]))
 
-    vector = build_vector(policy, pairs.positive, pairs.negative, behaviour=behaviour, teacher=teacher_name,
-                          layer=layer, criterion=criterion, progress=show_probe,
-                          provenance={**pairs.provenance(), "task": task, "prompts": len(train), "seed": seed,
-                                      "max_new_tokens": int(max_new_tokens)})
+    vector = build_vector(
+        policy,
+        pairs.positive,
+        pairs.negative,
+        behaviour=behaviour,
+        teacher=teacher_name,
+        layer=layer,
+        criterion=criterion,
+        progress=show_probe,
+        provenance={
+            **pairs.provenance(),
+            "task": task,
+            "prompts": len(train),
+            "seed": seed,
+            "max_new_tokens": int(max_new_tokens),
+        },
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     vector.save(out)
     d_scores, preferences = vector.provenance["layer_scores"], vector.provenance["layer_preferences"]
     ranked = preferences if preferences is not None else d_scores
     top = sorted(range(len(ranked)), key=lambda i: -ranked[i])[:3]
     result: dict[str, Any] = {
-        "vector_path": str(out), "behaviour": behaviour, "model": policy.spec, "task": task,
-        "layer": vector.layer, "layer_scores": d_scores, "layer_preferences": preferences,
+        "vector_path": str(out),
+        "behaviour": behaviour,
+        "model": policy.spec,
+        "task": task,
+        "layer": vector.layer,
+        "layer_scores": d_scores,
+        "layer_preferences": preferences,
         "top_layers": [(i, ranked[i]) for i in top],
-        "norms": dict(vector.norms), "teacher": teacher_name, "teacher_calls": pairs.teacher_calls,
-        "teacher_tokens": pairs.teacher_tokens, "policy_tokens": pairs.policy_tokens,
-        "pairs": len(pairs.positive), "dropped_pairs": pairs.dropped, "disagreeing_pairs": pairs.disagreeing,
+        "norms": dict(vector.norms),
+        "teacher": teacher_name,
+        "teacher_calls": pairs.teacher_calls,
+        "teacher_tokens": pairs.teacher_tokens,
+        "policy_tokens": pairs.policy_tokens,
+        "pairs": len(pairs.positive),
+        "dropped_pairs": pairs.dropped,
+        "disagreeing_pairs": pairs.disagreeing,
     }
-    echo(f"wrote {out}: behaviour {behaviour}, layer {vector.layer} of {len(d_scores)} "
-         f"({vector.provenance['layer_chosen_by']}), raw_norm {vector.norms['raw_norm']:.3f}, "
-         f"activation_norm {vector.norms['activation_norm']:.3f}")
+    echo(
+        f"wrote {out}: behaviour {behaviour}, layer {vector.layer} of {len(d_scores)} "
+        f"({vector.provenance['layer_chosen_by']}), raw_norm {vector.norms['raw_norm']:.3f}, "
+        f"activation_norm {vector.norms['activation_norm']:.3f}"
+    )
     label = "preference" if preferences is not None else "Cohen's d"
     echo(f"top layers ({label}): " + ", ".join(f"{i}: {ranked[i]:.4f} (d {d_scores[i]:.2f})" for i in top))
-    echo(f"teacher {teacher_name}: {pairs.teacher_calls} calls, {pairs.teacher_tokens} tokens; "
-         f"{len(pairs.positive)} pairs ({pairs.dropped} empty, {pairs.disagreeing} ranked the wrong way by the "
-         f"{behaviour} scorer: left out)")
+    echo(
+        f"teacher {teacher_name}: {pairs.teacher_calls} calls, {pairs.teacher_tokens} tokens; "
+        f"{len(pairs.positive)} pairs ({pairs.dropped} empty, {pairs.disagreeing} ranked the wrong way by the "
+        f"{behaviour} scorer: left out)"
+    )
     if not measure:
         return result
 
@@ -192,13 +249,31 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
         values = [float(scorer(c.text, evals[c.prompt_index])) for c in completions]
         # The task's own success too: a behaviour bought by breaking the answers is not control.
         solved = [task_obj.score(evals[c.prompt_index], c.text).success for c in completions]
-        rows.append({"beta": beta, "beta_abs": beta_abs, "n": len(completions),
-                     "mean_tokens": sum(len(c.token_ids) for c in completions) / len(completions),
-                     "mean_score": sum(values) / len(values), "accuracy": sum(solved) / len(solved),
-                     "finished_rate": sum(c.finished for c in completions) / len(completions)})
-    report = {"vector": str(out), "behaviour": behaviour, "model": policy.spec, "task": task, "layer": vector.layer,
-              "norms": dict(vector.norms), "beta_unit": beta_unit, "eval_prompts": len(evals),
-              "temperature": float(temperature), "max_new_tokens": int(max_new_tokens), "seed": seed, "rows": rows}
+        rows.append(
+            {
+                "beta": beta,
+                "beta_abs": beta_abs,
+                "n": len(completions),
+                "mean_tokens": sum(len(c.token_ids) for c in completions) / len(completions),
+                "mean_score": sum(values) / len(values),
+                "accuracy": sum(solved) / len(solved),
+                "finished_rate": sum(c.finished for c in completions) / len(completions),
+            }
+        )
+    report = {
+        "vector": str(out),
+        "behaviour": behaviour,
+        "model": policy.spec,
+        "task": task,
+        "layer": vector.layer,
+        "norms": dict(vector.norms),
+        "beta_unit": beta_unit,
+        "eval_prompts": len(evals),
+        "temperature": float(temperature),
+        "max_new_tokens": int(max_new_tokens),
+        "seed": seed,
+        "rows": rows,
+    }
     path = measurement_path(out)
     path.write_text(json.dumps(report, indent=2) + "\n")
     result.update(measurement=rows, measurement_path=str(path))
@@ -209,8 +284,16 @@ def build_and_measure(*, behaviour: str, out: str | Path, model: str = "smollm2-
 
 def measurement_table(rows: list[dict[str, Any]], behaviour: str) -> str:
     header = ["beta", "beta_abs", "mean_tokens", f"mean_{behaviour}", "accuracy", "finished"]
-    body = [[f"{r['beta']:g}", f"{r['beta_abs']:.3f}", f"{r['mean_tokens']:.1f}", f"{r['mean_score']:.3f}",
-             f"{r['accuracy']:.3f}", f"{r['finished_rate']:.2f}"] for r in rows]
+    body = [
+        [
+            f"{r['beta']:g}",
+            f"{r['beta_abs']:.3f}",
+            f"{r['mean_tokens']:.1f}",
+            f"{r['mean_score']:.3f}",
+            f"{r['accuracy']:.3f}",
+            f"{r['finished_rate']:.2f}",
+        ]
+        for r in rows
+    ]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
-    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True))
-                     for line in [header, *body])
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)) for line in [header, *body])

@@ -62,8 +62,9 @@ class SteeringVector:
         """Raise unless the vector fits ``model`` (a Policy, a transformers model, or a hidden size)."""
         hidden, layers = _model_shape(model)
         if hidden != self.hidden_size:
-            raise ValueError(f"steering vector for {self.model!r} has hidden size {self.hidden_size}; "
-                             f"the model has {hidden}")
+            raise ValueError(
+                f"steering vector for {self.model!r} has hidden size {self.hidden_size}; the model has {hidden}"
+            )
         if layers is not None and not 0 <= self.layer < layers:
             raise ValueError(f"steering vector layer {self.layer} is out of range: the model has {layers} layers")
 
@@ -73,11 +74,19 @@ class SteeringVector:
 
         from harness.store.run_folder import new_file_mode
 
-        meta = {"layer": self.layer, "model": self.model, "behaviour": self.behaviour,
-                "provenance": self.provenance, "norms": self.norms}
+        meta = {
+            "layer": self.layer,
+            "model": self.model,
+            "behaviour": self.behaviour,
+            "provenance": self.provenance,
+            "norms": self.norms,
+        }
         mode = new_file_mode(Path(path))  # save_file leaves 0600; give what open(path, "w") would
-        save_file({"vector": self.vector.detach().float().cpu().contiguous()}, str(path),
-                  metadata={"format": FILE_FORMAT, "meta": json.dumps(meta)})
+        save_file(
+            {"vector": self.vector.detach().float().cpu().contiguous()},
+            str(path),
+            metadata={"format": FILE_FORMAT, "meta": json.dumps(meta)},
+        )
         os.chmod(path, mode)
 
     @classmethod
@@ -91,8 +100,14 @@ class SteeringVector:
                 raise ValueError(f"{path}: not a steering vector file (format {header.get('format')!r})")
             vector = f.get_tensor("vector")
         meta = json.loads(header["meta"])
-        loaded = cls(vector=vector, layer=int(meta["layer"]), model=meta["model"], behaviour=meta["behaviour"],
-                     provenance=meta["provenance"], norms=meta["norms"])
+        loaded = cls(
+            vector=vector,
+            layer=int(meta["layer"]),
+            model=meta["model"],
+            behaviour=meta["behaviour"],
+            provenance=meta["provenance"],
+            norms=meta["norms"],
+        )
         if model is not None:
             loaded.check(model)
         return loaded
@@ -117,8 +132,10 @@ class Steering:
             return betas
         if len(betas) == n:
             return betas * num_prompts
-        raise ValueError(f"steering needs one beta per row ({num_prompts} prompts x n={n} = {num_prompts * n}) "
-                         f"or one per sample index (n={n}); got {len(betas)}")
+        raise ValueError(
+            f"steering needs one beta per row ({num_prompts} prompts x n={n} = {num_prompts * n}) "
+            f"or one per sample index (n={n}); got {len(betas)}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------

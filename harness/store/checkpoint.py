@@ -78,36 +78,52 @@ class Checkpointer:
             if not path.is_file():
                 raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} is missing ({path})")
             if size is not None and path.stat().st_size != size:
-                raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} has "
-                                 f"{path.stat().st_size} bytes, not the {size} it recorded ({path})")
+                raise ValueError(
+                    f"cannot resume {self.run_dir}: the checkpoint's {name} has "
+                    f"{path.stat().st_size} bytes, not the {size} it recorded ({path})"
+                )
             digest = state.get("sha256", {}).get(name)
             if digest is not None and file_sha256(path) != digest:  # same size, other bytes: flipped or replaced
-                raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} is not the file it wrote "
-                                 f"(its SHA-256 differs from the one recorded; {path})")
+                raise ValueError(
+                    f"cannot resume {self.run_dir}: the checkpoint's {name} is not the file it wrote "
+                    f"(its SHA-256 differs from the one recorded; {path})"
+                )
 
-    def save(self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store,
-             reference=None) -> None:
+    def save(
+        self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store, reference=None
+    ) -> None:
         """``optimizer_state``: the optimizer's ``state_dict()``, gathered whole in a sharded run."""
         with deferred_interrupts():  # a signal mid-write ends the run "interrupted" after it, not as a failure
             self._save(step, model, optimizer_state, trainer_state, store, reference)
 
-    def _save(self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store,
-              reference=None) -> None:
+    def _save(
+        self, step: int, model, optimizer_state: dict[str, Any], trainer_state: dict[str, Any], store, reference=None
+    ) -> None:
         import torch  # here, not at the top: `harness run` refuses bad names before torch loads
 
         tmp = self.run_dir / f".{NAME}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        parts = {"model.pt": trained_weights(model), "optimizer.pt": optimizer_state,
-                 "reference.pt": reference.state_dict() if reference is not None else None}
+        parts = {
+            "model.pt": trained_weights(model),
+            "optimizer.pt": optimizer_state,
+            "reference.pt": reference.state_dict() if reference is not None else None,
+        }
         try:
             for name, part in parts.items():
                 if part is not None:
                     _save(part, tmp / name)
-            write_json_atomic(tmp / "state.json", {
-                "step": step, "torch_rng": torch.get_rng_state().tolist(), "trainer": trainer_state,
-                "store": store.snapshot(), "files": {p.name: p.stat().st_size for p in tmp.glob("*.pt")},
-                "sha256": {p.name: file_sha256(p) for p in tmp.glob("*.pt")}})
+            write_json_atomic(
+                tmp / "state.json",
+                {
+                    "step": step,
+                    "torch_rng": torch.get_rng_state().tolist(),
+                    "trainer": trainer_state,
+                    "store": store.snapshot(),
+                    "files": {p.name: p.stat().st_size for p in tmp.glob("*.pt")},
+                    "sha256": {p.name: file_sha256(p) for p in tmp.glob("*.pt")},
+                },
+            )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)  # a full disk must not keep a partial copy of the weights
             raise
@@ -159,8 +175,10 @@ def load_trained_weights(model, weights: dict[str, Any]) -> None:
     missing, unexpected = model.load_state_dict(weights, strict=False)
     lacking = sorted(set(trained_weights(model)) & set(missing))
     if lacking or unexpected:
-        raise ValueError(f"the checkpoint's model.pt does not fit this model: missing {lacking[:3]}, unexpected "
-                         f"{sorted(unexpected)[:3]}")
+        raise ValueError(
+            f"the checkpoint's model.pt does not fit this model: missing {lacking[:3]}, unexpected "
+            f"{sorted(unexpected)[:3]}"
+        )
 
 
 def _save(obj: Any, path: Path) -> None:

@@ -37,8 +37,10 @@ class WriterLock:
         except BlockingIOError:
             holder = _read_pid(self._fd)
             self.release()
-            raise FolderBusy(f"{what} is being written by another process (pid {holder}); wait for it to end, or "
-                             f"stop it first", holder) from None
+            raise FolderBusy(
+                f"{what} is being written by another process (pid {holder}); wait for it to end, or stop it first",
+                holder,
+            ) from None
         except BaseException:
             self.release()
             raise

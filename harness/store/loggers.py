@@ -42,15 +42,21 @@ ALWAYS = "jsonl"
 
 @hookimpl
 def harness_register_loggers(registry: Registry) -> None:
-    registry.add("jsonl", "harness.store.loggers:JsonlLogger",
-                 "one JSON line per event in <run>/metrics.jsonl (always on)")
-    registry.add("tensorboard", "harness.store.loggers:TensorBoardLogger",
-                 "TensorBoard event files in <run>/tensorboard")
-    registry.add("wandb", "harness.store.loggers:WandbLogger",
-                 "Weights & Biases: online when logged in (WANDB_API_KEY, ~/.netrc) or WANDB_MODE says so, else "
-                 "offline into <run>/wandb")
-    registry.add("mlflow", "harness.store.loggers:MlflowLogger",
-                 "MLflow, into <run>/mlruns unless MLFLOW_TRACKING_URI is set")
+    registry.add(
+        "jsonl", "harness.store.loggers:JsonlLogger", "one JSON line per event in <run>/metrics.jsonl (always on)"
+    )
+    registry.add(
+        "tensorboard", "harness.store.loggers:TensorBoardLogger", "TensorBoard event files in <run>/tensorboard"
+    )
+    registry.add(
+        "wandb",
+        "harness.store.loggers:WandbLogger",
+        "Weights & Biases: online when logged in (WANDB_API_KEY, ~/.netrc) or WANDB_MODE says so, else "
+        "offline into <run>/wandb",
+    )
+    registry.add(
+        "mlflow", "harness.store.loggers:MlflowLogger", "MLflow, into <run>/mlruns unless MLFLOW_TRACKING_URI is set"
+    )
 
 
 def check_loggers(names: list[str], registry: Registry) -> list[str]:
@@ -97,14 +103,24 @@ def completion_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[A
     one column per reward component (in the order the records name them), scalar reward, advantage."""
     components = list(dict.fromkeys(name for r in rows for name in (r.get("rewards") or {})))
     columns = ["problem_id", "prompt", "completion", "extracted", *components, "scalar", "advantage"]
-    data = [[r.get("problem_id"), r.get("prompt"), r.get("text"), r.get("extracted"),
-             *((r.get("rewards") or {}).get(c) for c in components), r.get("scalar"), r.get("advantage")]
-            for r in rows[:COMPLETION_ROWS]]
+    data = [
+        [
+            r.get("problem_id"),
+            r.get("prompt"),
+            r.get("text"),
+            r.get("extracted"),
+            *((r.get("rewards") or {}).get(c) for c in components),
+            r.get("scalar"),
+            r.get("advantage"),
+        ]
+        for r in rows[:COMPLETION_ROWS]
+    ]
     return columns, data
 
 
 def markdown_table(columns: list[str], data: list[list[Any]]) -> str:
     """A Markdown table (TensorBoard's text plugin renders it): cells on one line, "|" escaped."""
+
     def cell(value: Any) -> str:
         text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
         return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
@@ -169,8 +185,9 @@ class TensorBoardLogger:
         self._writer.flush()  # the writer's own flush is every 2 minutes; a killed run should keep its curves
 
     def log_completions(self, rows: list[dict[str, Any]], step: int, stage: str) -> None:
-        self._writer.add_text(metric_name(stage, "completions"), markdown_table(*completion_table(rows)),
-                              global_step=step)
+        self._writer.add_text(
+            metric_name(stage, "completions"), markdown_table(*completion_table(rows)), global_step=step
+        )
         self._writer.flush()
 
     def close(self) -> None:
@@ -192,9 +209,13 @@ class WandbLogger:
         _require(self.name, self.requires)
         import wandb
 
-        self._run = wandb.init(dir=str(run_dir), config=config or {}, name=Path(run_dir).name,
-                               project=os.environ.get("WANDB_PROJECT", "vector-harness"),
-                               mode=wandb_mode())
+        self._run = wandb.init(
+            dir=str(run_dir),
+            config=config or {},
+            name=Path(run_dir).name,
+            project=os.environ.get("WANDB_PROJECT", "vector-harness"),
+            mode=wandb_mode(),
+        )
         self._stages: set[str] = set()
 
     def log(self, metrics: dict[str, Any], step: int | None, stage: str) -> None:
@@ -250,14 +271,16 @@ class MlflowLogger:
         params = {_mlflow_name(key): str(value)[:250] for key, value in _flatten(config or {}).items()}
         batch = [Param(key, value) for key, value in params.items()]
         for i in range(0, len(batch), 100):  # MLflow takes at most 100 params per request
-            self._client.log_batch(self.run_id, params=batch[i:i + 100])
+            self._client.log_batch(self.run_id, params=batch[i : i + 100])
 
     def log(self, metrics: dict[str, Any], step: int | None, stage: str) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(_mlflow_name(metric_name(stage, key)), value, now, step or 0)
-                 for key, value in scalars(metrics).items()]
+        batch = [
+            Metric(_mlflow_name(metric_name(stage, key)), value, now, step or 0)
+            for key, value in scalars(metrics).items()
+        ]
         if batch:
             self._client.log_batch(self.run_id, metrics=batch)
 

@@ -113,8 +113,9 @@ def is_indexed(db: Path | str, run_dir: Path | str) -> bool:
             key = str(Path(run_dir).resolve())
             return conn.execute("SELECT 1 FROM runs WHERE run_dir = ?", (key,)).fetchone() is not None
     except sqlite3.Error as exc:
-        raise ValueError(f"{db}: not a readable results index ({exc}); rebuild it with `harness index "
-                         f"{Path(db).parent}`") from None
+        raise ValueError(
+            f"{db}: not a readable results index ({exc}); rebuild it with `harness index {Path(db).parent}`"
+        ) from None
 
 
 def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> None:
@@ -126,8 +127,11 @@ def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> No
         conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (key, *rows["run"]))
         conn.executemany("INSERT INTO metrics VALUES (?,?,?)", [(key, *m) for m in rows["metrics"]])
         conn.executemany("INSERT INTO curves VALUES (?,?,?,?)", [(key, *c) for c in rows["curves"]])
-        conn.executemany("INSERT INTO problems (run_dir, phase, problem_id, n, successes, scalars, outcomes, "
-                         "behaviours) VALUES (?,?,?,?,?,?,?,?)", [(key, *p) for p in rows["problems"]])
+        conn.executemany(
+            "INSERT INTO problems (run_dir, phase, problem_id, n, successes, scalars, outcomes, "
+            "behaviours) VALUES (?,?,?,?,?,?,?,?)",
+            [(key, *p) for p in rows["problems"]],
+        )
         conn.executemany("INSERT INTO examples VALUES (?,?,?,?,?,?,?,?)", [(key, *e) for e in rows["examples"]])
         conn.commit()
     except BaseException:
@@ -135,8 +139,12 @@ def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> No
         raise
 
 
-def rebuild(db: Path | str, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None,
-            find: Callable[[], Iterable[Path]] | None = None) -> int:
+def rebuild(
+    db: Path | str,
+    run_dirs: Iterable[Path],
+    skipped: list[tuple[Path, str]] | None = None,
+    find: Callable[[], Iterable[Path]] | None = None,
+) -> int:
     """Index every given run folder into a new file and rename it into place as ``db``; returns how many were
     indexed. With ``skipped``, a folder that cannot be read is added there as (folder, reason) instead of stopping
     the rebuild. Until the rename the old index is untouched. With ``find`` (the folders, found again), runs that
@@ -152,8 +160,7 @@ def rebuild(db: Path | str, run_dirs: Iterable[Path], skipped: list[tuple[Path, 
     return count + sum(caught)
 
 
-def build_index(db: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None
-                ) -> tuple[Path, int]:
+def build_index(db: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]] | None = None) -> tuple[Path, int]:
     """A new index of ``run_dirs`` in a private file beside ``db`` (to read before ``publish`` renames it), and
     how many runs it holds."""
     check_writable_folder(db.parent, "the results index's folder")
@@ -234,8 +241,7 @@ def reindex(folder: Path | str, echo=print) -> int:
     """`harness index FOLDER`: rebuild FOLDER/results.sqlite from the run folders under it, saying which it
     skipped and why; returns how many it indexed."""
     skipped: list[tuple[Path, str]] = []
-    count = rebuild(Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped,
-                    find=lambda: find_runs([folder]))
+    count = rebuild(Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped, find=lambda: find_runs([folder]))
     for run_dir, why in sorted(skipped):
         echo(f"skipped {run_dir}: {why}")
     return count
@@ -290,12 +296,27 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise UnreadableRun(run_dir, _inside(exc, run_dir)) from None
     cfg = manifest["config"]
-    run = (run_dir.name, manifest.get("status"), cfg.get("task"), cfg.get("trainer"), cfg.get("searcher"),
-           cfg.get("model"), manifest.get("seed", cfg.get("seed")), cfg.get("preset"), manifest.get("started"),
-           manifest.get("seconds"), json.dumps(manifest, default=str))
+    run = (
+        run_dir.name,
+        manifest.get("status"),
+        cfg.get("task"),
+        cfg.get("trainer"),
+        cfg.get("searcher"),
+        cfg.get("model"),
+        manifest.get("seed", cfg.get("seed")),
+        cfg.get("preset"),
+        manifest.get("started"),
+        manifest.get("seconds"),
+        json.dumps(manifest, default=str),
+    )
     scalars = [(k, float(v)) for k, v in metrics.items() if _number(v)]
-    curves = [(k, step, float(v)) for k, values in metrics.items() if isinstance(values, list)
-              for step, v in enumerate(values) if _number(v)]
+    curves = [
+        (k, step, float(v))
+        for k, values in metrics.items()
+        if isinstance(values, list)
+        for step, v in enumerate(values)
+        if _number(v)
+    ]
     problems, examples = _read_samples(samples)
     return {"run": run, "metrics": scalars, "curves": curves, "problems": problems, "examples": examples}
 
@@ -325,20 +346,46 @@ def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
         known = [r["scalar"] for r in records if _number(r.get("scalar"))]
         floor = min(known, default=0.0)
         values = [float(r["scalar"]) if _number(r.get("scalar")) else floor for r in records]
-        outcomes = [[_whole(r.get("rollout_index")), int(bool(r.get("success"))), _whole(r.get("call")),
-                     int(bool(r.get("missing")))] for r in records]
-        problems.append((phase, problem_id, len(records), sum(bool(r.get("success")) for r in records),
-                         json.dumps(values), json.dumps(outcomes), _behaviour_sums(records)))
+        outcomes = [
+            [
+                _whole(r.get("rollout_index")),
+                int(bool(r.get("success"))),
+                _whole(r.get("call")),
+                int(bool(r.get("missing"))),
+            ]
+            for r in records
+        ]
+        problems.append(
+            (
+                phase,
+                problem_id,
+                len(records),
+                sum(bool(r.get("success")) for r in records),
+                json.dumps(values),
+                json.dumps(outcomes),
+                _behaviour_sums(records),
+            )
+        )
         by_phase[phase].extend(r for r in records if _number(r.get("scalar")))
     examples = []
     for phase, records in by_phase.items():
         if not records:  # a phase whose candidates all lack a score has no best or worst
             continue
-        for which, record in (("best", max(records, key=lambda r: r["scalar"])),
-                              ("worst", min(records, key=lambda r: r["scalar"]))):
-            examples.append((phase, which, str(record.get("problem_id")), record.get("text", ""),
-                             json.dumps(record.get("extracted"), default=str), float(record["scalar"]),
-                             json.dumps(record.get("rewards", {}))))
+        for which, record in (
+            ("best", max(records, key=lambda r: r["scalar"])),
+            ("worst", min(records, key=lambda r: r["scalar"])),
+        ):
+            examples.append(
+                (
+                    phase,
+                    which,
+                    str(record.get("problem_id")),
+                    record.get("text", ""),
+                    json.dumps(record.get("extracted"), default=str),
+                    float(record["scalar"]),
+                    json.dumps(record.get("rewards", {})),
+                )
+            )
     return problems, examples
 
 
@@ -347,7 +394,7 @@ def _behaviour_sums(records: list[dict]) -> str | None:
     sums: dict[str, list[float]] = {}
     for record in records:
         scores = record.get("behaviours")
-        for name, score in (scores.items() if isinstance(scores, dict) else ()):
+        for name, score in scores.items() if isinstance(scores, dict) else ():
             if _number(score):
                 total = sums.setdefault(str(name), [0.0, 0])
                 total[0] += float(score)

@@ -98,8 +98,10 @@ def check_writable_folder(path: Path | str, what: str) -> Path:
     path = Path(path)
     too_long = next((part for part in path.parts if len(os.fsencode(part)) > 255), None)
     if too_long is not None:  # the file system's limit (NAME_MAX): every write under it would fail
-        raise ValueError(f"{what}: a folder name of {len(os.fsencode(too_long))} bytes is longer than the 255 a "
-                         f"file system allows ({too_long[:40]}...)")
+        raise ValueError(
+            f"{what}: a folder name of {len(os.fsencode(too_long))} bytes is longer than the 255 a "
+            f"file system allows ({too_long[:40]}...)"
+        )
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -223,8 +225,12 @@ class RunStore:
         records = list(records)
         self._append("samples.jsonl", records)
         steps = {r.get("step") for r in records if r.get("phase") == "train"}
-        if self.completions_every and len(steps) == 1 and isinstance(step := steps.pop(), int) \
-                and (step + 1) % self.completions_every == 0:
+        if (
+            self.completions_every
+            and len(steps) == 1
+            and isinstance(step := steps.pop(), int)
+            and (step + 1) % self.completions_every == 0
+        ):
             self._forward_completions([r for r in records if r.get("phase") == "train"], step)
 
     def log_step(self, step: int, metrics: dict[str, float], stage: str = "train") -> None:
@@ -288,10 +294,13 @@ class RunStore:
         """What the folder holds now: each appended file's size and the metrics (and what the run is: ``run``).
         Saved with each checkpoint and at the end of each phase, so a resume can cut the files back to a moment
         whose work it will not redo."""
-        return {"files": {name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0
-                          for name in APPENDED_FILES},
-                "metrics": json.loads(json.dumps(self.metrics, default=str)), "warnings": list(self.warnings)} \
-            | ({"run": self.identity} if self.identity else {})
+        return {
+            "files": {
+                name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0 for name in APPENDED_FILES
+            },
+            "metrics": json.loads(json.dumps(self.metrics, default=str)),
+            "warnings": list(self.warnings),
+        } | ({"run": self.identity} if self.identity else {})
 
     def check_snapshot(self, snapshot: dict[str, Any] | None, moment: str) -> None:
         """Refuse, in one line naming the file, to resume from ``snapshot`` (taken at ``moment``, e.g. "the
@@ -304,13 +313,16 @@ class RunStore:
             if not path.is_file():
                 raise ValueError(f"cannot resume {self.dir}: {name} is missing ({moment} recorded {size} bytes)")
             if path.stat().st_size < size:
-                raise ValueError(f"cannot resume {self.dir}: {name} has {path.stat().st_size} bytes, fewer than the "
-                                 f"{size} {moment} recorded")
+                raise ValueError(
+                    f"cannot resume {self.dir}: {name} has {path.stat().st_size} bytes, fewer than the "
+                    f"{size} {moment} recorded"
+                )
             try:
                 read_jsonl(path, upto=size)
             except ValueError as exc:
-                raise ValueError(f"cannot resume {self.dir}: {exc} (within the {size} bytes {moment} recorded)") \
-                    from None
+                raise ValueError(
+                    f"cannot resume {self.dir}: {exc} (within the {size} bytes {moment} recorded)"
+                ) from None
 
     def check_complete(self) -> None:
         """Every appended file is whole JSON lines, end to end: checked before a run says it is complete."""

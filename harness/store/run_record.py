@@ -88,17 +88,38 @@ def _power(high: int) -> str:
 # Every manifest field the index stores or a report reads, and its check; a field under a missing or null parent
 # is not looked for (the parent's check decides). Required: present, whatever the check allows.
 MANIFEST_FIELDS: dict[str, tuple[Check, bool]] = {
-    "status": (_name, True), "config": (_object, True), "config.task": (_name, True),
-    "config.trainer": (_name, True), "config.searcher": (_name, True), "config.model": (_name, True),
-    "config.seed": (_seed_or_null, False), "config.preset": (_text, False), "config.arm": (_text, False),
-    "config.engine": (_text, False), "config.k": (_text, False), "config.threads": (_count, False),
-    "config.options": (_object_or_null, False), "config.options.searcher": (_object_or_null, False),
-    "started": (_text, False), "seconds": (_seconds, False), "error": (_text, False), "warnings": (_texts, False),
-    "processes": (_count, False), "harness_version": (_text, False), "task": (_object_or_null, False),
-    "task.name": (_text, False), "task.version": (_text, False), "task.eval_problems": (_count, False),
-    "model": (_object_or_null, False), "model.spec": (_text, False), "model.source": (_text, False),
-    "model.dtype": (_text, False), "model.parameters": (_count, False), "packages": (_object_or_null, False),
-    "resolved_options": (_object_or_null, False), "resolved_options.task": (_object_or_null, False),
+    "status": (_name, True),
+    "config": (_object, True),
+    "config.task": (_name, True),
+    "config.trainer": (_name, True),
+    "config.searcher": (_name, True),
+    "config.model": (_name, True),
+    "config.seed": (_seed_or_null, False),
+    "config.preset": (_text, False),
+    "config.arm": (_text, False),
+    "config.engine": (_text, False),
+    "config.k": (_text, False),
+    "config.threads": (_count, False),
+    "config.options": (_object_or_null, False),
+    "config.options.searcher": (_object_or_null, False),
+    "started": (_text, False),
+    "seconds": (_seconds, False),
+    "error": (_text, False),
+    "warnings": (_texts, False),
+    "processes": (_count, False),
+    "harness_version": (_text, False),
+    "task": (_object_or_null, False),
+    "task.name": (_text, False),
+    "task.version": (_text, False),
+    "task.eval_problems": (_count, False),
+    "model": (_object_or_null, False),
+    "model.spec": (_text, False),
+    "model.source": (_text, False),
+    "model.dtype": (_text, False),
+    "model.parameters": (_count, False),
+    "packages": (_object_or_null, False),
+    "resolved_options": (_object_or_null, False),
+    "resolved_options.task": (_object_or_null, False),
     "resolved_options.searcher": (_object_or_null, False),
     "resolved_options.searcher.answers_per_rollout": (_answers, False),
 }
@@ -143,7 +164,7 @@ def check_sample(record: dict[str, Any], line: int) -> None:
         value = record.get(field)
         if value is not None and (why := _integer(_whole(value), 0, MAX_INT)):
             raise ValueError(f"{where}: {field}: {_show(value)} {why}")
-    if (why := _text(record.get("text"))):
+    if why := _text(record.get("text")):
         raise ValueError(f"{where}: text: {_show(record.get('text'))} {why}")
 
 

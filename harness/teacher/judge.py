@@ -36,15 +36,17 @@ SCALE = ("1", "2", "3", "4", "5")
 class Judge:
     """Rates (question, answer) pairs for one behaviour with a teacher Policy; scores in [0, 1] ((E[rating]-1)/4)."""
 
-    def __init__(self, teacher: Policy, behaviour: Behaviour, *, batch_size: int = 8,
-                 max_answer_tokens: int = 384) -> None:
+    def __init__(
+        self, teacher: Policy, behaviour: Behaviour, *, batch_size: int = 8, max_answer_tokens: int = 384
+    ) -> None:
         self.teacher, self.behaviour, self.batch_size = teacher, behaviour, batch_size
         self.max_answer_tokens = max_answer_tokens
         tok = teacher.tokenizer
         ids = [tok(d, add_special_tokens=False)["input_ids"] for d in SCALE]
         if any(len(i) != 1 for i in ids):
-            raise ValueError(f"judge: the teacher's tokenizer splits the digits 1..5 ({ids}); it cannot be read as "
-                             f"a rating")
+            raise ValueError(
+                f"judge: the teacher's tokenizer splits the digits 1..5 ({ids}); it cannot be read as a rating"
+            )
         self._digit_ids = [i[0] for i in ids]
         self.calls = 0  # answers rated
         self.prompt_tokens = 0  # tokens the teacher read
@@ -54,8 +56,9 @@ class Judge:
         answer_ids = tok(answer, add_special_tokens=False)["input_ids"]
         if len(answer_ids) > self.max_answer_tokens:  # bound the cost of a runaway answer; the cut is marked
             answer = tok.decode(answer_ids[: self.max_answer_tokens]) + " [...]"
-        text = JUDGE_TEMPLATE.format(question=question.strip(), answer=answer.strip() or "(empty)",
-                                     criterion=self.behaviour.judge_question)
+        text = JUDGE_TEMPLATE.format(
+            question=question.strip(), answer=answer.strip() or "(empty)", criterion=self.behaviour.judge_question
+        )
         return encode_chat(self.teacher.tokenizer, [{"role": "user", "content": text}])  # the teacher's template
 
     def score(self, questions: Sequence[str], answers: Sequence[str]) -> list[float]:
@@ -74,8 +77,13 @@ class Judge:
                 batch = prompts[start : start + self.batch_size]
                 input_ids, mask = left_pad(batch, pad)  # every row's next token is predicted at the last position
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                               position_ids=positions.to(device), use_cache=False, logits_to_keep=1).logits[:, -1]
+                logits = model(
+                    input_ids=input_ids.to(device),
+                    attention_mask=mask.to(device),
+                    position_ids=positions.to(device),
+                    use_cache=False,
+                    logits_to_keep=1,
+                ).logits[:, -1]
                 probs = torch.softmax(logits.float()[:, self._digit_ids], dim=-1).cpu()
                 scores.extend(((probs @ ratings - 1) / (len(SCALE) - 1)).tolist())
                 self.calls += len(batch)

@@ -42,9 +42,13 @@ class ContrastivePairs:
     problems: list[Problem | None] | None = None  # the problem behind each pair, for scorers that need it
 
     def provenance(self) -> dict[str, Any]:
-        return {"teacher_calls": self.teacher_calls, "teacher_tokens": self.teacher_tokens,
-                "policy_tokens": self.policy_tokens, "dropped_pairs": self.dropped,
-                "disagreeing_pairs": self.disagreeing}
+        return {
+            "teacher_calls": self.teacher_calls,
+            "teacher_tokens": self.teacher_tokens,
+            "policy_tokens": self.policy_tokens,
+            "dropped_pairs": self.dropped,
+            "disagreeing_pairs": self.disagreeing,
+        }
 
 
 def agreeing_pairs(pairs: ContrastivePairs, scorer: Any) -> ContrastivePairs:
@@ -55,17 +59,30 @@ def agreeing_pairs(pairs: ContrastivePairs, scorer: Any) -> ContrastivePairs:
     the wrong way. Ties are kept: scorers saturate (conciseness is 1 for any filler-free answer under 60 words),
     and a tie says nothing against the pair."""
     problems = pairs.problems or [None] * len(pairs.positive)  # robustness scores against the problem's hint
-    keep = [i for i, ((_, pos), (_, neg), problem) in enumerate(zip(pairs.positive, pairs.negative, problems,
-                                                                      strict=True))
-            if float(scorer(pos, problem)) >= float(scorer(neg, problem))]
-    return replace(pairs, positive=[pairs.positive[i] for i in keep], negative=[pairs.negative[i] for i in keep],
-                   problems=[problems[i] for i in keep] if pairs.problems else None,
-                   disagreeing=pairs.disagreeing + len(pairs.positive) - len(keep))
+    keep = [
+        i
+        for i, ((_, pos), (_, neg), problem) in enumerate(zip(pairs.positive, pairs.negative, problems, strict=True))
+        if float(scorer(pos, problem)) >= float(scorer(neg, problem))
+    ]
+    return replace(
+        pairs,
+        positive=[pairs.positive[i] for i in keep],
+        negative=[pairs.negative[i] for i in keep],
+        problems=[problems[i] for i in keep] if pairs.problems else None,
+        disagreeing=pairs.disagreeing + len(pairs.positive) - len(keep),
+    )
 
 
-def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prompts: Sequence[Messages | str],
-                      behaviour: Behaviour, *, answer_params: Any = None, rewrite_params: Any = None,
-                      problems: Sequence[Problem] | None = None) -> ContrastivePairs:
+def contrastive_pairs(
+    policy_engine: Engine,
+    teacher_engine: Engine | None,
+    prompts: Sequence[Messages | str],
+    behaviour: Behaviour,
+    *,
+    answer_params: Any = None,
+    rewrite_params: Any = None,
+    problems: Sequence[Problem] | None = None,
+) -> ContrastivePairs:
     """The policy answers ``prompts`` (greedy by default); the teacher (any Engine; None: the policy's own engine)
     rewrites each answer once towards and once away from ``behaviour``. For a behaviour with ``misleading_hint``
     (robustness), pass prompts that carry a misleading hint (the task's ``misleading_hint=True``), and the
@@ -79,8 +96,9 @@ def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prom
         raise ValueError(f"contrastive_pairs: {len(problems)} problems for {len(prompts)} prompts")
     messages = [as_messages(p) for p in prompts]
     answers = policy_engine.generate(messages, answer_params, desc="base answers")
-    rewrites = rewrite_answers(teacher, messages, [a.text for a in answers], (behaviour.towards, behaviour.away),
-                               rewrite_params)
+    rewrites = rewrite_answers(
+        teacher, messages, [a.text for a in answers], (behaviour.towards, behaviour.away), rewrite_params
+    )
     positive, negative, kept = [], [], []
     for i, (prompt, answer) in enumerate(zip(messages, answers, strict=True)):
         pos, neg = rewrites[2 * i].text.strip(), rewrites[2 * i + 1].text.strip()
@@ -89,14 +107,21 @@ def contrastive_pairs(policy_engine: Engine, teacher_engine: Engine | None, prom
             negative.append((prompt, neg))
             kept.append(i)
     return ContrastivePairs(
-        behaviour=behaviour.name, positive=positive, negative=negative, base_answers=[a.text for a in answers],
-        teacher_calls=len(rewrites), teacher_tokens=sum(len(r.token_ids) for r in rewrites),
-        policy_tokens=sum(len(a.token_ids) for a in answers), dropped=len(messages) - len(positive),
-        problems=[problems[i] for i in kept] if problems is not None else None)
+        behaviour=behaviour.name,
+        positive=positive,
+        negative=negative,
+        base_answers=[a.text for a in answers],
+        teacher_calls=len(rewrites),
+        teacher_tokens=sum(len(r.token_ids) for r in rewrites),
+        policy_tokens=sum(len(a.token_ids) for a in answers),
+        dropped=len(messages) - len(positive),
+        problems=[problems[i] for i in kept] if problems is not None else None,
+    )
 
 
-def rewrite_answers(teacher: Engine, prompts: Sequence[Messages | str], answers: Sequence[str],
-                    instructions: Sequence[str], params: Any) -> list[Completion]:
+def rewrite_answers(
+    teacher: Engine, prompts: Sequence[Messages | str], answers: Sequence[str], instructions: Sequence[str], params: Any
+) -> list[Completion]:
     """Ask ``teacher`` to rewrite each answer once per instruction (REWRITE_TEMPLATE); the rewrites come back
     answer-major: [answer 0 x instruction 0, answer 0 x instruction 1, ..., answer 1 x instruction 0, ...]. One
     request is one teacher call."""
@@ -111,4 +136,3 @@ def rewrite_answers(teacher: Engine, prompts: Sequence[Messages | str], answers:
 
 def as_messages(prompt: Messages | str) -> Messages:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-
