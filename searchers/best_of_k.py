@@ -108,7 +108,7 @@ class BestOfK:
         temperature: float = 1.0,  # sampling temperature; 0 is greedy
         top_p: float = 1.0,  # nucleus sampling: the smallest set of tokens holding this probability
         seed: int = 0,  # sampling seed (each sample's stream derives from it, the prompt and its index)
-        batch_prompts: int = 8,  # problems sampled together
+        batch_prompts: int = 8,  # problems sampled together (times M with M answers per rollout)
         answers_per_rollout: int = 1,  # M: answers written in one rollout, separated by `delimiter` (VPO)
         delimiter: str = DELIMITER,  # separates the M answers of a rollout
         embedding_diversity: bool | str = True,  # also report the candidates' embedding diversity (MiniLM, offline)
@@ -172,8 +172,13 @@ class BestOfK:
     ) -> dict[str, float]:
         embedding = self.embedding_diversity and _embedding_model_available()  # asked before paying for samples
         totals = _Totals()
-        for start in range(0, len(problems), self.batch_prompts):
-            batch = problems[start : start + self.batch_prompts]
+        # A rollout of M answers carries M candidates, so a call takes M times batch_prompts problems: its rows
+        # (problems x rollouts) are those of one-answer rollouts at the same n. Each call ends with its longest
+        # rollout decoding alone to the budget; with VPO's M = 4 and n = 4 a problem is one row, and 8 problems a
+        # call made an evaluation of 16 problems pay that tail twice (on code most rollouts run to the budget).
+        per_call = self.batch_prompts * self.m
+        for start in range(0, len(problems), per_call):
+            batch = problems[start : start + per_call]
             # One seed for every batch: the engine derives each sample's random stream from (seed, prompt, sample
             # index), so batches never replay a stream and results do not depend on batch_prompts.
             params = SamplingParams(

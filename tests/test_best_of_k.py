@@ -210,6 +210,27 @@ def two_answers(messages, rollout_index, seed):
     ][rollout_index]
 
 
+def test_a_call_takes_m_times_the_problems_of_m_answer_rollouts_and_the_results_do_not_change(tmp_path):
+    """An M-answer rollout carries M candidates: a call holds batch_prompts x M problems, so its rows are those of
+    one-answer rollouts (VPO's n = M = 4 made a problem one row, and 8 problems a call paid the longest rollout's
+    tail twice per evaluation). Random streams are per sample, so the batching changes no figure."""
+    task = FakeTask()
+    problems = task.problems("eval", limit=9)
+    runs = {}
+    for batch in (2, 9):
+        engine = FakeEngine(two_answers)
+        searcher = BestOfK(n=4, k="2,4", answers_per_rollout=2, batch_prompts=batch, embedding_diversity=False)
+        runs[batch] = searcher.search(engine, task, problems, phase="eval", store=RunStore(tmp_path, f"run{batch}"))
+        rows = [len(prompts) * params.n for prompts, params, _ in engine.calls]
+        assert rows == ([8, 8, 2] if batch == 2 else [18])  # 4 problems x 2 rollouts a call, as M = 1 would have
+    assert runs[2] == runs[9]
+    engine = FakeEngine(answer)
+    BestOfK(n=4, k=1, batch_prompts=2, embedding_diversity=False).search(
+        engine, task, problems[:3], phase="eval", store=RunStore(tmp_path, "one")
+    )
+    assert [len(prompts) for prompts, _, _ in engine.calls] == [2, 1]  # one answer per rollout: as before
+
+
 def test_multi_answer_rollouts_are_split_into_candidates(tmp_path):
     task, store = FakeTask(), RunStore(tmp_path, "run")
     problems = task.problems("eval", limit=2)  # i = 0, 1

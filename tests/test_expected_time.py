@@ -40,6 +40,11 @@ def test_a_run_at_its_defaults_says_the_measured_minutes_and_the_machine(tmp_pat
     assert expected_time(RunConfig(task="code", trainer="vpo"), path) == (
         "expected time: at most about 12.4 min (measured once on AMD EPYC, beside other work; bench/defaults_matrix.py)"
     )
+    # a cell re-measured on another machine says that machine, not the file's
+    path.write_text(json.dumps({"machine": "AMD EPYC", "rows": [{**ROWS[0], "machine": "AMD EPYC, AVX2"}]}))
+    assert expected_time(RunConfig(task="code", trainer="vpo"), path) == (
+        "expected time: about 12.4 min (measured once on AMD EPYC, AVX2; bench/defaults_matrix.py)"
+    )
 
 
 def test_changed_work_a_failed_cell_or_an_unmeasured_one_says_nothing(tmp_path):

@@ -131,6 +131,10 @@ def test_warm_up_trains_until_the_target_then_warns_below_it(tiny_policy, plugin
     # a random model never writes the delimiter: every round runs, and RL would start malformed
     assert figures["warmup/steps"] == 3 and figures["warmup/well_formed_rates"] == [0.0] * 4
     assert [s["stage"] for s in store.steps] == ["warmup"] * 3
+    # where its time went: the whole warm-up, not its last step (4 checks, 3 SFT steps, and the targets' sampling)
+    assert figures["warmup/sft_seconds"] == pytest.approx(sum(s["seconds"] for s in store.steps))
+    assert figures["warmup/seconds"] > figures["warmup/check_seconds"] + figures["warmup/sft_seconds"]
+    assert figures["warmup/check_seconds"] > 0
     assert store.metrics["warmup/well_formed_before"] == 0.0 == store.metrics["warmup/well_formed_after"]
     checks = [r for r in store.samples if r["phase"] == "warmup-check"]  # 4 checks x 2 problems x 2 rollouts
     assert len(checks) == 16 and [r["step"] for r in checks[::4]] == [0, 1, 2, 3]
@@ -289,6 +293,35 @@ def test_maze_writes_its_own_extracted_paths_as_the_path_line(plugins):
         VPOConfig(warmup_targets="references")
     with pytest.raises(ValueError, match="warmup_selection must be one of successes, sampled"):
         VPOConfig(warmup_selection="best")
+
+
+def test_code_writes_its_own_extracted_programs_as_one_python_block_each(plugins):
+    """Code's answers ramble past what an M-answer rollout leaves each (prose after the program), so its warm-up
+    targets are the policy's programs alone, each in the one ```python block the instruction asks for: not the copy
+    of the prompt build_program puts before a module answer, nor the prose; each scores as the answer it came from."""
+    from harness.trainers.format_warmup import extracted_targets, resolve_targets, written_answer
+    from harness.trainers.sft import Example
+
+    task = plugins["task"].get("code").create()
+    assert resolve_targets("auto", task) == "extracted"
+    problem = next(p for split in ("eval", "train") for p in task.problems(split) if p.id == "HumanEval/0")
+    reference = task.reference_completion(problem)
+    assert reference == f"```python\n{problem.answer.strip(chr(10)).rstrip()}\n```"  # prompt + canonical body
+    assert task.score(problem, reference).rewards["all_pass"] == 1.0
+    body = problem.answer[len(problem.meta["code_prompt"]) :]
+    function = f"def has_close_elements(numbers, threshold):\n{body.rstrip()}"
+    module = f"Here is the solution:\n\n```python\n{function}\n```\n\nIt compares every pair of numbers, so it is slow."
+    body_only = f"```python\n{body.rstrip()}\n```\nThat is all."
+    for answer, written in ((module, f"```python\n{function}\n```"), (body_only, None)):
+        score = task.score(problem, answer)
+        short = written_answer(task, problem, score.extracted)
+        assert "It compares" not in short and "That is all" not in short and short.count("```") == 2
+        if written:  # a module answer: its own function, without build_program's copy of the prompt
+            assert short == written
+        assert task.score(problem, short).rewards == score.rewards
+    example = Example(problem, [], "", [module, body_only], [True, True])
+    (target,), dropped = extracted_targets(task, [example], 2, DELIMITER)
+    assert dropped == 0 and target.target.count(DELIMITER) == 1 and "It compares" not in target.target
 
 
 def test_auto_targets_fall_back_to_the_samples_as_written_when_no_answer_is_read(tiny_policy, plugins, capsys):

@@ -189,7 +189,8 @@ def format_warmup(
     )
     model, tok = policy.model, policy.tokenizer
     started = time.perf_counter()
-    before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
+    seconds = {"check": 0.0, "sft": 0.0}  # where its time goes (the targets' sampling: warmup/<kind>_seconds)
+    before, checked = timed(seconds, "check", well_formed_rate, engine, task, check_problems, plan, seed=plan.seed)
     store.write_samples({**r, "step": 0} for r in checked)
     rates, success_before = [before], success_rate(checked)
     examples, stats = sft.build_targets(engine, task, target_problems)
@@ -217,7 +218,7 @@ def format_warmup(
     bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step", leave=False)
     while rates[-1] < plan.target_rate and step < plan.max_steps and not plateaued(rates, plan.patience):
         for _ in range(min(plan.check_every, plan.max_steps - step)):
-            started = time.perf_counter()
+            step_started = time.perf_counter()
             metrics = sft.update(
                 model,
                 tok.pad_token_id,
@@ -225,10 +226,14 @@ def format_warmup(
                 [next(order) for _ in range(plan.batch_size)],
                 autocast=plan.autocast,
             )
-            store.log_step(step, {**metrics, "seconds": time.perf_counter() - started}, stage="warmup")
+            took = time.perf_counter() - step_started  # not `started`: warmup/seconds is the whole warm-up's
+            seconds["sft"] += took
+            store.log_step(step, {**metrics, "seconds": took}, stage="warmup")
             step += 1
             bar.update(1)
-        rate, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed + step)
+        rate, checked = timed(
+            seconds, "check", well_formed_rate, engine, task, check_problems, plan, seed=plan.seed + step
+        )
         store.write_samples({**r, "step": step} for r in checked)  # step: SFT steps taken before this check
         rates.append(rate)
         bar.set_postfix(well_formed=f"{rate:.0%}")
@@ -243,6 +248,8 @@ def format_warmup(
         "warmup/check_success_before": success_before,
         "warmup/check_success_after": success_rate(checked),
         "warmup/seconds": time.perf_counter() - started,
+        "warmup/check_seconds": seconds["check"],  # the rate checks' rollouts, sampled and scored
+        "warmup/sft_seconds": seconds["sft"],  # the SFT steps
         **{f"warmup/{k}": v for k, v in stats.items()},
     }
     store.update_metrics(figures)
@@ -266,6 +273,15 @@ def format_warmup(
             file=sys.stderr,
         )
     return figures
+
+
+def timed(seconds: dict[str, float], part: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, its wall time added to ``seconds[part]``."""
+    started = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        seconds[part] += time.perf_counter() - started
 
 
 def plateaued(rates: Sequence[float], patience: int) -> bool:

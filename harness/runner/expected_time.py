@@ -3,7 +3,8 @@ measured for the same task, trainer and searcher on the default model, with the 
 
 The figures are measurements, not a model of the machine: ``bench/defaults_matrix.py --record`` writes them to
 ``measured_minutes.json`` beside this file (one row per task x trainer x searcher x seed, minutes of wall time, and
-the CPU; ``busy`` when the sitting ran beside other work, which makes its minutes an upper bound). A run whose
+the CPU; ``busy`` when the sitting ran beside other work, which makes its minutes an upper bound; a row's own
+``machine`` when it was measured on another machine than the file's). A run whose
 settings change the work (another model, --limit, --steps, --set, --reward, another engine or
 dtype) has no such figure, and nothing is said; nor for a cell the matrix has not measured.
 """
@@ -59,7 +60,9 @@ def expected_time(cfg: RunConfig, measured: Path = MEASURED) -> str | None:
     minutes = sorted(float(r["minutes"]) for r in rows)
     if not minutes:
         return None
-    machine = data.get("machine", "an unnamed machine")
+    # a row measured on another machine than the file's names its own (one cell re-measured in another sitting)
+    default = data.get("machine", "an unnamed machine")
+    machine = ", or ".join(sorted({str(r.get("machine") or default) for r in rows}))
     busy = any(r.get("busy") for r in rows)
     bound, beside = ("at most ", ", beside other work") if busy else ("", "")
     if len(minutes) == 1:
