@@ -670,9 +670,15 @@ class GRPOTrainer:
         dp = current_parallel()
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        rows = len(completions)
-        batch_rows = rows if batch_rows is None else batch_rows
+        batch_rows = len(completions) if batch_rows is None else batch_rows
         batch_tokens = loss_tokens(completions, cfg.mask_truncated) if batch_tokens is None else batch_tokens
+        kept = rows_with_gradient(advantages, reference is None and dp.world_size == 1)
+        skipped = len(completions) - len(kept)
+        if skipped:  # the rows below are the kept ones; the normalisers above stay the whole batch's
+            completions = [completions[i] for i in kept]
+            advantages = advantages[torch.tensor(kept, dtype=torch.long)]
+            tis_weights = None if tis_weights is None else [tis_weights[i] for i in kept]
+        rows = len(completions)
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
         # the run's thread count for the update (harness/threads.py), and the time of its forwards and backwards
         with phase_threads("update"), self.timer("backward"):
@@ -692,6 +698,13 @@ class GRPOTrainer:
                     )
                 totals = {k: totals[k] + part[k] for k in totals}
             totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
+        if skipped:
+            # the ratio over the rows updated (1 when none was: the policy has not moved within the step's update)
+            updated_tokens = loss_tokens(completions, cfg.mask_truncated)
+            totals["ratio_mean"] = totals["ratio_mean"] * batch_tokens / updated_tokens if updated_tokens else 1.0
+            for p in model.parameters():  # AdamW then steps as with a zero gradient: momentum and weight decay act
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
         with phase_threads("update"), self.timer("optimizer"):
             grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
             check_update(self.name, totals["loss"], grad_norm)  # a NaN never reaches the weights
@@ -699,7 +712,12 @@ class GRPOTrainer:
             optimizer.step()
             check_weights(self.name, model.parameters())
         model.eval()
-        return {**totals, "grad_norm": float(grad_norm), "lr": optimizer.param_groups[0]["lr"]}
+        return {
+            **totals,
+            "grad_norm": float(grad_norm),
+            "lr": optimizer.param_groups[0]["lr"],
+            "zero_advantage_rows_skipped": skipped / max(skipped + rows, 1),
+        }
 
     def _micro_batch(
         self,
@@ -759,6 +777,17 @@ class GRPOTrainer:
 
 # Sections of a step, logged as time/<section> (seconds); rollout_seconds / update_seconds are kept as they were.
 TIME_SECTIONS = ("generation", "scoring", "old_logprobs", "backward", "optimizer", "weight_sync", "checkpoint")
+
+
+def rows_with_gradient(advantages: torch.Tensor, skippable: bool) -> list[int]:
+    """The rows whose forward and backward an update runs. A row whose advantage is 0 adds 0 to the clipped
+    surrogate at any ratio, so nothing to the loss or its gradient; where nothing else is in the loss (``skippable``:
+    beta 0, so no KL term, and one process, since under data parallel every rank must run the same backward passes)
+    it is skipped, exactly. On code most groups score all 0 early in a run, and every row of such a group is one."""
+    rows = list(range(len(advantages)))
+    if not skippable:
+        return rows
+    return [i for i in rows if bool(advantages[i].abs().max() > 0)]
 
 
 def push_weights(engine, model, dp) -> None:
