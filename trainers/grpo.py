@@ -787,7 +787,7 @@ def rows_with_gradient(advantages: torch.Tensor, skippable: bool) -> list[int]:
     rows = list(range(len(advantages)))
     if not skippable:
         return rows
-    return [i for i in rows if bool(advantages[i].abs().max() > 0)]
+    return [i for i in rows if bool((advantages[i] != 0).any())]  # a NaN is kept: the update then fails on it
 
 
 def push_weights(engine, model, dp) -> None:
