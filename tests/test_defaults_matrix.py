@@ -7,7 +7,8 @@ at a time, load average 1-2), best-of-k / evolve: none 15 s / 17 s, grpo 35 s / 
 warm-up steps of 4-answer rollouts), vspo (with the vector below) 30 s / 42 s, sft 14 s / 21 s, rlaif 31 s / 43 s:
 8.9 minutes for the matrix, and 2-3x that beside other work (vpo 355 s / 426 s at load 3-4). So every option
 stays at its default except `--limit 2`, `--train-limit 4`, `--steps 2`, `searcher.max_new_tokens=8`,
-`trainer.max_new_tokens=8` (RL trainers) and VPO's `trainer.warmup_steps=2`: 6-7 s a cell, 80 s for the 12 cells.
+`trainer.max_new_tokens=8` (RL trainers) and VPO's `trainer.warmup_steps=2`: 6-7 s a cell, 80 s for the 12 cells
+(run two at a time).
 
 One option that is not a size: VSPO gets `trainer.vector=` a conciseness vector built from hand-written pairs.
 Its default builds the vector in the run from the policy's own answers rewritten by the policy, which a random
@@ -18,8 +19,10 @@ tests/test_vspo.py tests the in-run build with a sampling engine instead.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from tiny_runs import harness, only_run
@@ -86,10 +89,24 @@ def _command(trainer: str, searcher: str, out, vector) -> list[str]:
     return argv
 
 
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory, conciseness_vector) -> dict:
+    """Every cell's `harness run`, two at a time (they share no file; each takes the cores it finds free), as
+    (trainer, searcher) -> (the finished process, its --out folder)."""
+    root = tmp_path_factory.mktemp("matrix")
+
+    def run(cell: tuple[str, str]):
+        out = root / "-".join(cell) / "runs"
+        return cell, (harness(_command(*cell, out, conciseness_vector)), out)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, itertools.product(TRAINERS, SEARCHERS)))
+
+
 @pytest.mark.parametrize("searcher", SEARCHERS)
 @pytest.mark.parametrize("trainer", TRAINERS)
-def test_every_trainer_with_every_searcher_at_defaults(trainer, searcher, tmp_path, conciseness_vector):
-    result = harness(_command(trainer, searcher, tmp_path / "runs", conciseness_vector))
+def test_every_trainer_with_every_searcher_at_defaults(trainer, searcher, cells):
+    result, out = cells[trainer, searcher]
     output = result.stdout + result.stderr
     assert "Traceback" not in output, output[-4000:]
     if (trainer, searcher) in REFUSED:
@@ -100,5 +117,5 @@ def test_every_trainer_with_every_searcher_at_defaults(trainer, searcher, tmp_pa
         return
     assert result.returncode == 0, output[-4000:]
     assert METRIC_TABLE.search(result.stdout), result.stdout[-4000:]
-    manifest = json.loads((only_run(tmp_path / "runs") / "manifest.json").read_text())
+    manifest = json.loads((only_run(out) / "manifest.json").read_text())
     assert manifest["status"] == "complete", manifest.get("error")

@@ -9,6 +9,8 @@ import itertools
 import json
 import random
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from tiny_runs import RUN, only_run
@@ -42,22 +44,31 @@ def _kill_points(counts: Counter) -> list[tuple[str, int]]:
     return points
 
 
+def _kill_and_resume(point: str, n: int, out: Path, expected: dict) -> str:
+    """One kill point: the run killed there, resumed, and compared with the uninterrupted run."""
+    killed = _harness([*RUN, "--out", str(out)], HARNESS_FAULT=f"{point}:{n}")
+    assert killed.returncode == -9, f"{point}:{n} was not killed: rc {killed.returncode}"
+    (folder,) = (p for p in out.iterdir() if p.is_dir())
+    resumed = _harness(["run", "--resume", str(folder), "--threads", "1"])
+    assert resumed.returncode == 0, f"{point}:{n}: {resumed.stderr[-2000:]}"
+    got = _outcome(folder)
+    for part in ("metrics", "samples.jsonl", "steps.jsonl"):
+        assert got[part] == expected[part], f"{point}:{n}: {part} differs after resume"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and len(manifest["resumed"]) == 1
+    return f"{point}:{n}"
+
+
 def test_killed_runs_resume_to_identical_results(baseline, tmp_path):
     expected, counts = baseline
-    tried = []
-    for point, n in _kill_points(counts):
-        out = tmp_path / f"{point}-{n}"
-        killed = _harness([*RUN, "--out", str(out)], HARNESS_FAULT=f"{point}:{n}")
-        assert killed.returncode == -9, f"{point}:{n} was not killed: rc {killed.returncode}"
-        (folder,) = (p for p in out.iterdir() if p.is_dir())
-        resumed = _harness(["run", "--resume", str(folder), "--threads", "1"])
-        assert resumed.returncode == 0, f"{point}:{n}: {resumed.stderr[-2000:]}"
-        got = _outcome(folder)
-        for part in ("metrics", "samples.jsonl", "steps.jsonl"):
-            assert got[part] == expected[part], f"{point}:{n}: {part} differs after resume"
-        manifest = json.loads((folder / "manifest.json").read_text())
-        assert manifest["status"] == "complete" and len(manifest["resumed"]) == 1
-        tried.append(f"{point}:{n}")
+    # two kill points at a time: each run is one thread (RUN), so they do not change each other's results
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        tried = list(
+            pool.map(
+                lambda kill: _kill_and_resume(*kill, tmp_path / f"{kill[0]}-{kill[1]}", expected),
+                _kill_points(counts),
+            )
+        )
     print(f"\n{len(tried)} kill points, all resumed to identical metrics: {', '.join(tried)}")
     assert len(tried) == sum(KILLS_PER_POINT.values())
 
