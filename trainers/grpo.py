@@ -670,20 +670,20 @@ class GRPOTrainer:
         dp = current_parallel()
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        batch_rows = len(completions) if batch_rows is None else batch_rows
-        batch_tokens = loss_tokens(completions, cfg.mask_truncated) if batch_tokens is None else batch_tokens
-        kept = rows_with_gradient(advantages, reference is None and dp.world_size == 1)
-        skipped = len(completions) - len(kept)
-        if skipped:  # the rows below are the kept ones; the normalisers above stay the whole batch's
-            completions = [completions[i] for i in kept]
-            advantages = advantages[torch.tensor(kept, dtype=torch.long)]
-            tis_weights = None if tis_weights is None else [tis_weights[i] for i in kept]
         rows = len(completions)
+        batch_rows = rows if batch_rows is None else batch_rows
+        batch_tokens = loss_tokens(completions, cfg.mask_truncated) if batch_tokens is None else batch_tokens
+        skippable = reference is None and dp.world_size == 1  # see needs_backward
+        skipped = updated_tokens = 0
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
         # the run's thread count for the update (harness/threads.py), and the time of its forwards and backwards
         with phase_threads("update"), self.timer("backward"):
             for start in range(0, rows, cfg.micro_batch):
                 end = start + cfg.micro_batch
+                if not needs_backward(advantages[start:end], skippable):
+                    skipped += len(completions[start:end])
+                    continue
+                updated_tokens += loss_tokens(completions[start:end], cfg.mask_truncated)
                 # DDP decides in the forward pass whether the backward all-reduces: only the last micro-batch does.
                 with dp.no_sync(model, last=end >= rows):
                     part = self._micro_batch(
@@ -700,7 +700,6 @@ class GRPOTrainer:
             totals = dp.sum(totals)  # each rank's share of the whole batch's loss, clip fraction, ...
         if skipped:
             # the ratio over the rows updated (1 when none was: the policy has not moved within the step's update)
-            updated_tokens = loss_tokens(completions, cfg.mask_truncated)
             totals["ratio_mean"] = totals["ratio_mean"] * batch_tokens / updated_tokens if updated_tokens else 1.0
             for p in model.parameters():  # AdamW then steps as with a zero gradient: momentum and weight decay act
                 if p.requires_grad and p.grad is None:
@@ -716,7 +715,7 @@ class GRPOTrainer:
             **totals,
             "grad_norm": float(grad_norm),
             "lr": optimizer.param_groups[0]["lr"],
-            "zero_advantage_rows_skipped": skipped / max(skipped + rows, 1),
+            "zero_advantage_rows_skipped": skipped / max(rows, 1),
         }
 
     def _micro_batch(
@@ -779,15 +778,13 @@ class GRPOTrainer:
 TIME_SECTIONS = ("generation", "scoring", "old_logprobs", "backward", "optimizer", "weight_sync", "checkpoint")
 
 
-def rows_with_gradient(advantages: torch.Tensor, skippable: bool) -> list[int]:
-    """The rows whose forward and backward an update runs. A row whose advantage is 0 adds 0 to the clipped
-    surrogate at any ratio, so nothing to the loss or its gradient; where nothing else is in the loss (``skippable``:
-    beta 0, so no KL term, and one process, since under data parallel every rank must run the same backward passes)
-    it is skipped, exactly. On code most groups score all 0 early in a run, and every row of such a group is one."""
-    rows = list(range(len(advantages)))
-    if not skippable:
-        return rows
-    return [i for i in rows if bool((advantages[i] != 0).any())]  # a NaN is kept: the update then fails on it
+def needs_backward(advantages: torch.Tensor, skippable: bool) -> bool:
+    """Whether a micro-batch's forward and backward must run. Rows whose advantage is 0 add 0 to the clipped
+    surrogate at any ratio, so nothing to the loss or its gradient: where nothing else is in the loss (``skippable``:
+    beta 0, so no KL term, and one process, since under data parallel every rank must run the same backward passes) a
+    micro-batch of only such rows is skipped. Whole micro-batches, so the others are the same tensors as without the
+    skip and the gradient is the same to the bit. On code most groups score all 0 early in a run."""
+    return not skippable or bool((advantages != 0).any())  # a NaN is != 0: kept, and the update then fails on it
 
 
 def push_weights(engine, model, dp) -> None:
