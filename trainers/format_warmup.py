@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from harness.multi_answer import instruct, join_answers
 from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
+from harness.trainers.step_timer import StepTimer
 from harness.types import Engine, Problem, SamplingParams, Task, TaskCapabilities, capabilities_of
 
 WARMUP_TARGETS = ("auto", "self", "extracted", "worked")
@@ -189,8 +190,9 @@ def format_warmup(
     )
     model, tok = policy.model, policy.tokenizer
     started = time.perf_counter()
-    seconds = {"check": 0.0, "sft": 0.0}  # where its time goes (the targets' sampling: warmup/<kind>_seconds)
-    before, checked = timed(seconds, "check", well_formed_rate, engine, task, check_problems, plan, seed=plan.seed)
+    timer = StepTimer()  # where its time goes: checks and SFT steps (the targets' sampling: warmup/<kind>_seconds)
+    with timer("check"):
+        before, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed)
     store.write_samples({**r, "step": 0} for r in checked)
     rates, success_before = [before], success_rate(checked)
     examples, stats = sft.build_targets(engine, task, target_problems)
@@ -227,13 +229,12 @@ def format_warmup(
                 autocast=plan.autocast,
             )
             took = time.perf_counter() - step_started  # not `started`: warmup/seconds is the whole warm-up's
-            seconds["sft"] += took
+            timer.seconds["sft"] = timer.seconds.get("sft", 0.0) + took
             store.log_step(step, {**metrics, "seconds": took}, stage="warmup")
             step += 1
             bar.update(1)
-        rate, checked = timed(
-            seconds, "check", well_formed_rate, engine, task, check_problems, plan, seed=plan.seed + step
-        )
+        with timer("check"):
+            rate, checked = well_formed_rate(engine, task, check_problems, plan, seed=plan.seed + step)
         store.write_samples({**r, "step": step} for r in checked)  # step: SFT steps taken before this check
         rates.append(rate)
         bar.set_postfix(well_formed=f"{rate:.0%}")
@@ -248,8 +249,8 @@ def format_warmup(
         "warmup/check_success_before": success_before,
         "warmup/check_success_after": success_rate(checked),
         "warmup/seconds": time.perf_counter() - started,
-        "warmup/check_seconds": seconds["check"],  # the rate checks' rollouts, sampled and scored
-        "warmup/sft_seconds": seconds["sft"],  # the SFT steps
+        "warmup/check_seconds": timer.seconds.get("check", 0.0),  # the rate checks' rollouts, sampled and scored
+        "warmup/sft_seconds": timer.seconds.get("sft", 0.0),  # the SFT steps
         **{f"warmup/{k}": v for k, v in stats.items()},
     }
     store.update_metrics(figures)
@@ -273,15 +274,6 @@ def format_warmup(
             file=sys.stderr,
         )
     return figures
-
-
-def timed(seconds: dict[str, float], part: str, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``, its wall time added to ``seconds[part]``."""
-    started = time.perf_counter()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        seconds[part] += time.perf_counter() - started
 
 
 def plateaued(rates: Sequence[float], patience: int) -> bool:
