@@ -15,7 +15,13 @@ from typing import Any
 from harness.plugins import Plugins, get_plugin_manager
 from harness.policy_export import MODEL_DIR, push_to_hub, write_model_card
 from harness.report import health
-from harness.report.summary import example_samples, paired_change, paired_difference, summary_table
+from harness.report.summary import (
+    example_samples,
+    paired_change,
+    paired_difference,
+    successes_by_problem,
+    summary_table,
+)
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
 from harness.runner.expected_time import expected_time
@@ -220,7 +226,13 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
         except Exception as exc:
             echo(f"warning: could not push to the hub repo {plan.cfg.push_to_hub!r}: {_one_line(exc)}")
     found = _or_warn(
-        echo, "check the run's figures", health_warnings, store.metrics, db if indexed else None, store.dir
+        echo,
+        "check the run's figures",
+        health_warnings,
+        store.metrics,
+        db if indexed else None,
+        store.dir,
+        trained_behaviours(manifest),
     )
     if found:
         manifest["warnings"] += found
@@ -238,17 +250,33 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
 
 
-def health_warnings(metrics: dict[str, Any], db: Path | None, run_dir: Path) -> list[str]:
-    """The health checks' warnings for a finished run: its training reward curve, and its paired after - before
-    from the index ``db`` (skipped without an index: None, missing, or unreadable)."""
+def health_warnings(
+    metrics: dict[str, Any], db: Path | None, run_dir: Path, trained: tuple[str, ...] = ()
+) -> list[str]:
+    """The health checks' warnings for a finished run: its training reward curve, its paired after - before from
+    the index ``db`` (scores, and the behaviours in ``trained`` in the direction trained) and the exact test of
+    problems lost (both skipped without an index: None, missing, or unreadable)."""
     found = [health.reward_went_down(metrics.get("train/reward_mean") or [])]
     try:
-        diff = paired_difference(db, run_dir) if db is not None and db.is_file() else None
-    except Exception:  # the index failed above (a warning said so); the paired check is all it costs
-        diff = None
+        indexed = db is not None and db.is_file()
+        diff = paired_difference(db, run_dir) if indexed else None
+        solved = {p: successes_by_problem(db, run_dir, p) for p in ("before", "after")} if indexed else {}
+    except Exception:  # the index failed above (a warning said so); the paired checks are all it costs
+        diff, solved = None, {}
     for name, change in diff.metrics.items() if diff else ():
-        found.append(health.scored_lower(name, metrics.get(f"before/{name}"), metrics.get(f"after/{name}"), change))
+        found.append(
+            health.scored_lower(name, metrics.get(f"before/{name}"), metrics.get(f"after/{name}"), change, trained)
+        )
+    if solved.get("before") and solved.get("after"):
+        found.append(health.lost_solved(solved["before"], solved["after"]))
     return [line for line in found if line]
+
+
+def trained_behaviours(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The behaviour the run's trainer was given (``trainer.behaviour``), as a tuple: () when none."""
+    options = (manifest.get("resolved_options") or {}).get("trainer") or {}
+    name = options.get("behaviour") if isinstance(options, dict) else None
+    return (name,) if isinstance(name, str) and name else ()
 
 
 def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:

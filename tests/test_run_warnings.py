@@ -8,6 +8,7 @@ import json
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from test_report import ALL, NONE, _fake_run, _trained_run
 
@@ -15,17 +16,18 @@ from harness.cli import main
 from harness.report import health
 from harness.report.build import build_report
 from harness.report.data import Estimate, manifest
+from harness.report.student_t import t_cdf, t_quantile
 from harness.run import finish, health_warnings
-from harness.store.results_db import connect
+from harness.store.results_db import connect, index_run
 from harness.store.run_folder import RunStore
 
-FALLING = [4.0, 3.0, 3.0, 1.0]
+FALLING = [4.0, 3.1, 1.9, 1.0]
 
 
 def test_slope_and_its_standard_error_by_hand():
     # x = 0..3 (mean 1.5, Sxx = 5), y = 4, 3, 3, 1 (mean 2.75): Sxy = -4.5, slope -0.9; fitted 4.1, 3.2, 2.3, 1.4,
     # residuals -0.1, -0.2, 0.7, -0.4: SSR 0.70, s^2 = 0.70 / 2, standard error sqrt(0.35 / 5) = 0.2646.
-    b, error = health.slope(FALLING)
+    b, error = health.slope([4.0, 3.0, 3.0, 1.0])
     assert b == pytest.approx(-0.9) and error == pytest.approx(math.sqrt(0.07))
     # y = 1, 0, 1, 0: Sxy = -1, slope -0.2; residuals 0.2, -0.6, 0.6, -0.2: SSR 0.8, error sqrt(0.4 / 5) = 0.2828.
     b, error = health.slope([1.0, 0.0, 1.0, 0.0])
@@ -33,11 +35,21 @@ def test_slope_and_its_standard_error_by_hand():
     assert health.slope([2.0, 1.0, 0.0]) == pytest.approx((-1.0, 0.0))  # a straight line: no error
 
 
+def test_student_t_quantiles_match_the_tables():
+    # two-sided 95% points from any t table
+    for df, t in ((1, 12.706), (2, 4.303), (3, 3.182), (10, 2.228), (30, 2.042)):
+        assert t_quantile(0.975, df) == pytest.approx(t, abs=1e-3)
+    assert t_quantile(0.025, 4) == pytest.approx(-2.776, abs=1e-3)
+    assert t_cdf(0.0, 3) == 0.5 and t_cdf(2.920, 2) == pytest.approx(0.95, abs=1e-4)
+
+
 def test_the_reward_warning_needs_a_fall_beyond_its_noise():
-    # -0.9 is 3.4 standard errors below 0: warned
+    # slope -1.02, t = 16 with 2 degrees of freedom (one-sided 99% point 6.96): warned
     assert health.reward_went_down(FALLING) == (
-        "training reward went down: reward_mean 4.000 -> 1.000 over 4 steps (slope -0.9 per step, beyond its noise)"
+        "training reward went down: reward_mean 4.000 -> 1.000 over 4 steps (slope -1.02 per step, beyond its noise)"
     )
+    # -0.9 at 3.4 standard errors was warned by the old fixed 2; with 2 degrees of freedom it is within the noise
+    assert health.reward_went_down([4.0, 3.0, 3.0, 1.0]) is None
     assert health.reward_went_down([1.0, 0.0, 1.0, 0.0]) is None  # -0.2 is 0.7 standard errors: noise
     assert health.reward_went_down([0.5, 0.4, 0.3]) is None  # fewer than 4 steps
     assert health.reward_went_down([0.1, 0.2, 0.2, 0.4]) is None  # rising
@@ -45,8 +57,55 @@ def test_the_reward_warning_needs_a_fall_beyond_its_noise():
     assert health.reward_went_down([0.4, 0.3, 0.2, 0.1]).startswith(
         "training reward went down: reward_mean 0.400 -> 0.100 over 4 steps (slope -0.1 "
     )
+    # a steady fall smaller than MIN_DROP over the whole run is not worth a warning: 0.030 in all
+    assert health.reward_went_down([0.30, 0.29, 0.28, 0.27]) is None
     # values that are not finite numbers are left out, not fatal: 4 of these 6 are left
-    assert "over 4 steps" in health.reward_went_down([4.0, None, 3.0, float("nan"), 3.0, 1.0])
+    assert "over 4 steps" in health.reward_went_down([4.0, None, 3.0, float("nan"), 1.9, 1.0])
+
+
+def test_a_collapse_in_the_last_step_is_warned():
+    # a line through these four barely tilts (t = 2.0); the last value is far below the first three's range
+    assert health.reward_went_down([0.50, 0.52, 0.49, 0.05]) == (
+        "training reward went down: reward_mean 0.500 -> 0.050 over 4 steps (the last step fell below the earlier "
+        "steps' range)"
+    )
+    assert health.reward_went_down([0.50, 0.52, 0.49, 0.47]) is None  # within the earlier steps' noise
+
+
+@pytest.mark.parametrize("ar", [0.0, 0.5])
+def test_flat_noisy_curves_rarely_warn(ar):
+    """200 simulated flat 4-step curves (noise sd 0.1 around 0.4; independent, or AR(1) with coefficient ``ar``):
+    fewer than 5% warn. The old test (2 standard errors, no last-step test) warned on 9% and 15-18%."""
+    rng = np.random.default_rng(2026)
+    warned = 0
+    for _ in range(200):
+        noise = rng.normal(0.0, 0.1, 4)
+        curve = [noise[0] / math.sqrt(1 - ar * ar)]
+        for e in noise[1:]:
+            curve.append(ar * curve[-1] + e)
+        warned += health.reward_went_down([0.4 + x for x in curve]) is not None
+    assert warned < 10, f"{warned} of 200 flat curves warned"
+
+
+def test_losing_the_solved_problems_is_an_exact_test():
+    # One candidate per problem and phase: the sign test over changed problems, 3 lost, 0 gained: p = 1/8.
+    one = {p: (1, 1) for p in "abc"}
+    assert health.lost_solved_p(one, {p: (0, 1) for p in "abc"}) == pytest.approx(1 / 8)
+    # 3 lost, 1 gained: the after side holds 1 of the 4 changed problems' successes, P(Bin(4, 1/2) <= 1) = 5/16
+    gained_one = {"a": (0, 1), "b": (0, 1), "c": (0, 1), "d": (1, 1)}
+    assert health.lost_solved_p({**one, "d": (0, 1)}, gained_one) == pytest.approx(5 / 16)
+    # Four candidates: a problem with 2 successes of 8 puts none on after's 4 with probability C(6,4)/C(8,4) = 15/70,
+    # 3 of 8: 5/70, 1 of 8: 35/70. All three solved before and none after: p = 15/70 x 5/70 x 35/70 = 0.00765.
+    before = {"a": (2, 4), "b": (3, 4), "c": (1, 4), "d": (0, 4), "e": (4, 4)}
+    after = {"a": (0, 4), "b": (0, 4), "c": (0, 4), "d": (0, 4), "e": (4, 4)}
+    assert health.lost_solved_p(before, after) == pytest.approx(15 / 70 * 5 / 70 * 35 / 70)
+    line = health.lost_solved(before, after)
+    assert line == (
+        "the trained policy lost problems it solved: 3 of the 4 solved before are unsolved after (gained 0); its "
+        "right candidates fell 10 -> 4 (exact test over problems' candidates, p = 0.008)"
+    )
+    assert health.lost_solved(before, dict(before)) is None  # nothing changed
+    assert health.lost_solved(after, before) is None  # it gained them: not a loss
 
 
 def test_the_score_warning_needs_an_interval_below_zero_on_a_score():
@@ -109,13 +168,14 @@ def test_finish_records_and_prints_every_warning(tmp_path):
     )
     assert written["status"] == "complete"
     assert written["warnings"][:3] == [stopped, health.reward_went_down(FALLING), drop]
-    assert len(written["warnings"]) == 6  # pass@1, pass@2, best@1, best@2 all fell
+    assert len(written["warnings"]) == 7  # pass@1, pass@2, best@1, best@2 all fell; and the problems were lost
+    assert written["warnings"][-1].startswith("the trained policy lost problems it solved: 2 of the 2 solved before")
     # the index holds the manifest as rewritten with the checks' lines
     assert manifest(connect(tmp_path / "results.sqlite"), str(folder.resolve()))["warnings"] == written["warnings"]
     # printed after the tables, one line each, just before the last line
     text = "\n".join(said).splitlines()
     assert text[-1].startswith(f"wrote {folder} in ")
-    assert text[-7:-1] == [f"warning: {line}" for line in written["warnings"]]
+    assert text[-8:-1] == [f"warning: {line}" for line in written["warnings"]]
     assert text.index("training     first step  last step  steps") < text.index(f"warning: {stopped}")
 
 
@@ -189,3 +249,26 @@ def test_a_report_without_warnings_has_no_section(tmp_path):
     page = build_report([tmp_path / "runs"], tmp_path / "report", echo=lambda _: None).read_text()
     assert 'id="warnings"' not in page and "warning(s)" not in page
     assert "## Warnings" not in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_behaviour_that_fell_is_warned_in_the_direction_trained(tmp_path):
+    """A run given behaviour=conciseness whose answers scored 0.9 before and 0.2 after: warned (RLAIF on maze once
+    lost 0.280 of conciseness with no word); the same fall in a behaviour it was not given is not a warning."""
+    folder = _trained_run(
+        tmp_path, "rlaif", "rlaif", 0, {"before": {p: ALL for p in "abc"}, "after": {p: ALL for p in "abc"}}
+    )
+    samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    for s in samples:
+        s["behaviours"] = {"conciseness": 0.9 if s["phase"] == "before" else 0.2}
+    (folder / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics |= {"before/behaviour/conciseness": 0.9, "after/behaviour/conciseness": 0.2}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    db = tmp_path / "results.sqlite"
+    index_run(db, folder)
+    given = health_warnings(metrics, db, folder, trained=("conciseness",))
+    assert given == [
+        "the trained policy scored lower on behaviour/conciseness (the behaviour it was trained towards): 0.900 -> "
+        "0.200, change -0.700 [-0.700, -0.700] (paired 95% interval excludes 0)"
+    ]
+    assert health_warnings(metrics, db, folder) == []  # not the behaviour it was trained towards

@@ -99,6 +99,16 @@ def paired_difference(db: Path, run_dir: Path) -> Difference | None:
     return differences[0] if differences else None
 
 
+def successes_by_problem(db: Path, run_dir: Path, phase: str) -> dict[str, tuple[int, int]]:
+    """{problem id: (candidates that succeeded, candidates)} of one phase of the run, from the index ``db``."""
+    with open_index(db) as conn:
+        rows = conn.execute(
+            "SELECT problem_id, successes, n FROM problems WHERE run_dir = ? AND phase = ?",
+            (str(Path(run_dir).resolve()), phase),
+        ).fetchall()
+    return {r["problem_id"]: (int(r["successes"]), int(r["n"])) for r in rows if r["n"]}
+
+
 def example_samples(path: Path, phase: str, width: int = 100) -> str:
     """A best and a worst candidate of the final evaluation: means can be hacked, samples show how."""
     if not path.exists():
