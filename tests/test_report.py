@@ -537,10 +537,20 @@ def test_means_over_seeds_with_seed_level_and_problem_level_intervals(tmp_path):
     # Over seeds and problems: with p = 1/4 both slots draw seed 0, whose two independent means average to 0 with
     # p = 1/16 and 0.25 with p = 1/4, so P(mean <= 0) = 1/64 (1.6%) and P(mean <= 0.25) = 1/64 + 1/16 (7.8%): the
     # 2.5th percentile is 0.25, where the seeds fixed gave 0.5. The 97.5th stays 1.
-    assert after.metrics["pass@1"].as_dict() == {"value": 0.75, "low": 0.25, "high": 1.0}
+    assert after.bootstrap["pass@1"].as_dict() == {"value": 0.75, "low": 0.25, "high": 1.0}
+    # Student's t over the seeds' means 0.5 and 1: sd 0.354, t(0.975, 1) = 12.706: 0.75 +- 3.177. Two seeds bound
+    # nothing, and the verdict's interval (the wider, bound by bound) says so where the bootstrap did not.
+    t_half = 12.7062047 * math.sqrt(0.125) / math.sqrt(2)
+    assert after.t_interval["pass@1"].as_dict() == pytest.approx(
+        {"value": 0.75, "low": 0.75 - t_half, "high": 0.75 + t_half}
+    )
+    assert after.metrics["pass@1"].as_dict() == after.t_interval["pass@1"].as_dict()
+    three = compare.t_interval_over_seeds([0.2, 0.4, 0.3])  # sd 0.1, t(0.975, 2) = 4.303: 0.3 +- 0.24841
+    assert three == pytest.approx((0.3 - 0.248414, 0.3 + 0.248414), abs=1e-5)
     assert compare.hierarchical_bootstrap([[1.0] * 3, [0.0] * 3]) == (0.0, 1.0)  # the seeds differ: all of [0, 1]
     assert compare.hierarchical_bootstrap([[0.5] * 3, [0.5] * 2]) == (0.5, 0.5)
     assert after.spread["pass@1"] == (0.5, 1.0)
+    # every seed 0: both intervals are [0, 0]
     assert groups["base model (before: grpo)"].metrics["pass@1"].as_dict() == {"value": 0.0, "low": 0.0, "high": 0.0}
     # One group alone is the leaderboard's own bootstrap, draw for draw.
     assert compare.pooled_bootstrap([[1.0, 0.0, 0.5]]) == bootstrap([1.0, 0.0, 0.5])
@@ -548,11 +558,14 @@ def test_means_over_seeds_with_seed_level_and_problem_level_intervals(tmp_path):
     assert compare.pooled_bootstrap([[1.0] * 3, [0.0] * 3]) == (0.5, 0.5)
     # after - before, over the two seeds: per-seed differences (1, 0) and (1, 1), as above.
     (diff,) = compare.differences_over_seeds(compare.after_minus_before(_rows(tmp_path)))
-    assert diff.label == "grpo after - before" and diff.metrics["pass@1"].as_dict() == {
+    assert diff.label == "grpo after - before" and diff.bootstrap["pass@1"].as_dict() == {
         "value": 0.75,
         "low": 0.25,
         "high": 1.0,
     }
+    assert diff.metrics["pass@1"].as_dict() == pytest.approx(
+        {"value": 0.75, "low": 0.75 - t_half, "high": 0.75 + t_half}
+    )
     assert diff.problem_level["pass@1"].as_dict() == {"value": 0.75, "low": 0.5, "high": 1.0}
 
 

@@ -442,8 +442,9 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
             "",
             "## Over seeds",
             "",
-            "Mean of the seeds' figures [95% interval over seeds and problems: a hierarchical bootstrap "
-            "that redraws the seeds, then each seed's problems] {over problems only: the seeds' runs fixed} "
+            "Mean of the seeds' figures [95% interval over seeds: the wider, bound by bound, of a hierarchical "
+            "bootstrap that redraws the seeds, then each seed's problems, and Student's t-interval over the seeds' "
+            "means (seeds - 1 degrees of freedom)] {over problems only: the seeds' runs fixed} "
             "(the lowest and highest seed's figure). A gain over seeds is one whose first interval excludes 0.",
             "",
             "| task | model | searcher | what | seeds | " + " | ".join(names) + " |",
