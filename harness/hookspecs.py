@@ -77,8 +77,10 @@ def harness_register_models(registry: Registry) -> None:
 def harness_register_behaviours(registry: Registry) -> None:
     """Add behaviours: each entry is a ``harness.types.Behaviour`` (or a ``"module:attr"`` string naming one): its
     scorer ``(text, problem=None) -> [0, 1]``, the teacher's rewrite instructions towards and away from it (steering
-    vectors, SFT on rewrites) and a judge's question (RLAIF). Trainers and searchers look them up by name
-    (``--set trainer.behaviour=NAME``, ``--set searcher.behaviours=A,B``) and never import tasks."""
+    vectors, SFT on rewrites) and a judge's question (RLAIF); optionally a held-out evaluator ``held_out`` (same
+    signature; ``held_out_many`` its batch form, ``held_out_doc`` what it measures) that no trainer may call, which
+    searchers report as ``heldout/<name>`` beside the scorer's ``behaviour/<name>``. Trainers and searchers look
+    them up by name (``--set trainer.behaviour=NAME``, ``--set searcher.behaviours=A,B``) and never import tasks."""
 
 
 @hookspec

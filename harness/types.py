@@ -289,7 +289,13 @@ def capabilities_of(plugin: object, kind: type[Capabilities]) -> Capabilities:
 class Behaviour:
     """A behaviour a policy can be scored on, steered towards and judged on: one registered object
     (``harness_register_behaviours``) carries all three, so VSPO, RLAIF, SFT's rewrites and every searcher use a
-    third-party behaviour exactly as a built-in one."""
+    third-party behaviour exactly as a built-in one.
+
+    ``score`` is the training scorer: VSPO and reward-shaped GRPO add it to the reward and SFT filters its rewrites
+    with it, so a figure from it favours the methods that optimised it. ``held_out`` is an evaluator no trainer may
+    call: a different measurement of the same behaviour, which searchers report beside it (``heldout/<name>``) so a
+    comparison of methods is not judged only on the signal one side trained on. None: the behaviour has none, and
+    the report says so where it shows the training score."""
 
     name: str
     score: Callable[[str, Problem | None], float]  # (answer, its problem or None) -> [0, 1]; must not raise
@@ -297,3 +303,40 @@ class Behaviour:
     away: str  # ... and away from it ("verbosely: ...")
     judge_question: str  # what a judge's rating of 5 answers "fully yes" to (RLAIF)
     misleading_hint: bool = False  # its prompts carry a misleading hint: tasks are built with misleading_hint=True
+    # The held-out evaluator, (answer, its problem or None) -> [0, 1], never raising; no trainer may use it
+    held_out: Callable[[str, Problem | None], float] | None = None
+    # Its batch form, (answers, their problems) -> one value each, where one call is cheaper than many (embeddings)
+    held_out_many: Callable[[Sequence[str], Sequence[Problem | None]], Sequence[float]] | None = None
+    held_out_doc: str = ""  # what the held-out evaluator measures, in a line ("MiniLM: nearer expert exemplars")
+
+    @property
+    def has_held_out(self) -> bool:
+        return self.held_out is not None or self.held_out_many is not None
+
+    def held_out_scores(self, texts: Sequence[str], problems: Sequence[Problem | None]) -> list[float | None]:
+        """The held-out evaluator on each (text, problem), in one batch call where it has a batch form (else one
+        call each); None where it raised, and [] for a behaviour without one."""
+        if not self.has_held_out:
+            return []
+        if self.held_out_many is not None:
+            try:
+                values = [_unit(v) for v in self.held_out_many(list(texts), list(problems))]
+                if len(values) == len(texts):
+                    return values
+            except Exception:
+                pass
+            if self.held_out is None:
+                return [None] * len(texts)
+        out: list[float | None] = []
+        for text, problem in zip(texts, problems, strict=True):
+            try:
+                out.append(_unit(self.held_out(text, problem)))  # type: ignore[misc]
+            except Exception:
+                out.append(None)
+        return out
+
+
+def _unit(value: Any) -> float | None:
+    """A held-out value as a float, None when it is not a finite number (left out of a mean, like a raise)."""
+    number = float(value)
+    return number if number == number and abs(number) != float("inf") else None

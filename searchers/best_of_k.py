@@ -30,15 +30,19 @@ distinct_1, distinct_2, coverage (problems whose task has components besides the
 Behaviour control (option ``behaviours``, a comma string of names from ``plugins["behaviour"]``; the searcher is
 built with ``plugins=``, which ``harness.run.build_plugin`` passes): every written answer is scored by each named
 behaviour scorer (text, problem) -> [0, 1], whatever its task score; ``behaviour/<name>`` is the mean over those
-candidates (missing answers are not text and are left out, as is a value whose scorer raised). An unknown name is a
-one-line error when the searcher is constructed.
+candidates (missing answers are not text and are left out, as is a value whose scorer raised). That scorer is the
+one VSPO and reward-shaped GRPO train on, so each behaviour that declares a held-out evaluator
+(``Behaviour.held_out``, one no trainer uses; tasks/held_out.py for the built-ins) is run on the same answers, in one
+batch per engine call, and reported beside it as ``heldout/<name>``, the mean over the same candidates; a behaviour
+without one gets no heldout/ figure. An unknown name is a one-line error when the searcher is constructed.
 
 samples.jsonl gets one record per candidate: sample_index (the candidate's index within its problem, 0..n-1),
 rollout_index and answer_index (where it came from), the problem's ``prompt`` (``Problem.prompt``, the question
 without chat template or format instruction) and ``reference`` (``Problem.answer``, None when the task has none), so
 a row can be judged on its own; its text, the Score's fields, and the rollout's num_tokens and finished (with M > 1
 they describe the whole rollout, shared by its answers); with ``behaviours``, also "behaviours": {name: score} ({}
-for a missing answer, None for a scorer that raised).
+for a missing answer, None for a scorer that raised) and, when one of them has a held-out evaluator, "held_out":
+{name: its held-out score} for those that do (same conventions).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.options import coerce
 from harness.scoring import score_all
 from harness.types import (
+    Behaviour,
     Completion,
     Engine,
     Problem,
@@ -155,6 +160,7 @@ class BestOfK:
         self.coverage_threshold = float(coverage_threshold)
         names = behaviours.split(",") if isinstance(behaviours, str) else list(behaviours)
         self.behaviours: dict[str, Any] = {}  # name -> scorer (text, problem) -> [0, 1]
+        self.held_out: dict[str, Any] = {}  # name -> its Behaviour, for those with a held-out evaluator
         for name in (str(n).strip() for n in names):
             if not name or name in self.behaviours:
                 continue
@@ -165,7 +171,10 @@ class BestOfK:
                     f"best-of-k: unknown behaviour {name!r}; available: "
                     f"{', '.join(plugins['behaviour'].names()) or '(none)'}"
                 )
-            self.behaviours[name] = plugins["behaviour"].get(name).load().score
+            behaviour = plugins["behaviour"].get(name).load()
+            self.behaviours[name] = behaviour.score
+            if isinstance(behaviour, Behaviour) and behaviour.has_held_out:
+                self.held_out[name] = behaviour
 
     def search(
         self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
@@ -210,10 +219,19 @@ class BestOfK:
                 if c[2] is not None
             ]
             scores = iter(score_all(task, written))
+            held_out = iter(self._held_out_scores(written))
             records: list[dict[str, Any]] = []
             for problem, (candidates, malformed) in zip(batch, chosen, strict=True):
                 mine = [
-                    self._record(task, problem, phase, i, *c, None if c[2] is None else next(scores))
+                    self._record(
+                        task,
+                        problem,
+                        phase,
+                        i,
+                        *c,
+                        None if c[2] is None else next(scores),
+                        {} if c[2] is None else next(held_out),
+                    )
                     for i, c in enumerate(candidates)
                 ]
                 totals.add_problem(mine, self._diversity(mine, embedding), malformed, self.m)
@@ -234,6 +252,15 @@ class BestOfK:
                 out.append((completion.sample_index, a, answers[a] if a < len(answers) else None, completion))
         return out[: self.n], malformed
 
+    def _held_out_scores(self, written: list[tuple[Problem, str]]) -> list[dict[str, float | None]]:
+        """{name: held-out score} per written answer, each behaviour's evaluator called once for the batch."""
+        out: list[dict[str, float | None]] = [{} for _ in written]
+        for name, behaviour in self.held_out.items():
+            values = behaviour.held_out_scores([t for _, t in written], [p for p, _ in written])
+            for one, value in zip(out, values, strict=True):
+                one[name] = value
+        return out
+
     def _record(
         self,
         task: Task,
@@ -245,6 +272,7 @@ class BestOfK:
         text: str | None,
         completion: Completion,
         score: Score | Exception | None,
+        held_out: dict[str, float | None] | None = None,
     ) -> dict[str, Any]:
         record: dict[str, Any] = {
             "problem_id": problem.id,
@@ -264,6 +292,8 @@ class BestOfK:
                 if text is None
                 else {name: _behaviour_score(scorer, text, problem) for name, scorer in self.behaviours.items()}
             )
+            if self.held_out:  # the same answers read by an evaluator no trainer uses
+                record["held_out"] = dict(held_out or {})
         if text is None:  # the rollout stopped short of M answers: a failure that still counts as a candidate
             return record | {
                 "extracted": None,
@@ -347,6 +377,9 @@ class BestOfK:
             values = t.behaviour_values.get(name, [])
             if values:
                 metrics[f"behaviour/{name}"] = math.fsum(values) / len(values)
+            values = t.held_out_values.get(name, [])
+            if values:
+                metrics[f"heldout/{name}"] = math.fsum(values) / len(values)
         for key in t.diversity[0] if t.diversity else ():
             values = [d[key] for d in t.diversity if d[key] is not None]
             if values:  # coverage is undefined for a task whose only component is the primary
@@ -374,6 +407,7 @@ class _Totals:
     rollouts: int = 0
     tokens: int = 0
     behaviour_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per candidate
+    held_out_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per candidate
 
     def add_problem(
         self, records: list[dict[str, Any]], spread: dict[str, float | None], malformed: int, m: int
@@ -389,6 +423,9 @@ class _Totals:
             for name, value in (r.get("behaviours") or {}).items():
                 if value is not None:
                     self.behaviour_values[name].append(value)
+            for name, value in (r.get("held_out") or {}).items():
+                if value is not None:
+                    self.held_out_values[name].append(value)
             if r.get("missing"):
                 self.missing += 1
             elif "error" in r:

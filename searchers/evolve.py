@@ -68,13 +68,16 @@ trajectory); ``success_rate`` (solved by the end); ``best/<component>`` and ``be
 candidate, averaged); ``mean_reward/<component>`` (over all candidates); budget/calls, budget/candidates,
 budget/tokens; ``children/<how>``: candidates by how they were made (seed, rewrite, diff, text) and failed (child
 calls that yielded nothing); malformed_rollouts and missing_answers (M > 1); num_skipped (the scorer raised),
-``generations`` (mean per problem); ``behaviour/<name>`` (option ``behaviours``, over all candidates).
+``generations`` (mean per problem); ``behaviour/<name>`` (option ``behaviours``, over all candidates: the training
+scorer VSPO and reward-shaped GRPO optimise) and ``heldout/<name>`` beside it, for a behaviour that declares a
+held-out evaluator (``Behaviour.held_out``, which no trainer uses; one batch per problem).
 The whole curve (solved fraction at every call count) goes to ``<run>/evolve/<phase>/curve.json``.
 
 samples.jsonl gets every candidate of a problem when the problem finishes, from its database (evaluation order):
 sample_index (= candidate id), text, the Score's fields, scalar (= fitness), and the search's own fields
 (island, parent, generation, how, call: the model call that produced it, num_tokens, finished; with M > 1 a
-seed's answer_index within its rollout, whose num_tokens and finished it shares).
+seed's answer_index within its rollout, whose num_tokens and finished it shares); with ``behaviours``, "behaviours":
+{name: training score} and, when one has a held-out evaluator, "held_out": {name: held-out score} (None: it raised).
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
 from harness.store.run_folder import write_json_atomic
 from harness.types import (
+    Behaviour,
     Completion,
     Engine,
     EngineCapabilities,
@@ -279,7 +283,7 @@ class Evolve:
         self.resume = Path(resume) if resume else None
         if self.resume is not None and not self.resume.is_dir():
             raise ValueError(f"evolve: resume folder {str(self.resume)!r} not found")
-        self.behaviours = _behaviour_scorers(behaviours, plugins)
+        self.behaviours, self.held_out = _behaviour_scorers(behaviours, plugins)
         self.executor = make_executor(executor, workers=self.workers, owner="evolve")
 
     # ------------------------------------------------------------------------------------------------------------
@@ -293,6 +297,7 @@ class Evolve:
         folder.mkdir(parents=True, exist_ok=True)
         states: list[ProblemState] = []
         behaviour_values: dict[str, list[float]] = {name: [] for name in self.behaviours}
+        held_out_values: dict[str, list[float]] = {name: [] for name in self.held_out}
         for start in range(0, len(problems), self.batch_prompts):
             batch = list(problems[start : start + self.batch_prompts])
             batch_states = [self._load(folder, phase, p) for p in batch]
@@ -304,9 +309,13 @@ class Evolve:
                     for name, value in record.get("behaviours", {}).items():
                         if value is not None:
                             behaviour_values[name].append(value)
+                    for name, value in record.get("held_out", {}).items():
+                        if value is not None:
+                            held_out_values[name].append(value)
             states.extend(batch_states)
         metrics = self._metrics(states)
         metrics.update({f"behaviour/{name}": math.fsum(v) / len(v) for name, v in behaviour_values.items() if v})
+        metrics.update({f"heldout/{name}": math.fsum(v) / len(v) for name, v in held_out_values.items() if v})
         write_json_atomic(folder / "curve.json", self._curve(states))
         return metrics
 
@@ -545,7 +554,12 @@ class Evolve:
 
     def _records(self, problem: Problem, state: ProblemState, phase: str) -> list[dict[str, Any]]:
         records = []
-        for cand, extra in zip(state.db.candidates if state.db else [], state.extra, strict=True):
+        candidates = state.db.candidates if state.db else []
+        held_out = {  # each evaluator once over the problem's candidates (the MiniLM ones embed in batches)
+            name: b.held_out_scores([c.text for c in candidates], [problem] * len(candidates))
+            for name, b in self.held_out.items()
+        }
+        for index, (cand, extra) in enumerate(zip(candidates, state.extra, strict=True)):
             record = {
                 "problem_id": problem.id,
                 "phase": phase,
@@ -563,6 +577,8 @@ class Evolve:
             }
             if self.behaviours:
                 record["behaviours"] = {n: _safe(s, cand.text, problem) for n, s in self.behaviours.items()}
+            if self.held_out:
+                record["held_out"] = {name: values[index] for name, values in held_out.items()}
             records.append(record)
         return records
 
@@ -660,17 +676,22 @@ def _curve_points(k: Sequence[int] | str | int, budget: int) -> list[int]:
     return points
 
 
-def _behaviour_scorers(behaviours: str | Sequence[str], plugins: Any) -> dict[str, Any]:
+def _behaviour_scorers(behaviours: str | Sequence[str], plugins: Any) -> tuple[dict[str, Any], dict[str, Behaviour]]:
+    """({name: training scorer}, {name: Behaviour} for those with a held-out evaluator)."""
     names = behaviours.split(",") if isinstance(behaviours, str) else list(behaviours)
     out: dict[str, Any] = {}
+    held_out: dict[str, Behaviour] = {}
     for name in (str(n).strip() for n in names):
         if not name or name in out:
             continue
         if plugins is None or name not in plugins["behaviour"]:
             available = ", ".join(plugins["behaviour"].names()) if plugins is not None else "(no registries given)"
             raise ValueError(f"evolve: unknown behaviour {name!r}; available: {available}")
-        out[name] = plugins["behaviour"].get(name).load().score
-    return out
+        behaviour = plugins["behaviour"].get(name).load()
+        out[name] = behaviour.score
+        if isinstance(behaviour, Behaviour) and behaviour.has_held_out:
+            held_out[name] = behaviour
+    return out, held_out
 
 
 def _safe(scorer: Any, text: str, problem: Any) -> float | None:

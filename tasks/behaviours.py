@@ -15,6 +15,11 @@ any string.
 
 They are pure text statistics (tasks/text_signals.py), cheap enough to run on every rollout, and readable: a
 trainer that games one does so in a way a person can see in the samples.
+
+Each also has a held-out evaluator (``Behaviour.held_out``, tasks/held_out.py), a different measurement that no
+trainer uses: a MiniLM register classifier against hand-written exemplars for the four registers, an independent
+reader of the value an answer ends on and of deference to the hint for robustness. Searchers report it as
+``heldout/<name>`` beside the training scorer's ``behaviour/<name>``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import re
 from dataclasses import replace
 from fractions import Fraction
 
-from harness.tasks import text_signals
+from harness.tasks import held_out, text_signals
 from harness.tasks.choice_answers import LETTERS, extract_choice
 from harness.tasks.math_answers import answers_match, extract_answer
 from harness.types import Behaviour, Problem
@@ -134,6 +139,9 @@ EXPERTISE = Behaviour(
     towards="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
     away="as a beginner would write it: plain everyday words, vague about the technical details",
     judge_question="Is it written like a domain expert would write it: precise and technical, skipping the basics?",
+    held_out=held_out.expertise_held_out,
+    held_out_many=held_out.expertise_held_out.many,
+    held_out_doc="MiniLM register classifier: nearer expert than beginner exemplar answers, gated by relevance",
 )
 # expertise's other way, with its own scorer (not 1 - expertise: a text can be neither), so the VSPO files can train
 # the register both ways from the same base policy
@@ -143,6 +151,9 @@ BEGINNER = Behaviour(
     towards="as a teacher would explain it to a beginner: plain everyday words, an example, the basics spelled out",
     away="as a domain expert would write it: precise technical vocabulary, no explanation of the basics",
     judge_question="Is it written for a beginner: plain words, an example, the basics explained?",
+    held_out=held_out.beginner_held_out,
+    held_out_many=held_out.beginner_held_out.many,
+    held_out_doc="MiniLM register classifier: nearer beginner than expert exemplar answers, gated by relevance",
 )
 CONFIDENCE = Behaviour(
     "confidence",
@@ -150,6 +161,9 @@ CONFIDENCE = Behaviour(
     towards="confidently: state the answer directly and commit to it, with no hedging",
     away="hesitantly: hedge every claim (maybe, I think, I'm not sure) and never fully commit",
     judge_question="Does it state its answer directly and commit to it, without hedging?",
+    held_out=held_out.confidence_held_out,
+    held_out_many=held_out.confidence_held_out.many,
+    held_out_doc="MiniLM register classifier: nearer committed than hedging exemplar answers, gated by relevance",
 )
 CONCISENESS = Behaviour(
     "conciseness",
@@ -157,6 +171,9 @@ CONCISENESS = Behaviour(
     towards="concisely: the shortest answer that keeps every necessary step, with no filler",
     away="verbosely: restate the question, add filler words and repeat each point at length",
     judge_question="Is it concise: short and direct, with no filler and no repetition?",
+    held_out=held_out.conciseness_held_out,
+    held_out_many=held_out.conciseness_held_out.many,
+    held_out_doc="MiniLM register classifier: nearer concise than padded exemplar answers, gated by relevance",
 )
 ROBUSTNESS = Behaviour(
     "robustness",
@@ -165,6 +182,9 @@ ROBUSTNESS = Behaviour(
     away="so that it defers to the answer suggested in the question and adopts it as the final answer",
     judge_question="Does it work the problem out on its own, ignoring any answer suggested in the question?",
     misleading_hint=True,
+    held_out=held_out.robustness_held_out,
+    held_out_doc="independent reader: the value the answer ends on is not the hint (and is the reference), no "
+    "deference to the hint's source",
 )
 
 BEHAVIOURS: dict[str, Behaviour] = {b.name: b for b in (EXPERTISE, BEGINNER, CONFIDENCE, CONCISENESS, ROBUSTNESS)}

@@ -439,12 +439,23 @@ def test_behaviour_scores_are_the_scorers_values_averaged_over_candidates(tmp_pa
         assert metrics[f"behaviour/{name}"] == pytest.approx(sum(values) / 3)
     assert 0 <= metrics["behaviour/conciseness"] <= 1
     records = read_samples(store)
-    assert len(records) == 6 and all(set(r) == FIELDS | {"behaviours"} for r in records)
+    assert len(records) == 6 and all(set(r) == FIELDS | {"behaviours", "held_out"} for r in records)
     for r in records:
         assert r["behaviours"] == pytest.approx(
             {"conciseness": conciseness(r["text"], None), "confidence": confidence(r["text"], None)}
         )
     assert len({r["behaviours"]["conciseness"] for r in records}) > 1  # the scripted texts do differ
+    # Beside each, the behaviour's held-out evaluator (no trainer uses it) on the same answer and its problem
+    behaviours = {name: plugins["behaviour"].get(name).load() for name in ("conciseness", "confidence")}
+    by_id = {p.id: p for p in problems}
+    for r in records:
+        assert r["held_out"] == pytest.approx(
+            {n: b.held_out(r["text"], by_id[r["problem_id"]]) for n, b in behaviours.items()}, abs=1e-5
+        )
+    for name in behaviours:
+        values = [r["held_out"][name] for r in records]
+        assert metrics[f"heldout/{name}"] == pytest.approx(sum(values) / len(values))
+        assert 0 <= metrics[f"heldout/{name}"] <= 1
 
 
 def test_behaviours_skip_missing_answers_and_are_built_through_the_run(tmp_path, plugins):
@@ -464,6 +475,45 @@ def test_behaviours_skip_missing_answers_and_are_built_through_the_run(tmp_path,
     assert len(records) == 4 and records[-1]["missing"] and records[-1]["behaviours"] == {}  # not text: not scored
     written = ["the answer is 0", "maybe 1", "no idea"]
     assert metrics["behaviour/conciseness"] == pytest.approx(sum(conciseness(t) for t in written) / 3)
+
+
+def third_party_behaviours():
+    """A registry with a behaviour that has no held-out evaluator and one whose evaluator is "the text's length"."""
+    from harness.plugins.registry import Registry
+    from harness.types import Behaviour
+
+    registry = Registry("behaviour")
+    registry.add("shouting", Behaviour("shouting", lambda t, p=None: float(t.isupper()), "loudly", "quietly", "Loud?"))
+    registry.add(
+        "long",
+        Behaviour(
+            "long",
+            lambda t, p=None: min(1.0, len(t) / 100),
+            "at length",
+            "briefly",
+            "Long?",
+            held_out=lambda t, p=None: min(1.0, len(t.split()) / 10),
+            held_out_doc="words / 10",
+        ),
+    )
+    return {"behaviour": registry}
+
+
+def test_a_behaviour_without_a_held_out_evaluator_is_reported_without_one(tmp_path):
+    task, store = FakeTask(), RunStore(tmp_path, "run")
+    texts = ["THE ANSWER IS 4", "the answer is four, I think, after adding two and two"]
+    plugins = third_party_behaviours()
+    searcher = BestOfK(n=2, k=1, embedding_diversity=False, behaviours="shouting,long", plugins=plugins)
+    metrics = searcher.search(FakeEngine(texts), task, task.problems("eval", limit=1), phase="eval", store=store)
+    assert metrics["behaviour/shouting"] == 0.5 and "heldout/shouting" not in metrics
+    assert metrics["heldout/long"] == pytest.approx((0.4 + 1.0) / 2)  # no batch form: one call per answer
+    assert [r["held_out"] for r in read_samples(store)] == [{"long": 0.4}, {"long": 1.0}]
+    # with no held-out evaluator among the named behaviours, the records carry none
+    store = RunStore(tmp_path, "run2")
+    searcher = BestOfK(n=2, k=1, embedding_diversity=False, behaviours="shouting", plugins=third_party_behaviours())
+    metrics = searcher.search(FakeEngine(texts), task, task.problems("eval", limit=1), phase="eval", store=store)
+    assert not any(k.startswith("heldout/") for k in metrics)
+    assert all("held_out" not in r for r in read_samples(store))
 
 
 def test_unknown_behaviour_is_a_one_line_error(plugins):

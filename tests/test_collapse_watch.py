@@ -101,6 +101,8 @@ def test_grpo_stops_at_empty_rollouts_with_the_last_healthy_weights(tiny_policy,
     assert all(torch.equal(now[k], v) for k, v in engine.weights[1].items())
     assert not all(torch.equal(now[k], v) for k, v in engine.weights[0].items())
     assert store.snapshot()["warnings"] == store.warnings  # a resume keeps them
+    # what the report marks the run with: one step's update kept of the steps asked for
+    assert (store.metrics["stopped/at_step"], store.metrics["stopped/steps_trained"]) == (2, 1)
 
 
 def test_without_the_watch_training_goes_on(tiny_policy, plugins, tmp_path):

@@ -338,3 +338,30 @@ def test_a_search_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
         assert len(state["db"]["candidates"]) == 2 + 2 * 3
         assert final["db"]["candidates"][:8] == state["db"]["candidates"]
         assert final["done"] and final["calls"] == 14
+
+
+def test_behaviours_are_reported_with_their_held_out_evaluator_where_they_have_one(tmp_path):
+    """``behaviour/<name>`` (the training scorer) and, for a behaviour with a held-out evaluator, ``heldout/<name>``
+    over every candidate; each record carries both."""
+    from harness.plugins.registry import Registry
+    from harness.types import Behaviour
+
+    registry = Registry("behaviour")
+    registry.add("shouting", Behaviour("shouting", lambda t, p=None: float(t.isupper()), "loudly", "quietly", "?"))
+    calls = []
+
+    def many(texts, problems):
+        calls.append(len(texts))
+        return [min(1.0, len(t.split()) / 4) for t in texts]
+
+    registry.add(
+        "long",
+        Behaviour("long", lambda t, p=None: min(1.0, len(t) / 100), "long", "short", "?", held_out_many=many),
+    )
+    evolve = Evolve(seeds=2, children=2, calls=4, seed=0, behaviours="shouting,long", plugins={"behaviour": registry})
+    metrics, samples, _ = search(evolve, FakeEngine(scripted), FakeTask(), tmp_path, limit=2)
+    assert all(set(s["behaviours"]) == {"shouting", "long"} and set(s["held_out"]) == {"long"} for s in samples)
+    assert all(s["held_out"]["long"] == min(1.0, len(s["text"].split()) / 4) for s in samples)
+    assert metrics["heldout/long"] == pytest.approx(sum(s["held_out"]["long"] for s in samples) / len(samples))
+    assert "behaviour/shouting" in metrics and "heldout/shouting" not in metrics
+    assert calls == [4, 4]  # one batch per problem, over its candidates

@@ -4,6 +4,7 @@ the files under experiments/, each checked cell by cell without a model."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -391,3 +392,63 @@ def test_every_arm_of_vpo_vs_grpo_gets_the_identical_warm_up(size, plugins):
         first = arms["vpo"]
         assert first["warmup_steps"] > 0 and first["warmup_selection"] == "sampled"
         assert all(a == first for a in arms.values()), (task, arms)
+
+
+@pytest.mark.parametrize("size", ["cpu", "gpu"])
+def test_every_arm_of_vpo_vs_grpo_gets_equal_tokens_per_candidate_and_per_step(size, plugins):
+    """The file's "Fair budget": built as the runner builds each cell (its options layered by harness/runner/plan.py),
+    every arm's candidate has the same token cap T on a task, in training and at evaluation; a VPO rollout is M
+    candidates, M x T plus the delimiter lines; and the candidate tokens sampled per step and per problem match."""
+    from harness.multi_answer import DELIMITER_TOKENS, answer_budget, rollout_budget
+
+    header = (DEMO.parent / "vpo_vs_grpo.toml").read_text()
+    cells = cells_for(load_experiment(DEMO.parent / "vpo_vs_grpo.toml", size=size), {"seed": "0"}, NO_SET)
+    budgets: dict[str, dict[str, dict]] = {}
+    for cfg in cells:
+        _, trainer, searcher, _ = build_plugins(cfg, plugins, with_task=True)
+        t, m = trainer.config, trainer.config.answers_per_rollout
+        assert searcher.m == m  # evaluated in the format it was trained in
+        per_candidate = answer_budget(t.max_new_tokens, m)
+        # the rollout budget is exactly M candidates' plus the delimiters: nothing of a candidate's cap is lost
+        assert t.max_new_tokens == rollout_budget(per_candidate, m), (cfg.task, cfg.arm)
+        assert searcher.max_new_tokens == t.max_new_tokens, (cfg.task, cfg.arm)  # the same rollouts at evaluation
+        budgets.setdefault(cfg.task, {})[cfg.arm] = {
+            "T": per_candidate,
+            "candidates per prompt": t.group_size * m,
+            "candidate tokens per step": t.prompts_per_step * t.group_size * m * per_candidate,
+            "delimiter tokens per step": t.prompts_per_step * t.group_size * DELIMITER_TOKENS * (m - 1),
+            "sampled tokens per step": t.prompts_per_step * t.group_size * t.max_new_tokens,
+            "candidates per problem": searcher.rollouts * m,
+            "candidate tokens per problem": searcher.rollouts * m * answer_budget(searcher.max_new_tokens, m),
+        }
+    expected_t = {"cpu": {"maze": 160, "code": 160}, "gpu": {"maze": 160, "code": 384}}[size]
+    for task, arms in budgets.items():
+        assert set(arms) == {"grpo", "grpo-pkpo", "vpo", "vpo-multi-rlvr", "grpo-random-weights"}
+        assert {a["T"] for a in arms.values()} == {expected_t[task]}, (task, arms)
+        for figure in ("candidates per prompt", "candidate tokens per step", "candidates per problem"):
+            assert len({a[figure] for a in arms.values()}) == 1, (task, figure, arms)
+        assert len({a["candidate tokens per problem"] for a in arms.values()}) == 1, (task, arms)
+        for arm in arms.values():  # what a step may sample beyond the candidates: VPO's delimiter lines, no more
+            assert arm["sampled tokens per step"] == arm["candidate tokens per step"] + arm["delimiter tokens per step"]
+        grpo, vpo = arms["grpo"], arms["vpo"]
+        # the arithmetic the header states
+        assert f"{grpo['sampled tokens per step']:,} vs {vpo['sampled tokens per step']:,}" in header, (task, size)
+
+
+@pytest.mark.parametrize("name", ["vspo_expertise.toml", "vspo_robustness.toml"])
+def test_vspo_files_run_the_method_s_reward_and_arms_that_differ_only_where_they_say(name, plugins):
+    """Each VSPO file has an arm on VSPO's own reward (r0 + alpha x beta); every RL arm shares VSPO's loss
+    normalisation and alpha, so vspo-behaviour - grpo-shaped isolates steering; the header's table names every arm."""
+    path = DEMO.parent / name
+    header = path.read_text().split("\ntask = ")[0]
+    trainers = {}
+    for cfg in cells_for(load_experiment(path, size="cpu"), {"seed": "0"}, NO_SET):
+        _, trainer, _, _ = build_plugins(cfg, plugins, with_task=True)
+        trainers[cfg.arm] = trainer.config
+        assert re.search(rf"^#   {re.escape(cfg.arm)} ", header, re.M), f"{cfg.arm} is not in {name}'s arms table"
+    assert trainers["vspo"].reward == "strength" and trainers["vspo-behaviour"].reward == "behaviour"
+    rl = {arm: c for arm, c in trainers.items() if hasattr(c, "loss_norm")}
+    assert set(rl) >= {"vspo", "vspo-behaviour", "vspo-steering-off", "grpo-shaped", "rlaif"}
+    assert {c.loss_norm for c in rl.values()} == {"constant"}
+    weights = {arm: getattr(c, "alpha", None) or c.behaviour_weight for arm, c in rl.items()}
+    assert set(weights.values()) == {2.0}, weights

@@ -38,19 +38,55 @@ def _plan(**overrides) -> WarmupPlan:
     return WarmupPlan(**{**values, **overrides})
 
 
-def test_the_rate_counts_rollouts_with_m_non_empty_answers():
-    task = FakeTask(size=2)
+def test_the_rate_counts_rollouts_with_m_answers_the_task_reads():
+    task = FakeTask(size=2)  # FakeTask reads the last integer of an answer
     engine = FakeEngine(
         [
             join_answers(["It is 2.", "It is 3."], DELIMITER),
             "It is 2.",
             f"It is 2.\n{DELIMITER}\n",
-            join_answers(["a", "b", "c"], DELIMITER),
+            join_answers(["It is 1.", "It is 4.", "c"], DELIMITER),  # the third answer is dropped: M = 2
+            join_answers(["a", "b"], DELIMITER),  # the structure, but no answer the task reads
         ]
     )
-    rate, texts = well_formed_rate(engine, task, task.problems("eval"), _plan(max_new_tokens=40), seed=0, samples=4)
-    assert len(texts) == 8
-    assert rate == 0.5  # two answers, and three (the third dropped); not one, nor one plus an empty part
+    rate, texts = well_formed_rate(engine, task, task.problems("eval"), _plan(max_new_tokens=40), seed=0, samples=5)
+    assert len(texts) == 10
+    assert [r["well_formed"] for r in texts[:5]] == [True, False, False, True, False]
+    assert rate == 0.4  # not one answer, nor one plus an empty part, nor two the task cannot read
+
+
+def test_one_well_formedness_rule_for_one_and_four_answers():
+    """The per-answer test is the same whatever M is: a GRPO arm's one-answer rollout and a VPO arm's four-answer
+    rollout are judged by one standard (before, M > 1 counted the structure alone and M = 1 a read answer)."""
+    from harness.trainers.format_warmup import well_formed_answer
+
+    task = FakeTask(size=1)  # eval problem 0+0; "format" is earned by any integer
+    (problem,) = task.problems("eval")
+    read, unread = "It is 3.", "no idea"
+    assert well_formed_answer(read, task.score(problem, read))
+    assert not well_formed_answer(unread, task.score(problem, unread))
+    assert not well_formed_answer("", task.score(problem, ""))
+    assert not well_formed_answer(read, None)  # its scorer raised
+    texts = {
+        1: [read, unread, ""],
+        4: [
+            join_answers([read] * 4, DELIMITER),
+            join_answers([read, read, read, unread], DELIMITER),  # one answer the task cannot read
+            join_answers([read, read, read], DELIMITER),  # three answers
+        ],
+    }
+    for m, rollouts in texts.items():
+        for format_component in ("", "format"):
+            plan = _plan(m=m, max_new_tokens=80, format_component=format_component)
+            rate, records = well_formed_rate(FakeEngine(rollouts), task, [problem], plan, seed=0, samples=3)
+            assert [r["well_formed"] for r in records] == [True, False, False], (m, format_component)
+            assert rate == 1 / 3
+    upper = UppercaseTask()  # a task that extracts nothing but never calls an answer unparsed: its format decides
+    (first,) = upper.problems("train")[:1]
+    plan = _plan(m=4, max_new_tokens=80, format_component="upper")
+    rollouts = [join_answers(["YES"] * 4, DELIMITER), join_answers(["YES", "YES", "YES", "no"], DELIMITER)]
+    _, records = well_formed_rate(FakeEngine(rollouts), upper, [first], plan, seed=0, samples=2)
+    assert [r["well_formed"] for r in records] == [True, False]
 
 
 def test_with_a_format_component_an_answer_must_earn_it_and_success_is_recorded():
@@ -63,7 +99,7 @@ def test_with_a_format_component_an_answer_must_earn_it_and_success_is_recorded(
     assert [r["well_formed"] for r in records] == [True, False, True]
     assert [r["success"] for r in records] == [True, False, False]
     rate, records = well_formed_rate(engine, task, task.problems("eval"), _plan(m=1), seed=0, samples=3)
-    assert rate == 2 / 3  # one answer and no format named: well formed when the task reads an answer from it
+    assert rate == 2 / 3  # no format named: well formed when the task reads an answer from it
     assert [r["well_formed"] for r in records] == [True, False, True]
     two = FakeEngine([join_answers(["It is 3.", "It is 0."], DELIMITER), join_answers(["It is 3.", "none"], DELIMITER)])
     rate, records = well_formed_rate(
@@ -201,11 +237,15 @@ def test_the_warm_up_stops_at_a_plateau_and_says_why(tiny_policy, plugins, capsy
 
 def test_targets_prefer_answers_that_ended_to_those_cut_at_the_budget():
     task = FakeTask(size=1)  # train problem: 1+1
-    # 2 answers per target, 3 words per answer: the first sample is cut ("It is 7") and unfinished
+    # 2 answers per target, 3 words per answer (2 x 3 + 16 for the delimiter line): the first sample is cut
+    # ("It is 7") and unfinished
     engine = FakeEngine(["It is 7 because reasons", "It is 2.", "It is 7.", "It is 5."])
-    trainer = SFTTrainer(targets="self", samples_per_problem=4, answers_per_rollout=2, max_target_tokens=6)
+    trainer = SFTTrainer(targets="self", samples_per_problem=4, answers_per_rollout=2, max_target_tokens=22)
     (example,), _ = trainer.build_targets(engine, task, task.problems("train"))
+    assert engine.calls[0][1].max_new_tokens == 3  # one answer's share of the target budget, as RL leaves it
     assert example.answers == ["It is 2.", "It is 7."]
+    # the pool the warm-up chooses from again: every sample, with whether it ended
+    assert ("It is 7", False) in example.pool and len(example.pool) == 4
 
 
 def test_extracted_targets_write_the_policys_own_answers_short_and_drop_problems_with_none():
@@ -218,12 +258,69 @@ def test_extracted_targets_write_the_policys_own_answers_short_and_drop_problems
     one = Example(problem, [], "", ["It is 4, or", "Four: 4"], [False, False])
     nothing = Example(problem, [], "", ["no idea", "none"], [False, False])
     examples, dropped = extracted_targets(task, [rambling, one, nothing], 2, DELIMITER)
-    assert dropped == 1 and len(examples) == 2
+    assert dropped == {"skipped_nothing_extracted": 1, "skipped_fewer_than_m": 1, "skipped_cut_samples": 0}
     # the task's extracted answers (the last integer), in its short form; FakeTask has no reference completions
-    assert examples[0].answers == ["The answer is 5.", "The answer is 2."]
-    assert examples[0].target == join_answers(["The answer is 5.", "The answer is 2."], DELIMITER)
-    assert examples[0].success == [False, True]
-    assert examples[1].answers == ["The answer is 4.", "The answer is 4."]  # one distinct answer repeats
+    (example,) = examples  # "one" has a single distinct answer: dropped, not written twice
+    assert example.answers == ["The answer is 5.", "The answer is 2."]
+    assert example.target == join_answers(["The answer is 5.", "The answer is 2."], DELIMITER)
+    assert example.success == [False, True]
+
+
+def test_m_answer_targets_are_m_distinct_texts_from_the_problems_samples_or_none():
+    """A four-answer target never repeats an answer: the warm-up chooses M distinct ones from all the problem's
+    samples (the pool), and drops a problem with fewer, counting it; one-answer targets are unaffected."""
+    from harness.trainers.format_warmup import extracted_targets
+    from harness.trainers.sft import Example
+
+    task = FakeTask(size=1)
+    (problem,) = task.problems("train")  # 1+1 = 2
+    texts = ["It is 2.", "So 2.", "Maybe 3.", "Then 2 again.", "Or 5.", "no idea"]
+    pool = [(t, True) for t in texts]
+    # SFT chose four distinct texts, three with the answer 2; the pool has the other answers
+    chosen = Example(problem, [], "", texts[:4], [True] * 4, pool)
+    (worked,), dropped = extracted_targets(task, [chosen], 4, DELIMITER, worked=True)
+    assert len(set(worked.answers)) == 4 and dropped["skipped_fewer_than_m"] == 0
+    # distinct answers first (2, 3, 5), then another text of a repeated answer
+    assert [a.splitlines()[0] for a in worked.answers] == ["It is 2.", "Maybe 3.", "Or 5.", "So 2."]
+    (short,), _ = extracted_targets(task, [chosen], 3, DELIMITER)
+    assert short.answers == ["The answer is 2.", "The answer is 3.", "The answer is 5."]
+    # extracted: four distinct written answers are needed, the pool has three: dropped, not padded
+    examples, dropped = extracted_targets(task, [chosen], 4, DELIMITER)
+    assert examples == [] and dropped["skipped_fewer_than_m"] == 1
+    # worked: the same text twice in the pool is one text
+    twice = Example(problem, [], "", [], [], [("It is 2.", True)] * 3 + [("Or 5.", True)])
+    examples, dropped = extracted_targets(task, [twice], 3, DELIMITER, worked=True)
+    assert examples == [] and dropped["skipped_fewer_than_m"] == 1
+
+
+def test_a_sample_cut_at_the_token_limit_gets_no_target():
+    """A cut text is never given the task's format after it (nor read for an answer): it is left out, and
+    counted."""
+    from harness.trainers.format_warmup import extracted_targets
+    from harness.trainers.sft import Example
+
+    task = FakeTask(size=1)
+    (problem,) = task.problems("train")  # 1+1 = 2
+    cut = Example(problem, [], "", ["So far I have 3 and"], [False], [("So far I have 3 and", False)])
+    ended = Example(problem, [], "", ["It is 2."], [True], [("It is 2.", True)])
+    for worked in (False, True):
+        examples, dropped = extracted_targets(task, [cut, ended], 1, DELIMITER, worked=worked)
+        assert [e.answers for e in examples] == [["It is 2.\nThe answer is 2." if worked else "The answer is 2."]]
+        assert dropped["skipped_cut_samples"] == 1 and dropped["skipped_nothing_extracted"] == 1
+    # M answers: the cut sample is passed over for one that ended
+    pool = [("It is 2.", True), ("Then 3 and", False), ("Or 5.", True)]
+    (target,), dropped = extracted_targets(task, [Example(problem, [], "", [], [], pool)], 2, DELIMITER)
+    assert target.answers == ["The answer is 2.", "The answer is 5."] and dropped["skipped_cut_samples"] == 1
+    # through SFT's sampling: FakeEngine cuts a response longer than the budget and marks it unfinished; SFT picks
+    # the one sample with an answer ("It is 7"), cut; the warm-up gives it no target
+    engine = FakeEngine(["It is 7 because of reasons", "no"])
+    trainer = SFTTrainer(
+        targets="self", samples_per_problem=2, answers_per_rollout=1, max_target_tokens=3, select="sampled"
+    )
+    (example,), _ = trainer.build_targets(engine, task, task.problems("train"))
+    assert example.answers == ["It is 7"] and example.pool == [("It is 7", False)]
+    kept, dropped = extracted_targets(task, [example], 1, DELIMITER, worked=True)
+    assert kept == [] and dropped["skipped_cut_samples"] == 1
 
 
 def test_worked_targets_keep_the_policys_reasoning_and_put_its_answer_in_the_format(plugins):
@@ -247,12 +344,13 @@ def test_worked_targets_keep_the_policys_reasoning_and_put_its_answer_in_the_for
         format_component="boxed",
     )
     print(example.target)
-    assert dropped == 0
-    # distinct extracted answers: the unboxed and boxed texts share one, so it is taken from the first text
+    assert dropped["skipped_nothing_extracted"] == 0 == dropped["skipped_fewer_than_m"]
+    # distinct extracted answers first (the unboxed and boxed texts share one: the first text gives it), then the
+    # other text of that answer: three distinct texts, none repeated; the boxed one is kept as written
     assert example.answers == [
         f"{unboxed}\n\\boxed{{{problem.answer}}}",
         f"{wrong}\n\\boxed{{12345}}",
-        f"{unboxed}\n\\boxed{{{problem.answer}}}",
+        boxed,
     ]
     assert example.success == [True, False, True]
     (kept,), _ = extracted_targets(
@@ -321,7 +419,7 @@ def test_code_writes_its_own_extracted_programs_as_one_python_block_each(plugins
         assert task.score(problem, short).rewards == score.rewards
     example = Example(problem, [], "", [module, body_only], [True, True])
     (target,), dropped = extracted_targets(task, [example], 2, DELIMITER)
-    assert dropped == 0 and target.target.count(DELIMITER) == 1 and "It compares" not in target.target
+    assert not any(dropped.values()) and target.target.count(DELIMITER) == 1 and "It compares" not in target.target
 
 
 def test_auto_targets_fall_back_to_the_samples_as_written_when_no_answer_is_read(tiny_policy, plugins, capsys):
@@ -342,7 +440,9 @@ def test_auto_targets_fall_back_to_the_samples_as_written_when_no_answer_is_read
     )
     assert figures["warmup/skipped_nothing_extracted"] == 2 and figures["warmup/steps"] == 1
     assert {r["source"] for r in store.samples if r["phase"] == "train-sft"} == {"self"}
-    assert "no answer extracted from any sample; its targets are the samples as written" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no problem gave 2 distinct answer(s) the task could read in samples that ended" in err
+    assert "its targets are the samples as written" in err
     with pytest.raises(ValueError, match="vpo warm-up: no targets from 2 problems"):  # asked for, never replaced
         format_warmup(
             tiny_policy,

@@ -112,6 +112,6 @@ def test_samples_cut_or_garbled_are_read_or_refused_naming_the_line(tmp_path, li
         assert str(exc).startswith(f"{samples} line "), exc
         return
     problems, _ = _read_samples(records)
-    for _phase, _pid, n, successes, scalars, _outcomes, behaviours in problems:
+    for _phase, _pid, n, successes, scalars, _outcomes, behaviours, held_out in problems:
         assert 0 <= successes <= n == len(json.loads(scalars))
-        assert behaviours is None  # these records hold no behaviour scores
+        assert behaviours is None and held_out is None  # these records hold no behaviour scores

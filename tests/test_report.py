@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import main
 from harness.metrics.unbiased import best_at_k, pass_at_k
-from harness.report import compare
+from harness.report import compare, summary
 from harness.report.build import build_report, verdict
 from harness.report.data import Estimate, bootstrap, leaderboard, wilson
 from harness.report.screenshot import find_chromium, screenshot
@@ -204,6 +204,35 @@ def test_report_shows_every_metric_a_searcher_returns(tmp_path):
     ) in md  # a rate of 1 reads 1.000
     rows = list(csv.DictReader((tmp_path / "report" / "leaderboard.csv").read_text().splitlines()))
     assert [(r["run"], r["majority@8"]) for r in rows] == [("other", ""), ("third-party", "0.625")]
+
+
+def test_the_leaderboard_shows_each_trained_runs_warm_up_steps(tmp_path):
+    """Arms judged by one well-formedness rule can still take very different amounts of format warm-up (the stop
+    rule is a rate): each trained run's SFT steps are on its after row, in the Markdown, the HTML, the CSV and the
+    JSON; a trained run without a warm-up shows 0, a row of no training "-"."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "vpo", [(0, [True, False])], phase="after", extra={"warmup/steps": 24})
+    _fake_run(runs, "grpo", [(0, [True, True])], phase="after")
+    _fake_run(runs, "base", [(0, [False, False])])  # evaluation only
+    html = build_report([runs], tmp_path / "report", echo=lambda _: None)
+    md = (tmp_path / "report" / "report.md").read_text()
+    board = md.split("\n## ")[0]
+    assert "| phase | warm-up steps | pass@1 |" in board
+    assert sorted(line.split(" | ")[5:7] for line in board.splitlines() if line.startswith("| math |")) == [
+        ["after", "0"],
+        ["after", "24"],
+        ["eval", "-"],
+    ]
+    page = html.read_text()
+    assert "warm-up steps</th>" in page and 'data-value="24">24</td>' in page
+    rows = {r["run"]: r["warmup_steps"] for r in csv.DictReader((tmp_path / "report" / "leaderboard.csv").open())}
+    assert rows == {"vpo": "24", "grpo": "0", "base": ""}
+    exported = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
+    assert sorted((r["run"], r["warmup_steps"]) for r in exported["rows"]) == [
+        ("base", None),
+        ("grpo", 0),
+        ("vpo", 24),
+    ]
 
 
 def test_report_says_which_folders_it_skipped_and_why(tmp_path, monkeypatch):
@@ -458,6 +487,46 @@ def test_behaviour_scores_are_paired_by_problem_like_pass_at_k(tmp_path):
     (tmp_path / "results.sqlite").unlink()
     after = next(r for r in _rows(tmp_path) if r.phase == "after")
     assert after.other["behaviour/robustness"] == 0.9 and "behaviour/robustness" not in after.headline
+
+
+def test_held_out_scores_are_paired_like_the_training_scorer_s_and_every_heading_says_which_is_which(tmp_path):
+    """heldout/<name> (a behaviour's held-out evaluator) gets per-problem values, an interval and paired differences
+    as behaviour/<name> does, sits beside it in the headline columns, and the report's headings and figures call
+    one the training scorer and the other the held-out evaluator; a behaviour without one is said to have none."""
+    folder = _trained_run(
+        tmp_path, "vspo", "vspo", 0, {"before": {"p0": NONE, "p1": NONE}, "after": {"p0": NONE, "p1": NONE}}
+    )
+    scores = {"before": {"p0": [0, 0, 0.5, 0.5], "p1": [0, 0, 0, 0]}, "after": {"p0": [1, 1, 1, 1], "p1": [0.5] * 4}}
+    held = {"before": {"p0": [0.5] * 4, "p1": [0.5] * 4}, "after": {"p0": [0.5] * 4, "p1": [1, 1, 0, 0]}}
+    records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    for r in records:
+        r["behaviours"] = {
+            "robustness": scores[r["phase"]][r["problem_id"]][r["sample_index"]],
+            "shouting": 0.25,
+        }
+        r["held_out"] = {"robustness": held[r["phase"]][r["problem_id"]][r["sample_index"]]}
+    (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    metrics = json.loads((folder / "metrics.json").read_text())
+    for phase, (trained, held_out) in {"before": (0.125, 0.5), "after": (0.75, 0.5)}.items():
+        metrics |= {f"{phase}/behaviour/robustness": trained, f"{phase}/heldout/robustness": held_out}
+        metrics[f"{phase}/behaviour/shouting"] = 0.25
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    rows = _rows(tmp_path)
+    after = next(r for r in rows if r.phase == "after")
+    assert after.values["heldout/robustness"] == {"p0": 0.5, "p1": 0.5}
+    assert after.headline["heldout/robustness"].value == 0.5 and after.headline["heldout/robustness"].low == 0.5
+    (diff,) = compare.after_minus_before(rows)  # the training scorer rose; the held-out evaluator did not
+    assert diff.metrics["behaviour/robustness"].value == 0.625 and diff.metrics["heldout/robustness"].value == 0.0
+    names = compare.headline_names([diff])
+    assert names.index("heldout/robustness") == names.index("behaviour/robustness") + 1
+    build_report([tmp_path], tmp_path / "report", echo=lambda _: None)
+    md = (tmp_path / "report" / "report.md").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()
+    for text in (md, page):
+        assert "behaviour/robustness (training scorer)" in text and "heldout/robustness (held-out evaluator)" in text
+        assert "behaviour/shouting (training scorer; no held-out evaluator)" in text
+    assert "![behaviour/robustness (training scorer) vs accuracy](plots/behaviour-robustness.png)" in md
+    assert "![heldout/robustness (held-out evaluator) vs accuracy](plots/heldout-robustness.png)" in md
 
 
 def test_methods_are_paired_only_on_the_same_footing(tmp_path):
@@ -788,13 +857,24 @@ def test_the_run_summary_prints_the_paired_after_minus_before_of_that_run_only(t
     rebuild(db, find_runs([tmp_path]))
     text = paired_change(db, tmp_path / "grpo")
     assert "paired over the 3 eval problems" in text
-    # +1 on every problem: the interval is [+1, +1], which excludes 0; vpo's unchanged run is not in grpo's summary
+    # +1 on every problem: the interval is [+1, +1], which excludes 0; vpo's unchanged run is not in grpo's summary.
+    # No spread in the differences: the detectable change falls back to a 0/1 score's largest sd, 2.8 x 0.5 / sqrt(3)
     assert [line.split() for line in text.splitlines() if line.startswith("pass@1")] == [
-        ["pass@1", "+1.000", "[+1.000,", "+1.000]", "yes"]
+        ["pass@1", "+1.000", "[+1.000,", "+1.000]", "better", f"{2.8 * 0.5 / math.sqrt(3):.3f}"]
     ]
     unchanged = paired_change(db, tmp_path / "vpo")
-    assert [line.split()[-1] for line in unchanged.splitlines() if line.startswith(("pass@", "best@"))] == ["no"] * 4
+    verdicts = [line.split()[-3:-1] for line in unchanged.splitlines() if line.startswith(("pass@", "best@"))]
+    assert verdicts == [["no", "worse"]] * 4  # [0, 0] excludes a drop of 0.1
     assert paired_change(db, tmp_path / "not-a-run") == ""
+
+
+def test_verdicts_and_the_detectable_change_by_hand():
+    assert summary.verdict(Estimate(0.1, 0.02, 0.2)) == "better"
+    assert summary.verdict(Estimate(-0.1, -0.2, -0.01)) == "worse"
+    assert summary.verdict(Estimate(0.0, -0.09, 0.1)) == "no worse"  # excludes a drop of 0.1
+    assert summary.verdict(Estimate(0.0, -0.25, 0.12)) == "undecided"  # "held" would claim what it cannot see
+    # differences 1, 0, 0, -1: sd sqrt(2/3), n 4: 2.8 x 0.8165 / 2 = 1.143
+    assert summary.detectable([1.0, 0.0, 0.0, -1.0]) == pytest.approx(2.8 * math.sqrt(2 / 3) / 2)
 
 
 def test_the_best_example_is_the_shortest_of_the_top_scoring_candidates(tmp_path):
@@ -866,3 +946,26 @@ def test_report_md_escapes_markup_from_run_data(tmp_path):
     md = (tmp_path / "report" / "report.md").read_text()
     assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; \\| broken" in md
     assert "<b>" not in md
+
+
+def test_a_stopped_run_is_marked_in_every_comparison(tmp_path):
+    """A run whose trainer stopped and rolled back must not read as "no change": its label in after - before,
+    method - method and over seeds says how many steps were trained."""
+    flat = {"before": {"a": NONE, "b": ALL}, "after": {"a": NONE, "b": ALL}}
+    for seed in (0, 1):
+        _trained_run(tmp_path, f"grpo-s{seed}", "grpo", seed, flat, manifest={"config": {"steps": 4}})
+        folder = _trained_run(tmp_path, f"vpo-s{seed}", "vpo", seed, flat, manifest={"config": {"steps": 4}})
+        if seed == 1:
+            metrics = json.loads((folder / "metrics.json").read_text())
+            metrics |= {"stopped/at_step": 2, "stopped/steps_trained": 1}
+            (folder / "metrics.json").write_text(json.dumps(metrics))
+    rows = compare.merge_baselines(_rows(tmp_path))
+    mark = "stopped: 1 of 4 steps trained"
+    befores = {d.runs[0]: d.a for d in compare.after_minus_before(_rows(tmp_path))}
+    assert befores["vpo-s1"] == f"vpo after ({mark})" and befores["vpo-s0"] == "vpo after"
+    between = {d.seed: (d.a, d.b) for d in compare.method_differences(rows)}
+    assert between == {0: ("grpo", "vpo"), 1: ("grpo", f"vpo ({mark})")}
+    labels = {g.label for g in compare.over_seeds(rows)}
+    assert f"vpo (after) [seed 1 {mark}]" in labels and "grpo (after)" in labels
+    (pair,) = [g for g in compare.differences_over_seeds(compare.method_differences(rows))]
+    assert pair.label == f"grpo - vpo [seed 1 {mark}]"

@@ -84,6 +84,8 @@ def test_a_behaviour_trainer_is_evaluated_on_its_behaviour(tmp_path, plugins, ti
     assert manifest["resolved_options"]["searcher"]["behaviours"] == "conciseness"
     metrics = json.loads((folder / "metrics.json").read_text())
     assert 0 <= metrics["before/behaviour/conciseness"] <= 1 and 0 <= metrics["after/behaviour/conciseness"] <= 1
+    # beside the training scorer, its held-out evaluator (tasks/held_out.py), which RLAIF never saw either
+    assert 0 <= metrics["before/heldout/conciseness"] <= 1 and 0 <= metrics["after/heldout/conciseness"] <= 1
     assert metrics["rlaif/teacher_calls"] == 2
 
 

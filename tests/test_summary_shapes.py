@@ -104,7 +104,12 @@ def test_a_metric_of_one_phase_gets_an_empty_change_cell():
 def test_every_shape_a_trained_best_of_k_run_writes():
     evaluation, training = blocks(summary_table(BEST_OF_K))
     rows = {row[0]: row for row in evaluation}
-    assert [row[0] for row in evaluation[1:5]] == ["best@1", "pass@1", "pooled_pass@2", "behaviour/conciseness"]
+    assert [row[0] for row in evaluation[1:5]] == [
+        "best@1",
+        "pass@1",
+        "pooled_pass@2",
+        "behaviour/conciseness (training scorer; no held-out evaluator)",
+    ]
     assert rows["pass@1"] == ["pass@1", "0.250", "0.500", "+0.250"]
     assert rows["diversity/coverage"] == ["diversity/coverage", "-", "0.500", ""]  # None: no change
     assert rows["note"] == ["note", "n/a", "n/a", ""]  # strings: no change

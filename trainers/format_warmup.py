@@ -3,16 +3,25 @@
 RL on M-answer rollouts (VPO) learns nothing while the policy cannot write M answers: every rollout is malformed,
 its set holds one answer, and the set reward cannot tell the rollouts apart. Likewise a format reward (math's
 ``boxed``) has no signal while no sample uses the format. So the warm-up is judged by what it is for, the rate of
-well-formed rollouts (M non-empty answers between delimiter lines, each earning the ``warmup_format`` reward
-component when one is named), sampled exactly as RL will sample them. Every GRPO-family trainer has it
+well-formed rollouts, sampled exactly as RL will sample them. Every GRPO-family trainer has it
 (``FormatWarmupOptions``); it is on by default only for VPO.
 
-Targets join M of the policy's own answers, each sampled alone with the plain task prompt (harness/trainers/sft.py,
-``targets="self"``: distinct extracted answers first, finished ones before those cut at the budget, so the targets
-show answers that end and leave room for the next). Which samples are chosen is ``warmup_selection``:
-``"successes"`` ranks the ones the task scores successful first (rejection sampling: extra supervised signal, so an
-experiment that compares trainers gives every arm the same warm-up), ``"sampled"`` keeps sampling order (the format
-alone is taught). The joined answers are written one of three ways (``warmup_targets``):
+**Well formed: one rule for every M** (``well_formed_answer``). A rollout is well formed when it holds exactly M
+answers (M = 1: its whole text) and each of them is non-empty, scored, read by the task (``Score.unparsed`` false:
+for every built-in task, an answer it extracted) and, when ``warmup_format`` names a reward component, earns it.
+The per-answer test is the same whatever M is. It used to differ: an M-answer rollout counted when it had the
+M-answer structure alone, a one-answer rollout only when the task read an answer from it. That judged VPO arms by a
+looser standard per answer and GRPO arms by a stricter one, and the stop rule then measured different things:
+SmolLM2-135M's one-answer maths rollouts were 69% well formed before any warm-up and its four-answer ones 0%, so a
+comparison's GRPO arms took no SFT step and its VPO arms many. The rule is now one standard; the amount of warm-up
+still differs between arms (the stop rule is a rate, not a step count), and ``warmup/steps`` says how much each run
+took (the report's leaderboard shows it per run).
+
+Targets join M of the policy's own answers, each sampled alone with the plain task prompt at one answer's budget
+(harness/trainers/sft.py, ``targets="self"``). Which samples are chosen is ``warmup_selection``: ``"successes"`` ranks
+the ones the task scores successful first (rejection sampling: extra supervised signal, so an experiment that
+compares trainers gives every arm the same warm-up), ``"sampled"`` keeps sampling order (the format alone is
+taught). The joined answers are written one of three ways (``warmup_targets``):
 
 - ``"worked"``: each answer as the policy wrote it, its reasoning kept, with the answer the task extracted from it
   put in the task's short form after it when the answer does not already earn the format (math: "... so 3 + 4 is
@@ -22,13 +31,19 @@ alone is taught). The joined answers are written one of three ways (``warmup_tar
   accuracy (38% -> 6% in the demo's earlier warm-up); on maze the policy's own text ran past the budget;
 - ``"self"``: the samples as written, format or not.
 
+Worked and extracted targets (``extracted_targets``) are built from M *distinct* answer texts of the problem's
+samples, distinct extracted answers first: a problem with fewer than M is dropped (``warmup/skipped_fewer_than_m``),
+never padded by repeating one (the diversity method would be taught to repeat itself; 7 of 16 four-answer maths
+targets did). A sample cut at the token limit (``Completion.finished`` false) is never one of them
+(``warmup/skipped_cut_samples``): its text stops mid-sentence, and a box or a ``Path:`` line glued after it would
+teach the policy that an answer ends wherever the budget happens to cut it.
+
 ``"auto"`` (the default) takes the task's ``TaskCapabilities.warmup_targets`` where it names one (maze:
-extracted), else worked for a task with reference completions (math), else self; and self when no sample held an
-answer the task could read. The policy trains on them in rounds of ``check_every`` SFT steps with one optimizer;
-after each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops at ``target_rate``
-or after ``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``), the checks'
-rollouts kept in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned about in one
-line.
+extracted), else worked for a task with reference completions (math), else self; and self when no problem gave
+targets of its kind. The policy trains on them in rounds of ``check_every`` SFT steps with one optimizer; after
+each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops at ``target_rate`` or after
+``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``), the checks' rollouts kept
+in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned about in one line.
 """
 
 from __future__ import annotations
@@ -41,11 +56,11 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from harness.multi_answer import instruct, join_answers
+from harness.multi_answer import instruct, join_answers, split_answers
 from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
 from harness.trainers.step_timer import StepTimer
-from harness.types import Engine, Problem, SamplingParams, Task, TaskCapabilities, capabilities_of
+from harness.types import Engine, Problem, SamplingParams, Score, Task, TaskCapabilities, capabilities_of
 
 WARMUP_TARGETS = ("auto", "self", "extracted", "worked")
 WARMUP_SELECTIONS = ("successes", "sampled")
@@ -58,9 +73,8 @@ class FormatWarmupOptions:
     # SFT on the policy's own answers written in the format, in rounds of warmup_check_every steps, until
     # warmup_target_rate of sampled rollouts are well formed or warmup_steps are spent
     warmup_steps: int = 0
-    # a reward component each answer must earn to count as well formed (math: "boxed"); "" checks the M-answer
-    # structure only, and for a one-answer rollout (M = 1), which has no structure, that the task read an answer
-    # from it (code: a program; its Score.extracted)
+    # a reward component each answer must also earn to count as well formed (math: "boxed"); with or without it, a
+    # rollout is well formed when it holds M answers the task reads (code: a program), whatever M is
     warmup_format: str = ""
     warmup_check_every: int = 8  # warm-up steps between measurements of the well-formed rate
     warmup_target_rate: float = 0.9  # the warm-up stops once this share of sampled rollouts is well formed
@@ -121,14 +135,22 @@ class WarmupPlan:
     selection: str = "successes"  # "successes" first, or "sampled" order (FormatWarmupOptions.warmup_selection)
 
 
+def well_formed_answer(text: str, score: Score | None, format_component: str = "") -> bool:
+    """One answer of a rollout, judged by the rule every M shares (module docstring): non-empty, scored, read by
+    the task (not ``unparsed``) and, when ``format_component`` is named, earning it."""
+    if not text.strip() or score is None or score.unparsed:
+        return False
+    return not format_component or score.rewards.get(format_component, 0.0) > 0
+
+
 def well_formed_rate(
     engine: Engine, task: Task, problems: Sequence[Problem], plan: WarmupPlan, seed: int, samples: int = 2
 ) -> tuple[float, list[dict]]:
-    """Share of rollouts with M non-empty answers (each earning ``plan.format_component``, when named; with M = 1 and
-    none named, an answer the task could read), sampled in RL's format and budget; and the rollouts as samples.jsonl
-    records (phase "warmup-check"), so a run that starts malformed shows what it wrote. Each record says whether one
-    of its answers was right too (``success``, as a set counts: any of its M answers): what the warm-up did to
-    accuracy, before RL."""
+    """Share of rollouts that are well formed (exactly M answers, each passing ``well_formed_answer``: the same test
+    for M = 1 and M > 1), sampled in RL's format and budget; and the rollouts as samples.jsonl records (phase
+    "warmup-check"), so a run that starts malformed shows what it wrote. Each record says whether one of its
+    answers was right too (``success``, as a set counts: any of its M answers): what the warm-up did to accuracy,
+    before RL."""
     completions = engine.generate(
         [instruct(task.messages(p), plan.m, plan.delimiter) for p in problems],
         SamplingParams(n=samples, max_new_tokens=plan.max_new_tokens, temperature=plan.temperature, seed=seed),
@@ -138,16 +160,14 @@ def well_formed_rate(
     scored = score_rollouts(task, problems, completions, (), plan.m, plan.delimiter).scores
     records = []
     for c, scores in zip(completions, scored, strict=True):
-        if plan.format_component:
-            formatted = all(s is not None and s.rewards.get(plan.format_component, 0.0) > 0 for s in scores)
-        else:  # M answers: the structure is the format; one answer: that the task read one from it
-            formatted = plan.m > 1 or all(s is not None and s.extracted is not None for s in scores)
+        answers = split_answers(c.text, plan.m, plan.delimiter)
         records.append(
             {
                 "problem_id": problems[c.prompt_index].id,
                 "phase": "warmup-check",
                 "text": c.text,
-                "well_formed": len(scores) == plan.m and formatted,
+                "well_formed": len(answers) == len(scores) == plan.m
+                and all(well_formed_answer(a, s, plan.format_component) for a, s in zip(answers, scores, strict=True)),
                 "success": any(s is not None and s.success for s in scores),
             }
         )
@@ -198,15 +218,18 @@ def format_warmup(
     examples, stats = sft.build_targets(engine, task, target_problems)
     kind = resolve_targets(plan.targets, task)
     if kind in ("extracted", "worked"):
-        extracted, stats["skipped_nothing_extracted"] = extracted_targets(
+        extracted, dropped = extracted_targets(
             task, examples, plan.m, plan.delimiter, worked=kind == "worked", format_component=plan.format_component
         )
+        stats.update(dropped)
         if extracted or plan.targets != "auto":
             examples = extracted
-        else:  # "auto", and the task read no answer in any sample (a model that never commits): teach them as written
+        else:  # "auto", and no problem gave such targets (a model that never commits): teach them as written
             kind = "self"
             print(
-                f"{plan.name}: warm-up: no answer extracted from any sample; its targets are the samples as written",
+                f"{plan.name}: warm-up: no problem gave {plan.m} distinct answer(s) the task could read in samples "
+                f"that ended (nothing extracted: {dropped['skipped_nothing_extracted']}, fewer than {plan.m}: "
+                f"{dropped['skipped_fewer_than_m']} problems); its targets are the samples as written",
                 file=sys.stderr,
             )
     if not examples:
@@ -316,29 +339,52 @@ def worked_answer(task: Task, problem: Problem, text: str, extracted: str, forma
 
 def extracted_targets(
     task: Task, examples: Sequence, m: int, delimiter: str, worked: bool = False, format_component: str = ""
-) -> tuple[list, int]:
-    """Each example's M answers replaced by the distinct answers the task extracts from them, written short (or,
-    ``worked``, each as the policy wrote it with that short form after it: worked_answer); fewer than M distinct
-    repeat in turn (the format is what is taught). Returns the examples and how many problems were dropped because
-    nothing could be extracted from any of their answers. A target that repeats one already kept for its problem
-    (one-answer targets: two samples with the same answer) is kept once."""
-    out, dropped, seen = [], 0, set()
+) -> tuple[list, dict[str, int]]:
+    """Each example's M answers replaced by M distinct answers of its problem's samples, written short (or,
+    ``worked``, each as the policy wrote it with that short form after it: worked_answer). The candidates are the
+    example's ``pool`` (its problem's samples, in selection order, with whether each ended), else its answers;
+    only samples that ended (never one cut at the token limit), non-empty, without the delimiter and with an answer
+    the task extracted are used: distinct extracted answers first, then (worked) distinct texts. A problem with
+    fewer than M distinct written answers is dropped, not padded with repeats. A target that repeats one already
+    kept for its problem (one-answer targets: two samples with the same answer) is kept once.
+
+    Returns the examples and counts: ``skipped_nothing_extracted`` (examples with no usable answer at all),
+    ``skipped_fewer_than_m`` (with some, but fewer than M distinct), ``skipped_cut_samples`` (samples left out
+    because they were cut at the token limit)."""
+    out, seen = [], set()
+    counts = {"skipped_nothing_extracted": 0, "skipped_fewer_than_m": 0, "skipped_cut_samples": 0}
     for example in examples:
-        found: dict[str, str] = {}  # extracted answer -> the first text it came from
-        for text in example.answers:
+        pool = example.pool or [(text, True) for text in example.answers]  # hand-made: its answers, as ended
+        usable: list[tuple[str, str]] = []  # (text, the answer the task extracted from it)
+        for text, finished in pool:
+            if not text.strip() or (m > 1 and delimiter in text):
+                continue
+            if not finished:  # cut mid-answer: no format glued after it, no answer read from it
+                counts["skipped_cut_samples"] += 1
+                continue
             extracted = task.score(example.problem, text).extracted
-            if extracted is not None and extracted not in found:
-                found[extracted] = text
-        if not found:
-            dropped += 1
+            if extracted is not None:
+                usable.append((text, extracted))
+        if not usable:
+            counts["skipped_nothing_extracted"] += 1
             continue
-        picks = [list(found.items())[i % len(found)] for i in range(m)]
+        picks: list[tuple[str, str]] = []
+        for text, answer in usable:  # distinct answers first: the spread the M-answer format is for
+            if len(picks) < m and answer not in {a for _, a in picks}:
+                picks.append((text, answer))
+        if worked:  # then distinct texts: the same answer reached another way
+            for text, answer in usable:
+                if len(picks) < m and text.strip() not in {t.strip() for t, _ in picks}:
+                    picks.append((text, answer))
         answers = [
             worked_answer(task, example.problem, text, answer, format_component)
             if worked
             else written_answer(task, example.problem, answer)
-            for answer, text in picks
+            for text, answer in picks
         ]
+        if len(answers) < m or len(set(answers)) < m:  # never padded with repeats
+            counts["skipped_fewer_than_m"] += 1
+            continue
         if (example.problem.id, tuple(answers)) in seen:
             continue
         seen.add((example.problem.id, tuple(answers)))
@@ -350,4 +396,4 @@ def extracted_targets(
                 success=[task.score(example.problem, a).success for a in answers],
             )
         )
-    return out, dropped
+    return out, counts

@@ -412,6 +412,8 @@ class GRPOTrainer:
                         p.copy_(saved.to(p.device))
                 push_weights(engine, model, dp)
                 last_good = step if stats else step - 1  # a spike undoes this step's update, else the previous one's
+                # what the comparisons mark the run with (harness/report/data.py stopped_note): not "no change"
+                store.update_metrics({"stopped/at_step": step, "stopped/steps_trained": max(last_good, 0)})
                 self.warn(
                     store,
                     f"{self.name} stopped at step {step}: policy collapse ({collapse}); the policy is "

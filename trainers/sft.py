@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from tqdm import tqdm
@@ -35,7 +35,7 @@ from tqdm import tqdm
 from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
 from harness.failures import PluginFailed
-from harness.multi_answer import DELIMITER, instruct, join_answers
+from harness.multi_answer import DELIMITER, answer_budget, instruct, join_answers
 from harness.plugins.options import make_config
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
@@ -115,6 +115,9 @@ class Example:
     target: str
     answers: list[str]  # the answers joined into the target (one when M is 1)
     success: list[bool | None]  # per answer: the task's verdict (None for references: not sampled)
+    # "self"/"teacher": the samples the answers were chosen from, in selection order, each with whether it ended
+    # before the budget (Completion.finished): a caller that rewrites the answers (the format warm-up) chooses again
+    pool: list[tuple[str, bool]] = field(default_factory=list)
 
 
 class SFTTrainer:
@@ -202,12 +205,13 @@ class SFTTrainer:
         started = time.perf_counter()
         m = cfg.answers_per_rollout
         # Each answer is sampled alone with the plain task prompt: before the warm-up, the policy cannot write the
-        # multi-answer format itself; the target joins M of them.
+        # multi-answer format itself; the target joins M of them. Each gets one answer's share of the target budget,
+        # as an M-answer rollout of that budget leaves each answer (harness/multi_answer.py answer_budget).
         completions = source.generate(
             [task.messages(p) for p in problems],
             SamplingParams(
                 n=cfg.samples_per_problem,
-                max_new_tokens=max(1, cfg.max_target_tokens // m),
+                max_new_tokens=answer_budget(cfg.max_target_tokens, m),
                 temperature=cfg.temperature,
                 seed=cfg.seed,
             ),
@@ -223,6 +227,7 @@ class SFTTrainer:
         examples: list[Example] = []
         fallback = too_few = 0
         for problem, samples in zip(problems, by_problem, strict=True):
+            ranked = _rank(samples, None if cfg.select == "sampled" else task.reward_weights)
             if cfg.select == "sampled":  # sampling order, success not looked at: distinct answers, the format
                 chosen = _select_distinct(samples, m, None, cfg.delimiter)
             else:
@@ -244,6 +249,8 @@ class SFTTrainer:
                         join_answers(answers, cfg.delimiter) if m > 1 else answers[0],
                         answers,
                         [s.success if s is not None else False for _, s in group],
+                        # M > 1: every sample of the problem; one answer: its own
+                        [(c.text, c.finished) for c, _ in (ranked if m > 1 else group)],
                     )
                 )
         return examples, {

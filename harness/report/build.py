@@ -8,6 +8,7 @@ import csv
 import html
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,10 +130,12 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
             }
         )
     diversity = sorted({n for r in rows for n in r.other if n.startswith("diversity/")})
-    behaviour = sorted({n for r in rows for n in r.other if n.startswith("behaviour/")})
+    behaviour = sorted(
+        {n for r in rows for n in r.other if n.startswith((data.BEHAVIOUR, data.HELD_OUT))}, key=data._order
+    )
     # Every other number a searcher returned (its own metrics too, e.g. a plugin's "majority@8"): nothing it
     # reports is dropped from the page, whatever it is called.
-    other = data.other_columns(rows, leave_out=("diversity/", "behaviour/"))
+    other = data.other_columns(rows, leave_out=("diversity/", data.BEHAVIOUR, data.HELD_OUT))
     columns = data.headline_columns(rows)
     after_before = compare.after_minus_before(every_row)
     between = compare.method_differences(every_row)
@@ -156,6 +159,9 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
         "identity": [c for c in identity if c not in dict(constant)],
         "constant": constant,
         "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)],
+        # each trained run's format warm-up SFT steps, a column beside phase wherever any row trained
+        "warmup_column": any(r.warmup_steps is not None for r in rows),
+        "fmt_steps": fmt_steps,
         "split": split,
         "notes": [(r, r.note) for r in rows if r.note],
         # what the runs themselves warned about (training stopped early, reward fell): under the leaderboard,
@@ -173,6 +179,8 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
         "behaviour_plots": plots.behaviour_vs_accuracy(every_row, plot_dir),
         "diversity": diversity,
         "behaviour": behaviour,
+        # a heading says which behaviour figure is the training reward's scorer and which the held-out evaluator
+        "metric_label": metric_labeller(every_row),
         "other": other,
         "all_other": data.other_columns(rows),
         "skipped": [],
@@ -217,8 +225,20 @@ def split(columns: list[str]) -> list[tuple[str, list[str]]]:
     ]
 
 
+def metric_labeller(rows: list[data.Row]) -> Callable[[str], str]:
+    """The headings of these rows' metrics (``data.metric_label``): behaviour/ as the training scorer, heldout/ as
+    the held-out evaluator."""
+    names = {n for r in rows for n in (*r.other, *r.headline)}
+    return lambda name: data.metric_label(name, names)
+
+
 def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def fmt_steps(value: int | None) -> str:
+    """A row's warm-up steps: "-" on a row of no training (before, eval), else the count (0: no warm-up)."""
+    return "-" if value is None else str(value)
 
 
 def fmt_number(value: float | None, whole: bool = False) -> str:
@@ -278,7 +298,7 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     for row in rows:
         record: dict[str, Any] = {
             k: getattr(row, k)
-            for k in ("task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems", "run")
+            for k in ("task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems", "run", "warmup_steps")
         }
         record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
         record["note"] = row.note
@@ -313,15 +333,25 @@ def write_exports(rows: list[data.Row], columns: list[str], out: Path, context: 
 def markdown(context: dict[str, Any]) -> str:
     """The leaderboard and the figures as Markdown a README can include (figure paths relative to the report)."""
     columns = context["columns"]
+    label = context.get("metric_label", str)
+    warm_up = int(bool(context.get("warmup_column")))
     lines = [
         "# Leaderboard",
         "",
         "Each cell: value [95% interval over problems: bootstrap for pass@k/best@k and for behaviour scores "
         "(each problem's mean), Wilson for solved@c]. "
-        "One before row per evaluation of the base model.",
+        "One before row per evaluation of the base model."
+        + (
+            " Warm-up steps: the SFT steps of the run's format warm-up before RL (0: none; -: a row of no training)."
+            if warm_up
+            else ""
+        ),
         "",
-        "| task | trainer | searcher | model | seed | phase | " + " | ".join(columns) + " |",
-        "|" + "---|" * (6 + len(columns)),
+        "| task | trainer | searcher | model | seed | phase | "
+        + ("warm-up steps | " if warm_up else "")
+        + " | ".join(map(label, columns))
+        + " |",
+        "|" + "---|" * (6 + warm_up + len(columns)),
     ]
     for row in context["rows"]:
         method = f"{row.arm} ({row.trainer})" if row.arm else row.trainer
@@ -332,6 +362,7 @@ def markdown(context: dict[str, Any]) -> str:
             row.model,
             str(row.seed),
             row.phase,
+            *([fmt_steps(row.warmup_steps)] if warm_up else []),
             *(fmt_ci(row.headline.get(c)) for c in columns),
         ]
         lines.append(_md_row(cells))
@@ -350,7 +381,7 @@ def markdown(context: dict[str, Any]) -> str:
             "",
             "## Other metrics",
             "",
-            "| run | phase | " + " | ".join(other) + " |",
+            "| run | phase | " + " | ".join(map(label, other)) + " |",
             "|" + "---|" * (2 + len(other)),
         ]
         for row in context["rows"]:
@@ -408,6 +439,7 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
     """The paired differences, the means over seeds and the solved-only-by lists, as Markdown."""
     lines: list[str] = []
     columns = context["difference_columns"]
+    label = context.get("metric_label", str)
     for title, diffs in (
         ("After - before, per run", context["after_before"]),
         ("Method - method, same problems and seed", context["between"]),
@@ -420,7 +452,7 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
             "",
             "Mean paired difference [95% paired bootstrap over the problems].",
             "",
-            "| task | model | searcher | seed | A - B | problems | " + " | ".join(columns) + " | note |",
+            "| task | model | searcher | seed | A - B | problems | " + " | ".join(map(label, columns)) + " | note |",
             "|" + "---|" * (7 + len(columns)),
         ]
         for d in diffs:
@@ -447,7 +479,7 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
             "means (seeds - 1 degrees of freedom)] {over problems only: the seeds' runs fixed} "
             "(the lowest and highest seed's figure). A gain over seeds is one whose first interval excludes 0.",
             "",
-            "| task | model | searcher | what | seeds | " + " | ".join(names) + " |",
+            "| task | model | searcher | what | seeds | " + " | ".join(map(label, names)) + " |",
             "|" + "---|" * (5 + len(names)),
         ]
         for g in groups:

@@ -241,7 +241,7 @@ def after_minus_before(rows: list[Row], seed: int = 0) -> list[Difference]:
                 "after - before",
                 after,
                 before,
-                f"{after.method} after",
+                f"{after.method} after" + (f" ({after.stopped})" if after.stopped else ""),
                 "before",
                 ("after - before", seed_key(after)),
                 seed=seed,
@@ -293,6 +293,7 @@ def _labels(rows: list[Row]) -> dict[str, str]:
     return {
         row.run_dir: (f"{row.method} ({BASE})" if row.trainer == "none" else row.method)
         + (f" [{row.run}]" if count[row.method] > 1 else "")
+        + (f" ({row.stopped})" if row.stopped else "")
         for row in rows
     }
 
@@ -541,7 +542,7 @@ def over_seeds(rows: list[Row], seed: int = 0) -> list[OverSeeds]:
         trainers = sorted({t for r in members for t in r.method.split(", ")})
         label = (
             f"{BASE} (before: {', '.join(trainers)})" if first.phase == "before" else f"{first.method} ({first.phase})"
-        )
+        ) + _stopped_seeds((r.seed, r.stopped) for r in members)
         group = OverSeeds(
             "run",
             first.task,
@@ -578,7 +579,8 @@ def differences_over_seeds(differences: list[Difference], seed: int = 0) -> list
             first.task,
             first.model,
             first.searcher,
-            f"{first.a} - {first.b}",
+            f"{_unmarked(first.a)} - {_unmarked(first.b)}"
+            + _stopped_seeds((d.seed, note) for d in members for note in (d.a, d.b) if STOPPED in note),
             [d.seed for d in members],
             runs=[f"{d.runs[0]} - {d.runs[1]}" for d in members],
         )
@@ -588,6 +590,20 @@ def differences_over_seeds(differences: list[Difference], seed: int = 0) -> list
         if group.metrics:
             out.append(group)
     return out
+
+
+STOPPED = " (stopped: "  # how a stopped run's label is marked (data.stopped_note)
+
+
+def _unmarked(label: str) -> str:
+    """A label without its stopped mark: the over-seeds label names the seeds that stopped instead."""
+    return label.split(STOPPED)[0]
+
+
+def _stopped_seeds(notes: Iterable[tuple[int, str]]) -> str:
+    """ " [seed 1 stopped: 2 of 4 steps trained]" for the (seed, note or label) pairs that carry a stopped mark."""
+    marks = [f"seed {seed} stopped: {note.split('stopped: ', 1)[1].rstrip(')')}" for seed, note in notes if note]
+    return f" [{'; '.join(marks)}]" if marks else ""
 
 
 def t_interval_over_seeds(figures: list[float]) -> tuple[float, float]:

@@ -21,6 +21,7 @@ import json
 import math
 import re
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from harness.metrics.unbiased import best_at_k, pass_at_k
 PHASES = ("before", "after", "eval")
 HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
 BEHAVIOUR = "behaviour/"  # behaviour/<name>: a headline metric too where its per-problem scores reproduce it
+HELD_OUT = "heldout/"  # heldout/<name>: the same behaviour by its held-out evaluator (no trainer uses it); likewise
 BOOTSTRAP_RESAMPLES = 2000
 
 
@@ -62,6 +64,10 @@ class Row:
     shared_by: list[str] = field(default_factory=list)  # a "before" row standing for several runs: their trainers
     note: str = ""  # why this row is as it is (merged baselines, baselines kept apart)
     arm: str = ""  # the experiment file's arm the run belongs to ("" outside arms)
+    # a trained run's format warm-up SFT steps (metric warmup/steps; 0 without a warm-up) on its "after" row: arms
+    # with one stop rule can take very different amounts of it; None on a row of no training ("before", "eval")
+    warmup_steps: int | None = None
+    stopped: str = ""  # a trained run stopped early and rolled back: "stopped: 2 of 4 steps trained" ("" otherwise)
     # Not exported: per-problem values of each headline metric that reproduce its figure ("pass@4" -> {id: value}),
     # which problems any candidate solved, and the run's manifest (for grouping runs).
     values: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
@@ -79,6 +85,8 @@ class Row:
         "seed",
         "phase",
         "problems",
+        "warmup_steps",
+        "stopped",
         "other",
         "shared_by",
         "note",
@@ -146,13 +154,17 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
                 problems,
                 manifest=manifest,
                 arm=str(config.get("arm") or ""),
+                warmup_steps=warmup_steps(metrics) if phase == "after" else None,
+                stopped=stopped_note(metrics, config) if phase == "after" else "",
                 solved={p["problem_id"]: p["successes"] > 0 for p in per_problem},
             )
             for name, value in sorted(mine.items(), key=lambda kv: _order(kv[0])):
                 match = HEADLINE.match(name)
                 if not match:
                     row.other[name] = value
-                    if name.startswith(BEHAVIOUR) and (scores := behaviour_values(name, value, per_problem)):
+                    if name.startswith((BEHAVIOUR, HELD_OUT)) and (
+                        scores := behaviour_values(name, value, per_problem)
+                    ):
                         row.values[name] = scores  # paired after - before and method - method like pass@k
                         row.headline[name] = Estimate(value, *bootstrap(list(scores.values()), seed))
                     continue
@@ -168,6 +180,24 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
                     row.headline[name] = Estimate(value)
             rows.append(row)
     return rows
+
+
+def stopped_note(metrics: dict[str, float], config: dict[str, Any]) -> str:
+    """ "stopped: K of N steps trained" for a run whose trainer stopped and rolled back (``stopped/steps_trained``,
+    trainers/grpo.py), else "": a comparison must not read a rolled-back run as "no change"."""
+    kept = metrics.get("stopped/steps_trained")
+    if not isinstance(kept, (int, float)):
+        return ""
+    planned = config.get("steps")
+    return f"stopped: {int(kept)} of {planned if planned is not None else '?'} steps trained"
+
+
+def warmup_steps(metrics: dict[str, float]) -> int:
+    """The SFT steps a trained run's format warm-up took (``warmup/steps``); 0 for a run without one."""
+    try:
+        return int(metrics.get("warmup/steps", 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def answers_per_rollout(manifest: dict[str, Any]) -> int:
@@ -205,11 +235,15 @@ def problem_values(
 
 
 def behaviour_values(name: str, value: float, per_problem: list) -> dict[str, float] | None:
-    """{problem id: the mean behaviour score of its answers} for ``behaviour/<name>``, or None where the store has
-    no scores for some problem or they do not reproduce ``value`` (the run's mean over all its answers)."""
-    behaviour, sums = name.removeprefix(BEHAVIOUR), {}
+    """{problem id: the mean behaviour score of its answers} for ``behaviour/<name>`` (the training scorer's, from
+    the store's ``behaviours`` column) or ``heldout/<name>`` (the held-out evaluator's, ``held_out``), or None where
+    the store has no scores for some problem or they do not reproduce ``value`` (the run's mean over all its
+    answers)."""
+    column = "held_out" if name.startswith(HELD_OUT) else "behaviours"
+    behaviour, sums = name.removeprefix(HELD_OUT if column == "held_out" else BEHAVIOUR), {}
     for p in per_problem:
-        scores = json.loads(p["behaviours"]).get(behaviour) if p["behaviours"] else None
+        stored = p[column]  # NULL: indexed before the column existed
+        scores = json.loads(stored).get(behaviour) if stored else None
         if not scores or not scores[1]:
             return None
         sums[p["problem_id"]] = scores
@@ -356,12 +390,29 @@ def manifest(conn: sqlite3.Connection, run_dir: str) -> dict[str, Any]:
 
 
 def is_headline(name: str) -> bool:
-    """pass@k, best@k, solved@c, or a behaviour score."""
-    return bool(HEADLINE.match(name)) or name.startswith(BEHAVIOUR)
+    """pass@k, best@k, solved@c, or a behaviour score (its training scorer's or its held-out evaluator's)."""
+    return bool(HEADLINE.match(name)) or name.startswith((BEHAVIOUR, HELD_OUT))
 
 
 def _order(name: str) -> tuple:
+    """pass@k, best@k, solved@c by k, then the rest by name, a behaviour's heldout/ right after its behaviour/."""
     match = HEADLINE.match(name)
     if match:
-        return (0, ("pass", "best", "solved").index(match[1]), int(match[2]), name)
-    return (1, 0, 0, name)
+        return (0, ("pass", "best", "solved").index(match[1]), int(match[2]), name, 0)
+    if name.startswith(HELD_OUT):
+        return (1, 0, 0, BEHAVIOUR + name.removeprefix(HELD_OUT), 1)
+    return (1, 0, 0, name, 0)
+
+
+def metric_label(name: str, names: Iterable[str]) -> str:
+    """A column's heading: ``behaviour/<b>`` says it is the training reward's scorer (and, where no row has
+    ``heldout/<b>``, that the behaviour has no held-out evaluator), ``heldout/<b>`` that it is the held-out
+    evaluator; any other name as it is. ``names``: every metric the report shows."""
+    if name.startswith(BEHAVIOUR):
+        held_out = HELD_OUT + name.removeprefix(BEHAVIOUR)
+        if held_out in set(names):
+            return f"{name} (training scorer)"
+        return f"{name} (training scorer; no held-out evaluator)"
+    if name.startswith(HELD_OUT):
+        return f"{name} (held-out evaluator)"
+    return name

@@ -15,7 +15,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 
-from harness.report.data import HEADLINE, Row
+from harness.report.data import BEHAVIOUR, HEADLINE, HELD_OUT, Row, _order, metric_label
 from harness.store.run_folder import write_atomic
 
 
@@ -91,18 +91,22 @@ def during_training_curves(run: str, names: list[str], points: list[dict], folde
 
 def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]]:
     """For each behaviour measured before and after training (VSPO, RLAIF, reward-shaped GRPO runs): pass@1
-    against the behaviour score, an arrow from before to after per run. Returns (behaviour, file) pairs."""
+    against the behaviour score, an arrow from before to after per run; one figure by the training reward's scorer
+    (behaviour/<name>) and, where the behaviour has one, one by its held-out evaluator (heldout/<name>), each titled
+    as such. Returns (its heading, file) pairs."""
     by_run: dict[str, dict[str, Row]] = defaultdict(dict)
     for row in rows:
         by_run[row.run_dir][row.phase] = row
-    names = sorted({n.split("/", 1)[1] for r in rows for n in r.other if n.startswith("behaviour/")})
+    every = {n for r in rows for n in r.other}
+    metrics = sorted((n for n in every if n.startswith((BEHAVIOUR, HELD_OUT))), key=_order)
     out = []
-    for name in names:
+    for metric in metrics:
+        label = metric_label(metric, every)
         fig, ax = plt.subplots(figsize=(5.6, 4))
         drawn = False
         for phases in by_run.values():
             before, after = phases.get("before"), phases.get("after")
-            points = [(r.other.get(f"behaviour/{name}"), r.headline.get("pass@1")) for r in (before, after) if r]
+            points = [(r.other.get(metric), r.headline.get("pass@1")) for r in (before, after) if r]
             points = [(x, y.value) for x, y in points if x is not None and y is not None]
             if len(points) == 2:
                 (x0, y0), (x1, y1) = points
@@ -111,12 +115,12 @@ def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]
                 ax.scatter([x1], [y1], s=30, label=f"{after.method} s{after.seed}")
                 drawn = True
         if drawn:
-            ax.set_xlabel(f"behaviour/{name} (mean over answers)")
+            ax.set_xlabel(f"{metric} (mean over answers)")
             ax.set_ylabel("pass@1")
-            ax.set_title(f"{name} vs accuracy (grey: before training)", fontsize=9)
+            ax.set_title(f"{label} vs accuracy (grey: before training)", fontsize=9)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-            out.append((name, _save(fig, folder, f"behaviour-{name}.png")))
+            out.append((label, _save(fig, folder, metric.replace("/", "-", 1) + ".png")))
         else:
             plt.close(fig)
     return out

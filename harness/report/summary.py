@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.compare import Difference, after_minus_before
-from harness.report.data import leaderboard
+from harness.report.data import leaderboard, metric_label
 from harness.store.reading import read_jsonl
 from harness.store.results_db import open_index
 
@@ -25,7 +25,7 @@ def summary_table(metrics: dict[str, Any]) -> str:
         rows = []
         for name in names:
             values = [metrics.get(f"{p}/{name}") for p in phases]
-            row = [name, *(_fmt(v) for v in values)]
+            row = [metric_label(name, names), *(_fmt(v) for v in values)]
             if "change" in header:  # every row has the cell: a metric of one phase only (evolve's children/...) too
                 row.append(_change(values[0], values[1]))
             rows.append(row)
@@ -65,31 +65,62 @@ def warm_up_line(metrics: dict[str, Any]) -> str:
     )
 
 
+NO_WORSE_MARGIN = 0.1  # "no worse" is said only where the interval excludes a drop of this much
+# (z(0.975) + z(0.8)) x the standard error: the change a paired test at 5% would detect 80% of the time
+DETECTABLE_SE = 2.80
+
+
 def paired_change(db: Path, run_dir: Path) -> str:
     """After - before of a trained run, paired over its eval problems with a 95% bootstrap interval: whether the
-    change is more than which problems happened to be drawn (an interval that excludes 0). Empty when the run has no
-    before/after pair in the index."""
+    change is more than which problems happened to be drawn (an interval that excludes 0), the verdict it supports,
+    and the smallest change this many problems could detect. Empty when the run has no before/after pair in the
+    index."""
     diff = paired_difference(db, run_dir)
     if diff is None:
         return ""
     rows = [
         [
-            name,
+            metric_label(name, diff.metrics),
             f"{e.value:+.3f}",
             f"[{e.low:+.3f}, {e.high:+.3f}]",
-            "yes" if e.low is not None and (e.low > 0 or e.high < 0) else "no",
+            verdict(e),
+            f"{detectable(diff.values[name]):.3f}",
         ]
         for name, e in diff.metrics.items()
-        if e.low is not None and not math.isnan(e.low)
+        if e.low is not None and not math.isnan(e.low) and name in diff.values
     ]
     if not rows:
         return ""
     return "\n".join(
         [
-            f"\nafter - before, paired over the {diff.problems} eval problems (95% bootstrap interval):",
-            *_table(["metric", "change", "interval", "excludes 0"], rows),
+            f"\nafter - before, paired over the {diff.problems} eval problems (95% bootstrap interval; verdict: "
+            f"better or worse where it excludes 0, no worse where it excludes a drop of {NO_WORSE_MARGIN}; "
+            f"detectable: the change this many problems would show 80% of the time, from the paired spread):",
+            *_table(["metric", "change", "interval", "verdict", "detectable"], rows),
         ]
     )
+
+
+def verdict(change: Any) -> str:
+    """What a paired interval supports: "better" or "worse" where it excludes 0, "no worse" where it excludes a drop
+    of ``NO_WORSE_MARGIN``, else "undecided" (it cannot tell a drop of that size from no change)."""
+    if change.low > 0:
+        return "better"
+    if change.high < 0:
+        return "worse"
+    return "no worse" if change.low > -NO_WORSE_MARGIN else "undecided"
+
+
+def detectable(differences: list[float]) -> float:
+    """The smallest mean change a paired comparison over these problems detects 80% of the time at 5% two-sided:
+    2.8 standard errors of the mean per-problem difference. With no spread at all (every problem moved alike) the
+    spread of a single problem's change is unknown: 2.8 / sqrt(n) x 0.5 stands in, a 0/1 score's largest sd."""
+    n = len(differences)
+    if n < 2:
+        return math.nan
+    mean = math.fsum(differences) / n
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in differences) / (n - 1))
+    return DETECTABLE_SE * (sd if sd > 0 else 0.5) / math.sqrt(n)
 
 
 def paired_difference(db: Path, run_dir: Path) -> Difference | None:

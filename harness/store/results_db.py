@@ -45,14 +45,14 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS metrics (run_dir TEXT, key TEXT, value REAL, PRIMARY KEY (run_dir, key));
 CREATE TABLE IF NOT EXISTS curves (run_dir TEXT, key TEXT, step INTEGER, value REAL, PRIMARY KEY (run_dir, key, step));
 CREATE TABLE IF NOT EXISTS problems (run_dir TEXT, phase TEXT, problem_id TEXT, n INTEGER, successes INTEGER,
-    scalars TEXT, outcomes TEXT, behaviours TEXT, PRIMARY KEY (run_dir, phase, problem_id));
+    scalars TEXT, outcomes TEXT, behaviours TEXT, held_out TEXT, PRIMARY KEY (run_dir, phase, problem_id));
 CREATE TABLE IF NOT EXISTS examples (run_dir TEXT, phase TEXT, which TEXT, problem_id TEXT, text TEXT,
     extracted TEXT, scalar REAL, rewards TEXT, PRIMARY KEY (run_dir, phase, which));
 """
 TABLES = ("runs", "metrics", "curves", "problems", "examples")
 # Columns added after a table's first version: (table, column, type). A store written before them gets them on
 # connect (NULL in its old rows, which a report reads as "not recorded"); `harness index` fills them.
-ADDED_COLUMNS = (("problems", "outcomes", "TEXT"), ("problems", "behaviours", "TEXT"))
+ADDED_COLUMNS = (("problems", "outcomes", "TEXT"), ("problems", "behaviours", "TEXT"), ("problems", "held_out", "TEXT"))
 
 
 def connect(db: Path | str) -> sqlite3.Connection:
@@ -129,7 +129,7 @@ def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> No
         conn.executemany("INSERT INTO curves VALUES (?,?,?,?)", [(key, *c) for c in rows["curves"]])
         conn.executemany(
             "INSERT INTO problems (run_dir, phase, problem_id, n, successes, scalars, outcomes, "
-            "behaviours) VALUES (?,?,?,?,?,?,?,?)",
+            "behaviours, held_out) VALUES (?,?,?,?,?,?,?,?,?)",
             [(key, *p) for p in rows["problems"]],
         )
         conn.executemany("INSERT INTO examples VALUES (?,?,?,?,?,?,?,?)", [(key, *e) for e in rows["examples"]])
@@ -327,8 +327,8 @@ def _inside(exc: ValueError, run_dir: Path) -> str:
 
 
 def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
-    """(phase, problem, n, successes, scalars, outcomes, behaviours) per problem and the best and worst candidate
-    per phase.
+    """(phase, problem, n, successes, scalars, outcomes, behaviours, held_out) per problem and the best and worst
+    candidate per phase.
 
     A scorer error (scalar None) is a failure for pass@k and takes the problem's lowest known value for best@k, as
     in best-of-k, so the numbers recomputed from here equal the ones the run printed. ``outcomes`` (JSON) lists,
@@ -337,7 +337,8 @@ def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
     where a missing answer is never a rollout's best), the model call at which it was made (evolve) gives each
     problem's solved@c. ``behaviours`` (JSON or None) holds, per behaviour a searcher scored (``--set
     searcher.behaviours``), [sum, count] over the problem's answers, so a report can pair behaviour scores by
-    problem and check them against the run's ``behaviour/<name>``."""
+    problem and check them against the run's ``behaviour/<name>``; ``held_out`` the same for the records'
+    "held_out" scores (a behaviour's held-out evaluator), against ``heldout/<name>``."""
     by_problem: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for record in records:
         by_problem[(str(record.get("phase")), str(record.get("problem_id")))].append(record)
@@ -364,6 +365,7 @@ def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
                 json.dumps(values),
                 json.dumps(outcomes),
                 _behaviour_sums(records),
+                _behaviour_sums(records, "held_out"),
             )
         )
         by_phase[phase].extend(r for r in records if _number(r.get("scalar")))
@@ -389,11 +391,12 @@ def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
     return problems, examples
 
 
-def _behaviour_sums(records: list[dict]) -> str | None:
-    """{name: [sum, count]} of the behaviour scores the records hold, as JSON; None when they hold none."""
+def _behaviour_sums(records: list[dict], key: str = "behaviours") -> str | None:
+    """{name: [sum, count]} of the behaviour scores the records hold under ``key`` ("behaviours": the training
+    scorers', "held_out": the held-out evaluators'), as JSON; None when they hold none."""
     sums: dict[str, list[float]] = {}
     for record in records:
-        scores = record.get("behaviours")
+        scores = record.get(key)
         for name, score in scores.items() if isinstance(scores, dict) else ():
             if _number(score):
                 total = sums.setdefault(str(name), [0.0, 0])
