@@ -12,6 +12,7 @@ runner). A plugin that declares nothing has the defaults: the plain protocol. A 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -339,4 +340,4 @@ class Behaviour:
 def _unit(value: Any) -> float | None:
     """A held-out value as a float, None when it is not a finite number (left out of a mean, like a raise)."""
     number = float(value)
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None

@@ -241,22 +241,22 @@ SEEN_MAX = 4096
 
 
 def _embed(texts: Sequence[str]) -> torch.Tensor:
-    """The texts' embeddings, those not seen lately computed in batches of BATCH."""
+    """The texts' embeddings: those not seen lately computed in batches of BATCH, then remembered (oldest out)."""
     import torch
 
     from harness.metrics.embeddings import embed
 
     todo = list(dict.fromkeys(t for t in texts if t not in _SEEN))
+    fresh: dict[str, torch.Tensor] = {}
     for i in range(0, len(todo), BATCH):
         chunk = todo[i : i + BATCH]
-        for text, vector in zip(chunk, embed(chunk), strict=True):
-            if len(_SEEN) >= SEEN_MAX:
-                _SEEN.pop(next(iter(_SEEN)))  # the oldest first
-            _SEEN[text] = vector
-    vectors = [_SEEN.get(t) for t in texts]
-    if any(v is None for v in vectors):  # more new texts than the cache holds: embed them directly
-        return torch.cat([embed(list(texts[i : i + BATCH])) for i in range(0, len(texts), BATCH)])
-    return torch.stack(vectors)  # type: ignore[arg-type]
+        fresh.update(zip(chunk, embed(chunk), strict=True))
+    vectors = torch.stack([fresh[t] if t in fresh else _SEEN[t] for t in texts])
+    for text, vector in fresh.items():
+        if len(_SEEN) >= SEEN_MAX:
+            _SEEN.pop(next(iter(_SEEN)))
+        _SEEN[text] = vector
+    return vectors
 
 
 @functools.lru_cache(maxsize=4096)

@@ -226,16 +226,12 @@ class SFTTrainer:
 
         examples: list[Example] = []
         fallback = too_few = 0
+        weights = None if cfg.select == "sampled" else task.reward_weights  # None: sampling order, the format
         for problem, samples in zip(problems, by_problem, strict=True):
-            ranked = _rank(samples, None if cfg.select == "sampled" else task.reward_weights)
-            if cfg.select == "sampled":  # sampling order, success not looked at: distinct answers, the format
-                chosen = _select_distinct(samples, m, None, cfg.delimiter)
+            if cfg.select == "sampled" or m > 1:  # distinct answers
+                chosen = _select_distinct(samples, m, weights, cfg.delimiter)
             else:
-                chosen = (
-                    _select_distinct(samples, m, task.reward_weights, cfg.delimiter)
-                    if m > 1
-                    else _select_successful(samples, task.reward_weights)
-                )
+                chosen = _select_successful(samples, weights)
             if len(chosen) < m:
                 too_few += 1
                 continue
@@ -249,8 +245,8 @@ class SFTTrainer:
                         join_answers(answers, cfg.delimiter) if m > 1 else answers[0],
                         answers,
                         [s.success if s is not None else False for _, s in group],
-                        # M > 1: every sample of the problem; one answer: its own
-                        [(c.text, c.finished) for c, _ in (ranked if m > 1 else group)],
+                        # M > 1: every sample of the problem, in selection order; one answer: its own
+                        [(c.text, c.finished) for c, _ in (_rank(samples, weights) if m > 1 else group)],
                     )
                 )
         return examples, {
