@@ -19,7 +19,8 @@ Means over seeds: runs that differ only in their seed are grouped; the value is 
 - over seeds (``metrics``; the one a gain is judged by): the wider of two. A hierarchical bootstrap (``bootstrap``)
   resamples the seeds (with replacement), then each drawn seed's problems from its own: it treats the training
   runs as a sample, so one seed that fell widens it. With 2 or 3 seeds it is optimistic (the seeds' bootstrap has
-  3 or 10 distinct draws; simulated, it covered 86-88% where 95% was meant when seed-to-seed variance dominates),
+  3 or 10 distinct draws; over 3 seeds it covered 77-82% where 95% was meant when seed-to-seed variance dominates,
+  bench/seed_interval_coverage.py),
   so beside it stands Student's t-interval over the seeds' means (``t_interval``, seeds - 1 degrees of freedom:
   mean +- t x sd / sqrt(seeds)), which holds its coverage for normal seed means however few. A verdict reads
   the wider, bound by bound.
