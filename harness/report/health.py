@@ -27,7 +27,8 @@ from typing import Any
 from harness.report.student_t import t_quantile
 
 # each test's one-sided false-alarm rate. Flat 4-step curves (noise sd 0.1, 10,000 simulated) then warn 2.0% of the
-# time with independent noise, 3.0% with AR(1) noise of 0.5 and 4.3% of 0.8 (a drifting curve does look like a trend)
+# time with independent noise, 3.0% with AR(1) noise of 0.5 and 4.5% of 0.8 (a drifting curve does look like a
+# trend): bench/health_false_alarms.py
 LEVEL = 0.01
 MIN_DROP = 0.05  # a fall of the reward smaller than this (in its own units) is not warned, however steady
 MIN_STEPS = 4  # with 3 points the slope's error has 1 degree of freedom: a single odd step decides it
