@@ -96,8 +96,8 @@ class MathTask:
     # emphasis and quotes around a committed value are read through; v7: the question's own sum stated equal to a
     # value commits to it ("77 - 33 = 22", later sums on other numbers are steps), fenced code, boxes that hold no
     # value or are operands are no answer, a cut-off sentence commits to nothing it had not finished, a word is no
-    # answer to a sum)
-    version = "math-v7"
+    # answer to a sum; v8: integers side by side ("71 19") are no value, where math-verify summed them)
+    version = "math-v8"
     capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 
     def __init__(

@@ -59,6 +59,9 @@ _INTEGER = re.compile(r"-?\d+")
 # An arithmetic operator between two numbers: the question copied rather than computed ("23 + 5" for 28).
 _UNEVALUATED = re.compile(r"\d\s*(?:[-+*/×÷]|\\times|\\cdot|\\div)\s*-?\d")
 # The same without "/": "3/4" is a value, "9 - 52" or "9 – 52" is the question written again, not its value.
+# Integers side by side with only spaces between ("71 19"): no single value. math-verify reads them as a mixed
+# number's sum (71 + 19 = 90), so a policy that copies the question's operands would be marked right.
+_JUXTAPOSED = re.compile(r"-?\d+(?:\s+-?\d+)+")
 _ARITHMETIC = re.compile(r"\d\s*(?:[-+*×÷–−]|\\times|\\cdot|\\div)\s*-?\d")
 
 # One token of a mathematical value: a latex command, a number, an operator or bracket, a thousands group, space.
@@ -684,7 +687,9 @@ def answers_match(reference: str | None, answer: str | None) -> bool:
         if is_unevaluated(reference, answer):
             return False  # math-verify would simplify "23 + 5" to 28: copying the question is not computing it
         if _normalise(reference) == _normalise(answer):
-            return True
+            return True  # ("1 000" is 1000: spaces as thousands separators are read here, before the next line)
+        if _JUXTAPOSED.fullmatch(answer):
+            return False
         return _math_verify_equal(reference, answer)
     except Exception:
         return False
