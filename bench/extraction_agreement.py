@@ -9,8 +9,9 @@ by hand for forms the real sample lacks. A label is the value the text commits t
 (those must stay unparsed).
 
 Rows are grouped by batch (the id's third part): batches a and b are the ones the rules were written on; t1, t07
-and demo were generated later under the current prompts (temperature 1.0, 0.7, and the policy `make demo` trains)
-and labelled before any extractor was run on them.
+and demo were generated later under the current prompts (temperature 1.0, 0.7, and the policy `make demo` trains),
+and f1, f05, vspo and f07 later still (temperature 1.0, 0.5, a VSPO-trained policy, and 0.7 as a check on the rules
+the first three prompted), each labelled before any extractor was run on it.
 
 Columns:
   current      tasks/math_answers.py read_answer (with the problem and the default instruction's placeholder, as the

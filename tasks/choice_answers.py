@@ -11,23 +11,31 @@ model wrote "**Answer: C**". Extraction here follows what chat models actually w
    is correct", "option 2 is correct", "the answer is option 2" (an option named by its number), "The answer is: 2.
    Kinetic friction" (its number and text), "The answer is b) ..." (lower case with a closing parenthesis), an
    answer phrase followed by an option's text ("The answer is photosynthesis", "The answer is (i) and (iii)" for
-   "(i) and (iii) only") or naming one option in its sentence ("The answer is backed by option A");
-   "none of the options is correct" (or "none of the above", when no option says so) commits to no option;
+   "(i) and (iii) only") or naming one option in its sentence ("The answer is backed by option A"); "A is the
+   answer", "option C probably the best answer", "the answer, which is (D)", "The correct answer is ['B']", "Choose
+   A: ..." (a line that opens so), "The most appropriate pharmacotherapy ... is <option text>";
+   "none of the options is correct" (or "none of the above", when no option says so) commits to no option.
+   Options named "the answer" in turn are an enumeration, not a choice: every option, or three or more in the
+   options' order ("The answer is A ... The answer is C ... The answer is D"), unless the last one is named again
+   in a paragraph of its own ("...\\n\\nThe correct answer is D."); two answers side by side on one line ("The answer
+   is (A) The answer is (B)") choose neither;
 2. otherwise a letter standing on its own line ("(F)", "**C**", "B.", "b)"), the last one, unless three or more
-   letters stand alone (an echoed list); or a reply whose first line opens with a letter ("B) text", "c. text" when
-   the option's text follows) and no other line opens with another letter (that would be an echoed option list);
+   letters stand alone (an echoed list) or the reply opens with another letter's line ("D. ...\\n\\nC"); or a reply
+   whose first line opens with a letter ("B) text", "c. text" when the option's text follows) and no other line
+   opens with another letter (that would be an echoed option list), and not with two ("C. (B) ...");
 3. otherwise an option's text written out in the text's last sentence, if it names one option only ("... so it
    must be photosynthesis."); a mention in passing, followed by more sentences, is not an answer.
 
 Letters are upper case, except "(b)" and "b)"; a lower-case "a" in prose is an article and "(i)" a roman numeral. A
 bare "A" or "I" followed by a lower-case word ("Answer: A protein ...") is an article or a pronoun too, unless that
-word is a connective ("A because ..."). A phrase after "incorrect", "wrong", "no" or "not the" ("An incorrect answer
-is (A)") commits to nothing, nor does a letter followed by "is wrong". A letter beyond the options ("The answer is
-(E)" with options A-D) is not an option: it is no answer unless another valid one is committed, and it stops tiers
-2 and 3 from reading a letter into the text instead. An answer phrase followed by the whole option list ("The correct
-answer would be:\\nA. ...\\nB. ...") names no option; a letter read from a line or an option's text (tiers 2 and 3)
-is no answer when the text rejects it ("D. ...\\n... not exactly (D)"), but reasoning after a committed answer does
-not undo it.
+word is a connective or a verb ("A because ...", "A requires B"). A phrase after "incorrect", "wrong", "no" or "not
+the" ("An incorrect answer is (A)") commits to nothing, nor does a letter followed by "is wrong". A letter beyond
+the options ("The answer is (E)" with options A-D) is not an option: it is no answer unless another valid one is
+committed, and it stops tiers 2 and 3 from reading a letter into the text instead. An answer phrase followed by the
+whole option list ("The correct answer would be:\\nA. ...\\nB. ...", the next letter on the next line) names no
+option, nor does a letter whose option's text the text then rejects ('A. "..." wasn't addressed'); a letter read
+from a line or an option's text (tiers 2 and 3) is no answer when the text rejects it ("D. ...\\n... not exactly
+(D)"), but reasoning after a committed answer does not undo it.
 
 Agreement with answers labelled by reading real SmolLM2-135M-Instruct outputs: tests/fixtures/extraction/ and
 ``python bench/extraction_agreement.py``.
@@ -35,6 +43,7 @@ Agreement with answers labelled by reading real SmolLM2-135M-Instruct outputs: t
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,30 +57,40 @@ _PHRASE = re.compile(
     r"(?i:(?:\b(?:(?:final|correct|right|best)\s+)?answer(?:\s+to\s+(?:the|this|your|that)\s+question)?"
     r"|\b(?:final|correct|right|best|my)\s+(?:option|choice|letter|response))"
     r"(?:\s+(?:to|for)\s+(?:the|this|your|that)(?:\s+given)?(?:\s+answer)?\s+(?:question|choices|options))?"
-    r"(?:\s*:|\s*=|\s+(?:is|would\s+be|should\s+be|will\s+be|must\s+be)"
+    r"(?:\s*:|\s*=|\s*,?\s+which\s+is|\s+(?:is|would\s+be|should\s+be|will\s+be|must\s+be)"
     r"(?:\s+(?:therefore|thus|clearly|definitely|probably|likely|most\s+likely|indeed|actually|obviously|surely))?\b)"
     r"|\bi(?:\s+would|\s+will|['’]d|['’]ll)?\s+(?:choose|pick|select|go\s+with)\b"
     r"|\bi\s+(?:chose|picked|selected|went\s+with)\b"
     r"|\b(?:so|thus|therefore|hence)[\s,]+(?:it|this|that)(?:\s+is|['’]s|\s+must\s+be|\s+would\s+be)\b"
     r"|\b(?:so|thus|therefore|hence)[\s,]+(?:the\s+)?(?:answer|option|choice)(?=\s+\(?[A-J]\b)"
     r"|\b(?:correct|right|final)\s+(?:answer|option|choice)(?=\s*[\"“])"
-    r"|\b(?i:initial|original|final)\s+answer\s+of\b)"
+    r"|\b(?i:initial|original|final)\s+answer\s+of\b"
+    r"|\bthe\s+(?:most\s+(?:appropriate|suitable|likely|accurate)|best)(?:\s+[a-z]+){1,7}?\s+(?:is|would\s+be)\b"
+    r"|(?m:^)[\s*_#>]*(?:choose|select|pick)(?=\s+\(?[A-J]\b))"  # "Choose A: A"
     r"[\s*_:=\"'“]*(?i:(?:option|choice|letter|answer|number)\b\s*)?"
 )
 _NEGATED_BEFORE = re.compile(r"(?i:\b(?:incorrect|wrong|no|not(?:\s+the)?|isn['’]t(?:\s+the)?)[\s*_]*)$")
+_REJECTS = re.compile(
+    r"(?i:[\s*_\"'”).]*(?:(?:is|was|are|were)\s+not\b|(?:isn|wasn|aren|weren)['’]t\b|(?:is|was)\s+(?:incorrect|wrong|false)\b))"
+)
 _NEGATED_AFTER = re.compile(r"(?i:[\s*_\"'”).]*(?:is|was)\s+(?:not\b|incorrect|wrong|false))")
 _REQUESTED = re.compile(r"(?i:answer\s+is)[\s*_]*\(([A-J])\)")  # "The answer is (X)", markdown allowed around
 _PAREN_LETTER = re.compile(r"\(\s*([A-Ja-hj])\s*\)")  # "(i)" in lower case is a roman numeral
 _LOWER_CLOSING = re.compile(r"([a-hj])\)")  # "b)"
+_BRACKETED = re.compile(r"\[\s*['\"‘’“”]?\s*([A-J])\s*['\"‘’“”]?\s*\]")  # "['B']", "[C]"
 _BARE_LETTER = re.compile(r"([A-J])(?![A-Za-z0-9'’])")
 _NUMBERED = re.compile(r"(\d{1,2})(?!\d)(?:\s*\(\s*([A-J])\s*\))?")  # "2", "1 (A)"
 _NAMED_WORD = re.compile(r"(?i:(?:option|choice|answer|number)\b\s*)$")
 _IN_SENTENCE = re.compile(r"\b(?i:option|choice)\s+\(?([A-J])\)?(?![A-Za-z0-9])")
 _NEGATION = re.compile(r"(?i:\bnot\b|n['’]t\b|\bincorrect\b|\bwrong\b|\beither\b|\bor\b|\bneither\b)")
 _FOLLOWING_WORD = re.compile(r"\s+([a-z]+)")
-_CONNECTIVES = {"because", "since", "as", "which", "is"}  # "A because ..." is still the letter A
+# "A because ...", "A requires B" is still the letter A (an article is followed by a noun, not a verb)
+_CONNECTIVES = {"because", "since", "as", "which", "is", "requires", "means", "has", "fits", "matches", "seems"}
 _STATEMENT = re.compile(
-    r"(?<![A-Za-z])(?i:(?:option|choice)\s*)?\(?([A-J])\)?[\s*_]+(?i:is\s+(?:the\s+)?(?:correct|right|best)\b)"
+    r"(?<![A-Za-z])(?i:(?:option|choice)\s*)?\(?([A-J])\)?[\s*_]+(?i:is\s+(?:the\s+)?(?:correct|right|best)\b"
+    r"|is\s+the\s+(?:final\s+)?answer\b)"  # "A is the answer"
+    r"|(?<![A-Za-z])(?i:option|choice)\s*\(?([A-J])\)?[\s*_]+(?i:(?:is\s+)?(?:probably|likely|clearly|definitely|"
+    r"obviously|surely)\s+(?:is\s+)?the\s+(?:correct|right|best)\b)"  # "option C probably the best answer"
 )
 _NUMBER_STATEMENT = re.compile(
     r"(?i:\b(?:option|choice|answer)\s+(\d{1,2})(?!\d)(?:\s*\(\s*([A-J])\s*\))?[\s*_]+is\s+(?:the\s+)?"
@@ -92,6 +111,8 @@ _NONE = re.compile(
 _ALONE_LINE = re.compile(r"^[\s*_#>]*(?:\(?([A-J])\)?[.:]?|\(?([a-hj])\))[\s*_]*$", re.MULTILINE)
 _OPENING_LINE = re.compile(r"^[\s*_#>-]*\(?([A-Ja-hj])([).:\"'])[\s*_]*(\S.*)?$", re.MULTILINE)
 _SENTENCE_END = re.compile(r"[!?\n]|\.(?=\s|$)")  # not the point in "3.5" or "U.S"
+# One answer phrase's letter right after another's: "(A) The answer is (B)".
+_BACK_TO_BACK = re.compile(r"\(?[A-J]\)?[ \t\"'“”*_]*(?i:the\s+answer\s+is)[ \t*_:]*")  # on one line
 _MAX_PHRASES = 64  # answer phrases read, the last ones: a text with more is degenerate, and reading all is slow
 
 
@@ -128,7 +149,7 @@ def _letter_after(text: str, at: int, valid: str) -> tuple[str | None, bool, int
     """(the letter that starts at ``at`` if a valid answer letter, whether a letter beyond the options is there,
     where the mention ends). Parenthesised, bare upper case, lower case with ")", or an option number after
     "option"/"answer"."""
-    paren = _PAREN_LETTER.match(text, at) or _LOWER_CLOSING.match(text, at)
+    paren = _PAREN_LETTER.match(text, at) or _LOWER_CLOSING.match(text, at) or _BRACKETED.match(text, at)
     if paren:
         letter = paren.group(1).upper()
         return (letter, False, paren.end()) if letter in valid else (None, True, paren.end())
@@ -182,13 +203,30 @@ def _numbered_option(text: str, at: int, options: Sequence[str]) -> str | None:
 
 
 def _lists_options(text: str, at: int, letter: str) -> bool:
-    """Whether ``letter`` at ``at`` opens a line that the next line follows with another letter: an option list."""
+    """Whether ``letter`` at ``at`` opens a line that the next line follows with the next letter: an option list
+    ("A. ...\nB. ..."); "D. Skimming\n\nA: A" is an answer and junk after it."""
     line_start = text.rfind("\n", 0, at) + 1
     if text[line_start:at].strip(" \t*_#>-(") or "\n" not in text[at:]:
         return False
     following = [line for line in text[at:].split("\n")[1:4] if line.strip()]
     first = _OPENING_LINE.match(following[0]) if following else None
-    return first is not None and first.group(1).upper() != letter
+    return first is not None and LETTERS.find(first.group(1).upper()) == LETTERS.find(letter) + 1
+
+
+def _rejected_text(text: str, at: int, options: Sequence[str]) -> bool:
+    """Whether a letter's line goes on with an option's text and then rejects it: 'A. "The intervening causes
+    relieved the manufacturer" wasn't addressed.'"""
+    lead = re.match(r"[\s.:)*_\"'“]*", text[at : at + 8])
+    start = at + (lead.end() if lead else 0)
+    letter = _option_at(text, start, options)
+    if letter is None:
+        return False
+    target = max(_option_targets(options[LETTERS.index(letter)]), key=len)
+    words = len(target.split())
+    rest = text[start:]
+    ends = [m.end() for m in re.finditer(r"\S+", rest)][: words + 1]
+    tail = rest[ends[words - 1] if len(ends) >= words else len(rest) :]
+    return _REJECTS.match(tail) is not None
 
 
 def _named_in_sentence(text: str, at: int, valid: str) -> str | None:
@@ -209,8 +247,9 @@ def _committed(text: str, options: Sequence[str]) -> list[tuple[int, Choice]]:
         if _NEGATED_BEFORE.search(text, max(0, m.start() - 16), m.start()):
             continue  # "An incorrect answer is (A)", "No answer is D"
         letter, invalid, end = _letter_after(text, m.end(), valid)
-        if letter and (_NEGATED_AFTER.match(text, end) or _lists_options(text, m.end(), letter)):
-            continue  # "answer A is wrong"; "The correct answer would be:\nA. ...\nB. ..."
+        rejected = _NEGATED_AFTER.match(text, end) or _rejected_text(text, end, options)  # "answer A is wrong"
+        if letter and (rejected or _lists_options(text, m.end(), letter)):
+            continue  # 'A. "text" wasn't addressed'; "The correct answer would be:\nA. ...\nB. ..."
         if letter:
             form = "requested" if m.end() in requested else "phrase"
             found.append((m.end(), Choice(letter, form)))
@@ -222,8 +261,9 @@ def _committed(text: str, options: Sequence[str]) -> list[tuple[int, Choice]]:
             found.append((m.end(), Choice(letter, "phrase")))
     for pattern, form in ((_STATEMENT, "statement"), (_BOXED, "boxed")):
         for m in pattern.finditer(text):
-            letter = m.group(1).upper()
-            found.append((m.start(1), Choice(letter, form) if letter in valid else _INVALID))
+            group = 1 if m.group(1) else 2
+            letter = m.group(group).upper()
+            found.append((m.start(group), Choice(letter, form) if letter in valid else _INVALID))
     for m in _NUMBER_STATEMENT.finditer(text):
         index = LETTERS.index(m.group(2)) if m.group(2) else int(m.group(1)) - 1
         found.append((m.start(1), Choice(valid[index], "statement") if 0 <= index < len(valid) else _INVALID))
@@ -241,14 +281,18 @@ def _on_a_line(text: str, options: Sequence[str]) -> Choice:
     if len(set(alone)) >= 3:  # "A)\nB)\nC)\nD)": an echoed list, not an answer
         alone = []
     alone = [letter for letter in alone if letter in valid]
-    if alone:
-        return Choice(alone[-1], "line")
-    openings = list(_OPENING_LINE.finditer(text))
     first_line = next((line for line in text.splitlines() if line.strip()), "")
     first = _OPENING_LINE.match(first_line)
+    if alone:
+        if first is not None and first.group(1).upper() != alone[-1] and not _ALONE_LINE.fullmatch(first_line):
+            return NO_CHOICE  # "D. text\n...\nC": the reply opens with one letter and stands another alone
+        return Choice(alone[-1], "line")
+    openings = list(_OPENING_LINE.finditer(text))
     if first is None or not openings:
         return NO_CHOICE
     letter, separator, rest = first.group(1), first.group(2), first.group(3) or ""
+    if re.match(r"[\s*_]*\(?[A-J]\)", rest):
+        return NO_CHOICE  # "C. (B) The Entire Impact ...": two letters, no answer
     if len({m.group(1).upper() for m in _MARKER_IN_LINE.finditer(first_line)}) >= 3:  # "A) x B) y C) z": the list
         return NO_CHOICE
     if letter.islower():  # "b) text"; "c. text" only with the option's own text after it
@@ -300,6 +344,24 @@ def _written_out(text: str, options: Sequence[str]) -> Choice:
     return Choice(named.pop(), "text") if len(named) == 1 else NO_CHOICE
 
 
+def _enumeration(decisive: list[tuple[int, Choice]], num_options: int) -> bool:
+    """Whether the committed letters name the options in turn: every option, or three or more in the options' order
+    ("The answer is A ... The answer is C ... The answer is D"), a partial enumeration."""
+    letters = [c.letter for _, c in decisive if c.letter]
+    if num_options >= 3 and set(letters) >= set(option_letters(num_options)):
+        return True
+    runs = [letter for i, letter in enumerate(letters) if i == 0 or letter != letters[i - 1]]
+    return len(runs) >= 3 and all(a < b for a, b in itertools.pairwise(runs))
+
+
+def _concluded(text: str, decisive: list[tuple[int, Choice]]) -> bool:
+    """Whether an enumeration ends with a conclusion: its last letter named again in a paragraph of its own
+    ("... The answer is D. ...\n\nThe correct answer is D.")."""
+    if len(decisive) < 2 or decisive[-1][1].letter is None or decisive[-1][1].letter != decisive[-2][1].letter:
+        return False
+    return "\n\n" in text[decisive[-2][0] : decisive[-1][0]]
+
+
 def extract_choice(text: str, options: Sequence[str]) -> Choice:
     """The option ``text`` commits to, given the ``options`` it chose from (see the module docstring)."""
     if not isinstance(text, str) or not text.strip() or not options:
@@ -307,8 +369,13 @@ def extract_choice(text: str, options: Sequence[str]) -> Choice:
     options = [o if isinstance(o, str) else str(o) for o in options][: len(LETTERS)]
     committed = _committed(text, options)
     decisive = [(at, choice) for at, choice in committed if choice is not _INVALID]  # reasoning after stays
-    if len(options) >= 3 and {c.letter for _, c in decisive} >= set(option_letters(len(options))):
-        return NO_CHOICE  # "1. The answer is A ... 4. The answer is D": every option in turn is an enumeration
+    if _enumeration(decisive, len(options)):
+        if not _concluded(text, decisive):
+            return NO_CHOICE  # "1. The answer is A ... 4. The answer is D": every option in turn is an enumeration
+        return decisive[-1][1]
+    side_by_side = len(decisive) >= 2 and decisive[-1][1].letter != decisive[-2][1].letter
+    if side_by_side and _BACK_TO_BACK.fullmatch(text, decisive[-2][0], decisive[-1][0]):
+        return NO_CHOICE  # '"The answer is (A) The answer is (B)"': two answers side by side, neither chosen
     if decisive:
         return NO_CHOICE if decisive[-1][1] is _NONE_OF_THEM else decisive[-1][1]
     if committed:  # only letters beyond the options: no answer, and no weaker reading either

@@ -96,8 +96,14 @@ class MathTask:
     # emphasis and quotes around a committed value are read through; v7: the question's own sum stated equal to a
     # value commits to it ("77 - 33 = 22", later sums on other numbers are steps), fenced code, boxes that hold no
     # value or are operands are no answer, a cut-off sentence commits to nothing it had not finished, a word is no
-    # answer to a sum; v8: integers side by side ("71 19") are no value, where math-verify summed them)
-    version = "math-v8"
+    # answer to a sum; v8: integers side by side ("71 19") are no value, where math-verify summed them; v9: for a
+    # question that asks a sum, a box holding a word or latex junk ("\boxed{yes}", "\boxed{\#19}"), the sum written
+    # out or an equation with no value is no answer and earns no "boxed", so what came before it is read; a box
+    # used as an operand in words ("\boxed{24} to the power of 33", "62 x \boxed{8}") is none either; number
+    # words ("zero"), "should be N", "N is the result of ...", "which is simply N", a reply opening with its value
+    # alone are read; a final aside ("Note that 9 = 3 x 3.") or a remark on the value before it is not the answer,
+    # nor a number run into a word ("99pasted"), a numbered step with working after it, or a text cut mid-prose)
+    version = "math-v9"
     capabilities = TaskCapabilities(misleading_hints=True, reference_completions=True)
 
     def __init__(

@@ -71,8 +71,13 @@ class MMLUProTask:
     # mentions: option numbers, "b)", letters beyond the options and "none of the options" are no longer misread; v3:
     # the options enumerated on one line, "A) x B) y C) z", are not a choice of A); v4: "the initial answer of A",
     # "The answer is: 2. Kinetic friction", "the correct option for the given answer choices is (B)"; every option
-    # named "the answer" in turn is an enumeration; one option line repeated after the echoed list is chosen)
-    version = "mmlu-pro-v4"
+    # named "the answer" in turn is an enumeration; one option line repeated after the echoed list is chosen; v5:
+    # three or more options named "the answer" in their order is an enumeration too, unless the last is named again
+    # in a paragraph of its own; "A is the answer", "option C probably the best answer", "the answer, which is (D)",
+    # "['B']", "the most appropriate X is <option text>", "Choose A" are read; two answers side by side, a reply
+    # opening "C. (B)" or with one letter and standing another alone, an option named and then rejected ("wasn't
+    # addressed") are no answer; "Final answer:\nD. text" followed by junk lines is D, not an option list)
+    version = "mmlu-pro-v5"
     # room for a short chain of thought before "The answer is (X)"
     capabilities = TaskCapabilities(max_new_tokens=256, misleading_hints=True)
 

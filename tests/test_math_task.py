@@ -147,6 +147,39 @@ def test_extraction_agrees_with_labels_read_by_hand(batch: str) -> None:
     assert len(guessed) <= max(1, 0.05 * sum(r["label"] is None for r in rows)), guessed
 
 
+def test_every_labelled_batch_is_checked() -> None:
+    """Each batch labelled before the rules saw it (README.md there) is checked on its own above, none dropped."""
+    batches = {"a", "b", "t1", "t07", "demo", "f1", "f05", "vspo", "f07", "synthetic"}
+    assert batches <= {_batch(r) for r in _rows()}
+
+
+@pytest.mark.parametrize(
+    ("text", "extracted", "boxed"),
+    [
+        ("23 + 5 = 28. So the answer is \\boxed{yes}", "28", 0.0),  # a word in a box: no answer, no format reward
+        ("23 + 5 = 28, so \\boxed{\\#28}", "28", 0.0),  # latex junk in a box: what came before it is read
+        ("\\boxed{00:00:28}", None, 0.0),
+        ("\\boxed{23 + 5}", None, 0.0),  # the sum written out
+        ("23 x \\boxed{5}", None, 0.0),  # an operand
+        ("We take \\boxed{4} to the power of 2.", None, 0.0),
+        ("23 + 5 = \\Boxed{28}", "28", 0.0),  # a misspelt box: its value, not the format
+        ("The sum is twenty-eight.", "28", 0.0),  # a number word
+        ("28 is the result of 23 + 5.", "28", 0.0),
+        ("23 + 5 should be 28.", "28", 0.0),
+        ("Adding 23 and 5 is simply 28.", "28", 0.0),
+        ("23 + 5 = 28. Note that 28 = 4 x 7.", "28", 0.0),  # a final aside is not the answer
+        ("We add 23 and 5, which gives 28. This is the result of 20 + 3 + 5.", "28", 0.0),
+        ("28\n\nThis was a simple addition.", "28", 0.0),  # opens with its value alone
+        ("The result: 28Impressed", None, 0.0),  # a number run into a word
+        ("\\boxed{28}", "28", 1.0),
+        ("Half of it is \\boxed{x}", "x", 1.0),  # a variable is a value (a wrong one here)
+    ],
+)
+def test_math_v9_reads_fresh_forms_and_no_junk_box(text: str, extracted: str | None, boxed: float) -> None:
+    score = MathTask().score(_problem("28"), text)
+    assert (score.extracted, score.rewards["boxed"]) == (extracted, boxed)
+
+
 def test_placeholder_copied_from_the_instruction_is_never_an_answer_nor_boxed() -> None:
     task = MathTask()
     problem = Problem(id="p", prompt="Calculate 4 + 3.", answer="7")
@@ -198,7 +231,7 @@ def test_reward_vector_order_and_components() -> None:
     }
     # Length is reported, not weighted by default; lenient_correct is reported with weight 0.
     assert task.reward_weights == {"correct": 1.0, "boxed": 0.5, "lenient_correct": 0.0}
-    assert task.version == "math-v8"
+    assert task.version == "math-v9"
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,19 @@ def _problem(answer: str = "B", options: list[str] = TEN) -> Problem:
         ('The correct answer is "D".', "D", "phrase"),
         ("Therefore, answer B: photosynthesis.", "B", "phrase"),
         ("1. The answer is backed by option A", "A", "phrase"),
+        # mmlu-pro-v5: forms found in fresh outputs (batches f1, f05, vspo, f07).
+        ("A is the answer.", "A", "statement"),
+        ("Obviously, option C probably the best answer.", "C", "statement"),
+        ("This should lead to reaching the answer, which is (D).", "D", "phrase"),
+        ("The correct answer is ['B'].", "B", "phrase"),
+        ("Choose C: respiration", "C", "phrase"),
+        ("The most appropriate process from the options above is photosynthesis. It makes sugar.", "B", "phrase-text"),
+        (
+            "The answer is A.\nThe answer is B.\nThe answer is C.\nThe answer is D.\n\nThe correct answer is D.",
+            "D",
+            "phrase",
+        ),
+        ("Final answer:\n\nD. fermentation\n\nA: A\nC:\nD: 2016", "D", "phrase"),
     ],
 )
 def test_extraction_on_chat_model_habits(completion: str, letter: str, form: str) -> None:
@@ -127,6 +140,13 @@ def test_extraction_on_chat_model_habits(completion: str, letter: str, form: str
         "The answer is (X).",  # the instruction's placeholder
         "The answer is (i) and (iii).",  # roman numerals, not the letter I
         "Option 11 is correct.",  # an option number beyond the ten options
+        # mmlu-pro-v5
+        "The answer is (A) for mitosis. Your answer is (B). Or the answer is (D).",  # a partial enumeration
+        "A) mitosis\nB) photosynthesis\n\nStep 1: think.\n\nC) respiration\nD) fermentation",  # a list re-listed
+        'It is "The answer is (A) The answer is (B)"',  # two answers side by side
+        "C. (B) Both could be right.",  # opens with two letters
+        'Let me refine my answer:\n\nA. "mitosis" wasn\'t addressed.',  # an option named, then rejected
+        "D. fermentation\n\nC",  # opens with one letter, stands another alone
     ],
 )
 def test_no_committed_answer_is_unparsed(completion: str) -> None:
@@ -186,6 +206,12 @@ def test_extraction_agrees_with_labels_read_by_hand(batch: str) -> None:
     assert (len(rows) - len(misses)) / len(rows) >= 0.95, misses
 
 
+def test_every_labelled_batch_is_checked() -> None:
+    """Each batch labelled before the rules saw it (README.md there) is checked on its own above, none dropped."""
+    batches = {"a", "b", "t1", "t07", "demo", "f1", "f05", "vspo", "f07", "synthetic"}
+    assert batches <= {_batch(r) for r in _rows()}
+
+
 def test_option_text_inside_a_longer_option_is_not_a_mention() -> None:
     options = ["Wrong, Wrong", "Wrong, Not wrong", "Not wrong, Wrong", "Not wrong, Not wrong"]
     assert extract_choice("Scenario 1 is fine and 2 is not, so: Not wrong, Wrong.", options).letter == "C"
@@ -212,7 +238,7 @@ def test_reward_vector() -> None:
     assert task.score(_problem(), "The answer is (B). Hmm, the answer is C.").rewards["format"] == 0.0
     assert task.reward_weights == {"correct": 1.0, "format": 0.25}
     assert task.capabilities.max_new_tokens == 256
-    assert task.version == "mmlu-pro-v4"
+    assert task.version == "mmlu-pro-v5"
     # No option chosen: unparsed, not wrong, and no reward at all.
     none = task.score(_problem(), "None of the options is correct.")
     assert none.unparsed and none.extracted is None and none.rewards == {"correct": 0.0, "format": 0.0, "length": 0.0}
