@@ -49,6 +49,17 @@ def bench_ours(jobs: list[tuple[str, list[str]]], workers: int) -> tuple[float, 
     return time.perf_counter() - started, sum(r.all_passed for r in results)
 
 
+def machine() -> str:
+    """The CPU's model name (what `lscpu | grep 'Model name'` shows): figures compare only on the same machine."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
@@ -105,6 +116,7 @@ def main() -> None:
                 "figures": figures,
                 "isolation": isolation,
                 "cpus": os.cpu_count(),
+                "machine": machine(),
                 "model": args.model,
                 "python": platform.python_version(),
                 "torch": torch.__version__,

@@ -115,7 +115,9 @@ class CodeTask:
     """Python problems scored by unit tests in the sandbox. Options are keyword arguments; all have defaults."""
 
     name = "code"
-    version = "code-v2"  # bump on any change of data, prompt, extraction or scoring (v2: the judge decides)
+    # bump on any change of data, prompt, extraction or scoring (v2: the judge decides; v3: tests run in the program's
+    # interpreter, only the expected values and the comparisons stay in the judge)
+    version = "code-v3"
     # warmup_targets "extracted": the format warm-up (VPO) teaches M of the policy's own programs, each written as
     # the one ```python block the instruction asks for (reference_completion), without the prose SmolLM2-135M writes
     # around it. Its answers as written run past what an M-answer rollout leaves each answer (quick: 512 tokens for

