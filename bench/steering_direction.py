@@ -10,6 +10,13 @@ trains the policy the wrong way.
 
     python bench/steering_direction.py                           # math, conciseness, SmolLM2-135M, seed 0
     python bench/steering_direction.py --task persona --json bench/results/steering_direction_persona.json
+    python bench/steering_direction.py --set task.misleading_hint=true --set trainer.behaviour=robustness \
+        --set trainer.vector_prompts=32 --json bench/results/steering_direction_robustness.json
+    # the same vector with its length direction kept (as VSPO built it before remove_length):
+    #   ... --set trainer.remove_length=false --json bench/results/steering_direction_robustness_with_length.json
+
+Columns: mean tokens, the share cut at the token limit, the behaviour's training scorer, correct, and its held-out
+evaluator where it has one.
 
 Figures depend on the machine's float rounding (AVX2 against AVX-512): the JSON names the CPU.
 """
@@ -57,7 +64,22 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=4, help="answers per problem and strength (default 4)")
     parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KIND.KEY=VALUE",
+        help="a task or trainer option, as `harness run --set` (e.g. task.misleading_hint=true "
+        "trainer.behaviour=robustness)",
+    )
     args = parser.parse_args()
+    options: dict[str, dict[str, str]] = {"task": {}, "trainer": {}, "searcher": {}}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        kind, _, name = key.partition(".")
+        if kind not in ("task", "trainer") or not name or not _:
+            parser.error(f"--set takes task.KEY=VALUE or trainer.KEY=VALUE, got {item!r}")
+        options[kind][name] = value
 
     import torch
 
@@ -68,7 +90,9 @@ def main() -> int:
     from harness.types import SamplingParams
 
     plugins = get_plugin_manager()
-    plan = plan_run(RunConfig(task=args.task, trainer="vspo", model=args.model, seed=args.seed), plugins)
+    plan = plan_run(
+        RunConfig(task=args.task, trainer="vspo", model=args.model, seed=args.seed, options=options), plugins
+    )
     trainer, task, cfg = plan.trainer, plan.task, plan.trainer.config
     policy = load_policy(args.model, plugins["model"])
     engine = TransformersEngine(policy, progress=False)
@@ -94,11 +118,19 @@ def main() -> int:
         )  # the same seeds at every strength
         steering = Steering(vector, [beta * unit] * args.samples) if beta else None
         completions = engine.generate([task.messages(p) for p in problems], params, steering=steering)
-        figures: dict[str, dict[str, list[float]]] = {"tokens": {}, "behaviour": {}, "correct": {}}
-        for c in completions:
+        figures: dict[str, dict[str, list[float]]] = {"tokens": {}, "truncated": {}, "behaviour": {}, "correct": {}}
+        held_out = behaviour.held_out_scores(
+            [c.text for c in completions], [problems[c.prompt_index] for c in completions]
+        )
+        if held_out:
+            figures["heldout"] = {}
+        for i, c in enumerate(completions):
             problem = problems[c.prompt_index]
             score = task.score(problem, c.text)
             figures["tokens"].setdefault(problem.id, []).append(len(c.token_ids))
+            figures["truncated"].setdefault(problem.id, []).append(float(not c.finished))
+            if held_out and held_out[i] is not None:
+                figures["heldout"].setdefault(problem.id, []).append(held_out[i])
             figures["behaviour"].setdefault(problem.id, []).append(behaviour.score(c.text, problem))
             figures["correct"].setdefault(problem.id, []).append(float(score.rewards.get("correct", 0.0)))
         rows[beta] = {name: {pid: sum(v) / len(v) for pid, v in per.items()} for name, per in figures.items()}
@@ -112,6 +144,8 @@ def main() -> int:
         "model": args.model,
         "task": args.task,
         "behaviour": cfg.behaviour,
+        "options": options,
+        "remove_length": trainer.removes_length(),
         "layer": vector.layer,
         "preference": store.metrics.get("vspo/vector_preference"),
         "strength": strength,

@@ -60,8 +60,9 @@ class Score:
 
 
 def scalarize(rewards: Mapping[str, float], weights: Mapping[str, float]) -> float:
-    """The weighted sum w . r over the components named in ``weights`` (best@k and scalar trainers use this)."""
-    return float(sum(w * rewards[name] for name, w in weights.items()))
+    """The weighted sum w . r over the components named in ``weights`` (best@k and scalar trainers use this). A NaN
+    component (a reward function's None: not applicable) is left out, as TRL's nansum across functions does."""
+    return float(sum(w * rewards[name] for name, w in weights.items() if not math.isnan(rewards[name])))
 
 
 @runtime_checkable
@@ -87,6 +88,45 @@ class Task(Protocol):
         ...
 
 
+class DataCard(Protocol):
+    """Optional beside ``Task``: the data in three fields, what a run's summary, the leaderboard's ``dataset`` column
+    and the plots' legends show. A task without it gets ``default_data_card`` (its name, "unknown")."""
+
+    def data_card(self) -> dict[str, Any]:
+        """{"name": the dataset id or file path as given (or the offline package's own name, e.g. "MMLU (offline,
+        4 options)"), "split": the split the eval problems are drawn from, "size": the rows in it}."""
+        ...
+
+
+def default_data_card(task: Any) -> dict[str, Any]:
+    """The card of a task that describes no data: its name, and "unknown"."""
+    return {"name": f"{task.name} (unknown data)", "split": "unknown", "size": "unknown"}
+
+
+def data_card_of(task: Any) -> dict[str, Any]:
+    """The task's ``data_card()`` (``DataCard``), or ``default_data_card`` for a task that has none; the three keys
+    always present (a missing one "unknown"), values as text or a whole number."""
+    method = getattr(task, "data_card", None)
+    card = method() if callable(method) else default_data_card(task)
+    if not isinstance(card, dict):
+        raise TypeError(f"data_card() should return a dict, got {type(card).__name__}")
+    out = {key: card.get(key, "unknown") for key in ("name", "split", "size")}
+    return {k: v if isinstance(v, int) and not isinstance(v, bool) else str(v) for k, v in out.items()}
+
+
+def data_card_line(card: Any) -> str:
+    """A recorded data card as the text a report shows: "NAME; SPLIT; SIZE rows" (what is known of it); "" when
+    there is none."""
+    if not isinstance(card, dict) or not card.get("name"):
+        return ""
+    parts = [str(card["name"])]
+    if card.get("split") not in (None, "", "unknown"):
+        parts.append(str(card["split"]))
+    if isinstance(card.get("size"), int) and not isinstance(card.get("size"), bool):
+        parts.append(f"{card['size']} rows")
+    return "; ".join(parts)
+
+
 @dataclass(frozen=True)
 class TaskCapabilities:
     """What a task may offer beyond ``Task``."""
@@ -102,6 +142,9 @@ class TaskCapabilities:
     warmup_targets: str = ""
     misleading_hints: bool = False  # takes the option ``misleading_hint=True``: each problem carries a wrong hint
     # (the robustness behaviour's prompts)
+    takes_reward_functions: bool = False  # its reward vector is the run's reward functions (the prompts task): the
+    # runner passes their specs (--reward) as its option ``rewards`` instead of adding them after its own
+    # components, and reads the loaded ones from its attribute ``reward_functions`` (for the manifest)
 
 
 class BatchScoring(Protocol):
@@ -309,6 +352,9 @@ class Behaviour:
     # Its batch form, (answers, their problems) -> one value each, where one call is cheaper than many (embeddings)
     held_out_many: Callable[[Sequence[str], Sequence[Problem | None]], Sequence[float]] | None = None
     held_out_doc: str = ""  # what the held-out evaluator measures, in a line ("MiniLM: nearer expert exemplars")
+    # Its measure is about answer length (conciseness): a steering vector built for it keeps the length direction,
+    # which VSPO removes from every other behaviour's (harness/steering/build.py without_length)
+    about_length: bool = False
 
     @property
     def has_held_out(self) -> bool:

@@ -174,6 +174,7 @@ CONCISENESS = Behaviour(
     held_out=held_out.conciseness_held_out,
     held_out_many=held_out.conciseness_held_out.many,
     held_out_doc="MiniLM register classifier: nearer concise than padded exemplar answers, gated by relevance",
+    about_length=True,
 )
 ROBUSTNESS = Behaviour(
     "robustness",

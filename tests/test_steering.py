@@ -3,6 +3,7 @@ contrastive pairs from a (fake) teacher. Per-row steering inside the engine is t
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -380,3 +381,28 @@ def test_response_logprob_matches_a_plain_forward_and_beta_zero_changes_nothing(
     vec = SteeringVector(vector=torch.ones(64) / 8, layer=1, model="tiny-random", behaviour="x")
     assert steering_preference(tiny_policy, items[:1], items[1:], vec, 0.0) == pytest.approx(0.0, abs=1e-5)
     assert steering_preference(tiny_policy, items[:1], items[1:], vec, 5.0) != pytest.approx(0.0, abs=1e-5)
+
+
+def test_without_length_removes_what_length_explains_and_keeps_the_behaviour():
+    """Activations made of a length part (along e0, growing with log length) and a behaviour part (+e1 / -e1), with
+    the positive set longer: the plain difference of means leans on e0; without length it is the behaviour alone."""
+    import torch
+
+    from harness.steering.build import without_length
+
+    gen = torch.Generator().manual_seed(0)
+    e0, e1 = torch.eye(4)[0], torch.eye(4)[1]
+
+    def acts(lengths: list[int], sign: float) -> torch.Tensor:
+        rows = [3.0 * math.log(n) * e0 + sign * e1 + 0.01 * torch.randn(4, generator=gen) for n in lengths]
+        return torch.stack(rows)[:, None, :]  # [N, 1 layer, hidden]
+
+    long, short = [40, 60, 80, 120, 90], [8, 12, 20, 10, 16]
+    pos, neg = acts(long, +1.0), acts(short, -1.0)
+    diff = pos.mean(0) - neg.mean(0)
+    assert float(diff[0, 0]) > 3.0  # the plain difference is mostly length
+    kept, share = without_length(diff, pos, neg, long, short)
+    assert abs(float(kept[0, 0])) < 0.05 and abs(float(kept[0, 1]) - 2.0) < 0.05
+    assert float(share[0]) > 0.8  # most of the difference's norm lay along length
+    same, none = without_length(diff, pos, neg, [5] * 5, [5] * 5)  # no length variation: nothing to remove
+    assert torch.equal(same, diff) and float(none[0]) == 0.0

@@ -74,12 +74,10 @@ from __future__ import annotations
 
 import math
 import shutil
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
+from harness import progress
 from harness.runner.distributed import current as current_parallel
 from harness.steering.cache import cached, remember, vector_key
 from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
@@ -105,6 +103,9 @@ class VSPOConfig(GRPOConfig):
     teacher: str = ""  # model spec of the teacher that rewrites answers for the in-run vector; "" = the policy
     # reuse an in-run vector built before from the same weights, prompts and options (harness/steering/cache.py)
     cache_vector: bool = True
+    # take the length direction out of the in-run vector: "auto" (for every behaviour not about length), "true",
+    # "false" (harness/steering/build.py without_length says why)
+    remove_length: str = "auto"
     # Dr. GRPO's normaliser (every token weighs advantage / max_new_tokens), not GRPO's per-sequence mean: steering
     # makes a group's rollouts differ in length, and the per-sequence mean pays each token of a 2-token answer 30
     # times what it pays a token of a 60-token one (the module docstring has the run this broke)
@@ -130,6 +131,8 @@ class VSPOConfig(GRPOConfig):
             raise ValueError("vspo: behaviour_weight is GRPO's shaping; VSPO weighs its reward by alpha")
         if not self.vector and not self.behaviour:
             raise ValueError("vspo: needs vector=PATH (a file from `harness steer`) or behaviour=NAME to build one")
+        if str(self.remove_length).lower() not in ("auto", "true", "false"):
+            raise ValueError(f"vspo: remove_length must be auto, true or false, got {self.remove_length!r}")
         if int(self.vector_prompts) < 2:
             raise ValueError(f"vspo: vector_prompts must be >= 2, got {self.vector_prompts!r}")
         if self.vector and not Path(self.vector).is_file():
@@ -214,10 +217,9 @@ class VSPOTrainer(GRPOTrainer):
             shutil.copyfile(hit, path)
             vector = SteeringVector.load(path, model=policy)
             if current_parallel().is_main:
-                tqdm.write(
+                progress.write(
                     f"vspo: reusing the steering vector built {vector.provenance.get('date', '?')[:10]} from "
-                    f"the same weights, prompts and options ({hit}; cache_vector=false builds it again)",
-                    file=sys.stderr,
+                    f"the same weights, prompts and options ({hit}; cache_vector=false builds it again)"
                 )
             self.record_vector(store, vector, cached=True)
             return path
@@ -245,12 +247,21 @@ class VSPOTrainer(GRPOTrainer):
             probe_pairs=int(cfg.probe_pairs),
             probe_every=int(cfg.probe_every),
             provenance={**pairs.provenance(), "task": task.name, "prompts": len(chosen)},
+            remove_length=self.removes_length(),
         )
         vector.save(path)
         if key is not None:
             remember(key, path)
         self.record_vector(store, vector, cached=False)
         return path
+
+    def removes_length(self) -> bool:
+        """Whether the in-run vector has its length direction removed (``remove_length``; auto: unless the
+        behaviour's measure is about length, as conciseness's is)."""
+        choice = str(self.config.remove_length).lower()
+        if choice != "auto":
+            return choice == "true"
+        return not getattr(self.behaviour, "about_length", False)
 
     def vector_inputs(self, engine, task, chosen) -> dict:
         """Everything the in-run build reads besides the policy's weights: the cache key's other half."""
@@ -264,6 +275,7 @@ class VSPOTrainer(GRPOTrainer):
             "seed": cfg.seed,
             "probe_pairs": int(cfg.probe_pairs),
             "probe_every": int(cfg.probe_every),
+            "remove_length": self.removes_length(),
             "sampling_dtype": capabilities_of(engine, EngineCapabilities).sampling_dtype or "weights",
         }
 

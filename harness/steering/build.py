@@ -185,6 +185,11 @@ def _pair_sequences(policy: Policy, items: Sequence[Pair | str]) -> list[tuple[l
     return sequences
 
 
+def response_tokens(policy: Policy, items: Sequence[Pair]) -> list[int]:
+    """The number of response tokens of each (prompt, response) pair."""
+    return [n for _, n in _pair_sequences(policy, items)]
+
+
 def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per layer, the difference of means [layers, hidden] and its separation score [layers].
 
@@ -205,6 +210,41 @@ def separation_scores(positive: torch.Tensor, negative: torch.Tensor) -> tuple[t
     pooled_var = ((n_pos - 1) * proj_pos.var(0) + (n_neg - 1) * proj_neg.var(0)) / (n_pos + n_neg - 2)
     gap = proj_pos.mean(0) - proj_neg.mean(0)
     return diff, gap / pooled_var.sqrt().clamp_min(1e-12)
+
+
+def without_length(
+    diff: torch.Tensor,
+    positive: torch.Tensor,
+    negative: torch.Tensor,
+    positive_tokens: Sequence[int],
+    negative_tokens: Sequence[int],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The difference of means [layers, hidden] with its component along length removed, and that component's
+    share of the difference's norm per layer [layers].
+
+    Why: a teacher asked to rewrite towards a behaviour that is not about length (robustness: "work it out
+    independently") writes longer texts than away from it ("adopt the suggested answer"), so the plain difference of
+    means also says "longer"; steered at VSPO's strengths, such a vector lengthened SmolLM2-135M's answers by 24
+    tokens and cut 30% more of them at the token limit, while its behaviour score fell (bench/steering_direction.py),
+    and the strength reward then trained the policy to ramble. The length direction is the slope of activations on
+    log response length within each set (both sets centred on their own means, so the behaviour itself is not
+    mistaken for length), fitted per layer; removing it keeps what separates the sets at equal length."""
+    import torch
+
+    def centred(acts: torch.Tensor, tokens: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.log(torch.tensor([float(n) for n in tokens]))
+        return acts - acts.mean(0), t - t.mean()
+
+    xp, tp = centred(positive, positive_tokens)
+    xn, tn = centred(negative, negative_tokens)
+    x, t = torch.cat([xp, xn]), torch.cat([tp, tn])  # [N, layers, hidden], [N]
+    if float((t * t).sum()) <= 1e-12:  # every response the same length: nothing to remove
+        return diff, torch.zeros(diff.shape[0])
+    slope = torch.einsum("nlh,n->lh", x, t) / (t * t).sum()  # [layers, hidden]
+    unit = slope / slope.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    along = (diff * unit).sum(-1, keepdim=True)  # [layers, 1]
+    share = along[:, 0].abs() / diff.norm(dim=-1).clamp_min(1e-12)
+    return diff - along * unit, share
 
 
 def probe_layers(score: Callable[[int], float], num_layers: int, every: int) -> list[float | None]:
@@ -239,6 +279,7 @@ def build_vector(
     probe_every: int = 1,
     progress: Any = None,
     provenance: dict[str, Any] | None = None,
+    remove_length: bool = False,
 ) -> SteeringVector:
     """Difference of mean activations (positive - negative) at every decoder layer's output; keep the best layer by
     ``criterion`` (or ``layer``, when given) and normalise its direction to unit norm.
@@ -254,7 +295,9 @@ def build_vector(
     preference ranks layers as generation goes; docs/design/steering.md has the figures). Both scores are recorded in
     provenance. The embedding output is not a candidate (module docstring).
     ``progress``: called with (layer, preference) after each probed layer; False hides the progress bar.
-    ``provenance`` adds entries (e.g. the teacher's call and token counts from ``ContrastivePairs.provenance()``)."""
+    ``provenance`` adds entries (e.g. the teacher's call and token counts from ``ContrastivePairs.provenance()``).
+    ``remove_length``: take the length direction out of every layer's difference first (``without_length``), for a
+    behaviour that is not about length."""
     from harness import __version__
 
     if criterion not in CRITERIA:
@@ -262,6 +305,11 @@ def build_vector(
     pos = residual_activations(policy, positive_pairs, batch_size=batch_size)
     neg = residual_activations(policy, negative_pairs, batch_size=batch_size)
     diff, d_scores = separation_scores(pos, neg)
+    length_share = None
+    if remove_length:
+        diff, length_share = without_length(
+            diff, pos, neg, response_tokens(policy, positive_pairs), response_tokens(policy, negative_pairs)
+        )
     num_layers = len(d_scores)
     if layer is not None and not 0 <= layer < num_layers:
         raise ValueError(f"layer {layer} is out of range: the model has {num_layers} decoder layers")
@@ -286,9 +334,9 @@ def build_vector(
             response_logprob(policy, probe_pos, batch_size=batch_size),
             response_logprob(policy, probe_neg, batch_size=batch_size),
         )
-        from tqdm.auto import tqdm
+        from harness import progress as bars
 
-        with tqdm(desc="probe layers", unit="layer", disable=progress is False) as bar:
+        with bars.bar(None, "probe layers", "layer", disable=progress is False) as bar:
 
             def probe(i: int) -> float:
                 preference = steering_preference(
@@ -329,6 +377,8 @@ def build_vector(
         if preferences is not None
         else None,
         "layer_raw_norms": [float(d) for d in diff.norm(dim=-1)],
+        # remove_length: the share of each layer's difference of means that lay along length and was removed
+        "length_removed": [float(x) for x in length_share] if length_share is not None else None,
         "layers": "decoder layer outputs 0..L-1; the embedding output (hidden_states[0]) is excluded",
         "model_source": policy.source,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

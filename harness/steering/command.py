@@ -192,6 +192,7 @@ def build_and_measure(
         layer=layer,
         criterion=criterion,
         progress=show_probe,
+        remove_length=not target.about_length,  # as VSPO builds it in a run (build.without_length)
         provenance={
             **pairs.provenance(),
             "task": task,
