@@ -326,7 +326,7 @@ def test_no_answer_key_is_within_reach(tmp_path: Path) -> None:
         checks = [
             "assert found == [], found",
             "assert not any(n.startswith('HumanEval') for n in names)",
-            # vh: the launcher's own module (the runner under nsjail imports it), nothing else of the checkout
+            # vh: runner.py (the runner under nsjail imports it), nothing else of the checkout
             "assert set(top_level) <= {'dev', 'etc', 'lib', 'lib32', 'lib64', 'proc', 'tmp', 'usr', 'vh'}, top_level",
             *(inside(f"import os\nassert not os.path.exists({p!r})") for p in [*data_files, str(REPO)]),
         ]

@@ -231,3 +231,23 @@ def test_a_correct_program_beside_sixteen_spinners_still_passes() -> None:
     )
     assert spinners.status == "timeout", spinners
     assert correct.all_passed, correct
+
+
+def test_the_jail_holds_the_runner_alone_and_starts_lean() -> None:
+    """The jail's /vh holds runner.py (and its .pyc) only: the judge's code, which plans tests and keeps expected
+    values, is never in the program's root. The runner's interpreter starts without the judge's modules (importing
+    them cost 15 to 20 ms a run) and with an empty environment (the one variable it starts with, glibc's malloc arena
+    cap, is gone before the program runs); a program's threads still share one malloc arena (40 threads at 512 MiB)."""
+    program = (
+        "import os, sys, threading\nvh = sorted(os.listdir('/vh'))\nmodules = set(sys.modules)\n"
+        "environment = dict(os.environ)\nstop = threading.Event()\n"
+        "threads = [threading.Thread(target=stop.wait) for _ in range(40)]\n"
+        "for t in threads:\n    t.start()\nstop.set()\nfor t in threads:\n    t.join()\n"
+    )
+    tests = [
+        "assert vh == ['__pycache__', 'runner.py']",
+        "assert modules.isdisjoint({'launcher', 'ast', 'json', 'ctypes', 'socket', 'decimal', 'fractions'})",
+        "assert environment == {}",
+    ]
+    result = run_tests(program, tests, memory_mb=512)
+    assert result.all_passed, result

@@ -13,9 +13,9 @@ isolated, and bounded by the kernel, not by rlimits alone:
   mount (a root of its own: the interpreter and its standard library, the shared libraries it and its extension
   modules load (found by ldd, file by file; never a whole library folder: on a merged /usr, /lib is recreated as a
   symlink, not followed to all of /usr/lib with its dist-packages), a few /etc files, harmless /dev nodes and the
-  launcher's own module at /vh, all read-only, a fresh /proc and a private size-capped tmpfs at /tmp as the working
-  directory; nothing else of the host exists there: no task data, datasets, model caches, site-packages, run
-  folders, home or checkout, no path-bound unix sockets), ipc, uts, cgroup;
+  runner's module (runner.py, precompiled) at /vh, all read-only, a fresh /proc and a private size-capped tmpfs at
+  /tmp as the working directory; nothing else of the host exists there: no task data, datasets, model caches,
+  site-packages, run folders, home or checkout, no path-bound unix sockets), ipc, uts, cgroup;
 - a seccomp filter (nsjail's kafel policy, launcher.SECCOMP_POLICY): no new namespace (unshare, setns, clone with a
   namespace flag; clone3 answers ENOSYS so the C library uses clone), no mount, no kernel keys (add_key, keyctl,
   request_key: keys outlive the run, and the harness's session keyring is inherited), no ptrace, bpf, io_uring,
@@ -30,8 +30,9 @@ isolated, and bounded by the kernel, not by rlimits alone:
   signal nothing outside its namespace; RLIMIT_AS/DATA (memory_mb, per process), CPU, FSIZE, NOFILE, CORE;
 - the judge has limits too (its address space 256 MiB above its start, CPU seconds): a reply that would take more
   to read fails its test, not the judge or the run;
-- an empty environment, stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor: a flood costs
-  only the program's own time).
+- an empty environment (the jailed interpreter starts with one variable, glibc's malloc arena cap, and the runner
+  removes it before the program runs), stdin from /dev/null, stdout/stderr to /dev/null (capped at the descriptor:
+  a flood costs only the program's own time).
 
 Verdicts the program cannot forge, tests with one interpreter's semantics. Each run is a judge process (forked from
 the launcher, never runs untrusted code) and a runner forked from it before it reads the job. The judge parses each
