@@ -9,29 +9,46 @@ import sqlite3
 import sys
 from typing import Any
 
+from harness.failures import RunFailed, run_folder_of
 from harness.interrupts import terminate_as_interrupt
 from harness.plugins.registry import PluginError
 from harness.steering.vectors import BETA_UNITS
 
 DEBUG_HELP = "show the full traceback of an error instead of its one line"
+QUIET_HELP = (
+    "no progress bars or progress lines: print only the summary, warnings and errors (as TQDM_DISABLE=1 does for bars)"
+)
+# Exit codes: 0 done; 2 a usage or configuration error, refused before anything ran (as argparse's own); 1 a run
+# that started (it has a run folder) and failed, or a grid with a failed cell; 130 interrupted (^C, SIGTERM).
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 a run (or a grid's cell) started and failed, its folder says why; 2 a usage or "
+    "configuration error, refused before anything ran; 130 interrupted (^C or SIGTERM), with the command that resumes"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "quiet", False):
+        from harness import progress
+
+        progress.set_quiet()
     terminate_as_interrupt()  # SIGTERM ends a run as ^C does: recorded, cleaned up, one line
     try:
         return args.func(args)
     except (PluginError, ValueError, FileNotFoundError, RuntimeError) as exc:
         if args.debug:
             raise
-        return _error(str(exc))
+        return _error(str(exc), code=exit_code(exc))
     except OSError as exc:
         if args.debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
+        folder = run_folder_of(exc)
         return _error(
             f"no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
-            "written before is kept: free space, then `harness run --resume RUN_DIR`"
+            f"written before is kept: free space, then `{resume_command(folder)}`",
+            code=exit_code(exc),
         )
     except sqlite3.OperationalError as exc:  # the results store (index, report) on a full or read-only disk
         if args.debug:
@@ -40,8 +57,30 @@ def main(argv: list[str] | None = None) -> int:
             f"the results store could not be written: {exc}; the run folders are untouched: free space, "
             "then run the command again"
         )
-    except KeyboardInterrupt:
-        return _error("interrupted; everything written so far is kept in the run folder", code=130)
+    except KeyboardInterrupt as exc:
+        return _error(interrupted_message(exc), code=EXIT_INTERRUPTED)
+
+
+def exit_code(exc: BaseException) -> int:
+    """1 for a run that started and failed (its error carries its folder; a grid's failed cells), else 2."""
+    return EXIT_FAILED if run_folder_of(exc) or isinstance(exc, RunFailed) else EXIT_USAGE
+
+
+def resume_command(folder: str | None) -> str:
+    import shlex
+
+    return f"harness run --resume {shlex.quote(folder) if folder else 'RUN_DIR'}"
+
+
+def interrupted_message(exc: BaseException) -> str:
+    """What an interrupt leaves and the exact command that continues it."""
+    folder = run_folder_of(exc)
+    if folder is None:
+        return "interrupted before a run folder was written; nothing to resume"
+    line = f"interrupted; everything written so far is kept in {folder}; resume it with `{resume_command(folder)}`"
+    if getattr(exc, "harness_grid", False):
+        line += ", then run the grid's command again for the cells left"
+    return line
 
 
 def _error(message: str, code: int = 2) -> int:
@@ -59,12 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="harness",
         description="Evaluate, train and search with language models on tasks with vector rewards.",
-        epilog="Example: harness run --task math --trainer grpo --searcher best-of-k --preset quick",
+        epilog="Example: harness run --task math --trainer grpo --searcher best-of-k --preset quick. " + EXIT_CODES,
     )
     # --debug is taken before or after the command (`harness --debug run ...` or `harness run ... --debug`)
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)  # likewise before or after the command
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run_p = sub.add_parser(
@@ -222,7 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KIND.KEY=VALUE",
         help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
-        "--set task.source=champ --set searcher.n=16 (repeatable)",
+        "--set task.source=champ --set searcher.n=16 (repeatable). `harness options KIND NAME` lists them with "
+        "the default a run gets (the preset's, where it sets one; a run without --preset gets quick). "
+        "TRL's GRPOConfig names work too (trainer.learning_rate, num_generations, ...: "
+        "docs/trl_options.md)",
     )
     run_p.add_argument(
         "--reward",
@@ -402,8 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
         "options",
         parents=[common],
         help="every option of a plugin with its type, default and help",
-        description="Print every option a plugin takes (--set KIND.KEY=VALUE), with its type, default, bounds and "
-        "help, e.g. `harness options trainer grpo`. docs/options.md lists every built-in's.",
+        description="Print every option a plugin takes (--set KIND.KEY=VALUE), with its type, the default a run "
+        "gets (the default preset's value where it sets one, labelled, beside the option's own), bounds and help, "
+        "e.g. `harness options trainer grpo`. docs/options.md lists every built-in's.",
     )
     options_p.add_argument("kind", choices=("task", "trainer", "searcher", "engine", "logger"))
     options_p.add_argument("name", help="the plugin's name, as `harness list` shows it (a family member: rg:maze)")
@@ -508,7 +553,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         size = f" (size {settings['size']})" if "size" in settings else ""
         print(f"grid: {len(cells)} cells under {cells[0].out}/{size}")
-        run_grid(cells)
+        try:
+            run_grid(cells)
+        except KeyboardInterrupt as exc:
+            exc.harness_grid = True  # the message says to run the grid again after the cell's resume
+            raise
     else:
         run(replace(cells[0], name=None))
     return 0

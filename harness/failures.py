@@ -19,6 +19,27 @@ from collections.abc import Iterator
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # not a plugin's fault: the CLI says how to resume
 
 
+class RunFailed(RuntimeError):
+    """A run (or a grid's cell) started and ended failed: the CLI exits 1, not the 2 of a usage error."""
+
+
+RUN_FOLDER = "harness_run_folder"  # the attribute an error raised once a run has its folder carries (the folder)
+
+
+def mark_run_folder(exc: BaseException, folder: object) -> None:
+    """Tag ``exc`` with the folder of the run it ended: the CLI then exits 1 (a run that failed) and an interrupt
+    says the exact ``--resume`` command."""
+    with contextlib.suppress(Exception):
+        if getattr(exc, RUN_FOLDER, None) is None:
+            setattr(exc, RUN_FOLDER, str(folder))
+
+
+def run_folder_of(exc: BaseException) -> str | None:
+    """The folder of the run ``exc`` ended (``mark_run_folder``), or None when it ended none (a usage error)."""
+    folder = getattr(exc, RUN_FOLDER, None)
+    return folder if isinstance(folder, str) else None
+
+
 class PluginFailed(RuntimeError):
     """A plugin raised during a run; the message names it and what it was doing, the cause keeps the traceback."""
 

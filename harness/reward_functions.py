@@ -21,6 +21,17 @@ conversation where it gave one, else ``Problem.prompt``), ``completions`` the an
 of the data's rows by its own name, as a list (``Problem.columns``: tasks/chat_data.py; None where a row lacks it).
 Without ``**kwargs`` it gets only the columns it names. It returns one finite number per completion.
 
+TRL's contract beyond that: a function may return None (for an answer it does not apply to; per answer, or as
+values of the batch's list): the value is NaN, "not applicable", left out of that component's mean and of the
+weighted sum (``scalarize``: TRL's nansum across functions). An ``async def`` function is awaited (a batch's
+per-answer calls together), in a loop of its own (another thread when one is already running, as in a notebook).
+A batch function that names them (or takes ``**kwargs``) also gets ``completion_ids`` (each answer's sampled token
+ids during training, EOS included; elsewhere its text tokenized by the policy's tokenizer) and ``trainer_state``
+(``TrainerState``: ``global_step``, ``max_steps``, ``phase``), as TRL passes them.
+
+A spec ``@name`` is a Python function registered in this process (harness/in_process.py: the Python API's
+callables).
+
 Mistakes are one line before the model loads: a module that does not import, a name that is not there or not
 callable, a signature that takes neither form, a name the task's own components already use, a function that raises
 or returns a non-number (or, batched, the wrong number of values) on an empty answer (each is called once on the
@@ -31,18 +42,67 @@ returns a non-number, or the wrong number of values) during the run ends it as a
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import dataclasses
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import in_process
 from harness.failures import blame
 from harness.plugins.local import import_from_cwd
 from harness.provenance import file_sha256
 from harness.types import Checked, Problem, Score, TaskCapabilities, capabilities_of
+
+
+@dataclass(frozen=True)
+class TrainerState:
+    """What TRL's reward functions read of ``trainer_state``: the optimizer step being scored (0 outside training)."""
+
+    global_step: int = 0
+    max_steps: int = 0
+    phase: str = "eval"  # "train" while a trainer scores its rollouts; "eval" in evaluation
+
+
+@dataclass
+class _Context:
+    state: TrainerState = TrainerState()
+    tokenizer: Any = None  # the policy's, set by the run once the model is loaded
+    ids: dict[str, list[int]] | None = None  # an answer's text -> the token ids it was sampled as
+
+
+_context = _Context()
+
+
+@contextlib.contextmanager
+def reward_context(
+    *, state: TrainerState | None = None, tokenizer: Any = None, ids: dict[str, list[int]] | None = None
+) -> Iterator[None]:
+    """What the batch reward functions are passed inside: the trainer's state, the tokenizer, the sampled ids."""
+    saved = dataclasses.replace(_context)
+    if state is not None:
+        _context.state = state
+    if tokenizer is not None:
+        _context.tokenizer = tokenizer
+    if ids is not None:
+        _context.ids = ids
+    try:
+        yield
+    finally:
+        _context.state, _context.tokenizer, _context.ids = saved.state, saved.tokenizer, saved.ids
+
+
+def _completion_ids(text: str) -> list[int] | None:
+    if _context.ids is not None and text in _context.ids:
+        return list(_context.ids[text])
+    if _context.tokenizer is not None:
+        return list(_context.tokenizer(text, add_special_tokens=False)["input_ids"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -57,23 +117,30 @@ class RewardFunction:
     def describe(self) -> dict[str, Any]:
         """For the manifest: what was asked for, and the file the function came from with its content digest."""
         module = inspect.getmodule(self.fn)
-        path = getattr(module, "__file__", None)
-        return {
+        code = getattr(self.fn, "__code__", None)  # a function from a file not imported as a module: its file
+        path = getattr(module, "__file__", None) or getattr(code, "co_filename", None)
+        described = {
             "spec": self.spec,
             "name": self.name,
             "weight": self.weight,
             "file": path,
-            "sha256": file_sha256(Path(path)) if path else None,
+            "sha256": file_sha256(Path(path)) if path and Path(path).is_file() else None,
         }
+        if in_process.is_in_process(self.spec):  # a Python object: where it was defined
+            owner = getattr(self.fn, "__module__", None) or getattr(module, "__name__", "?")
+            described["function"] = f"{owner}.{getattr(self.fn, '__qualname__', type(self.fn).__name__)}"
+        return described
 
     def value(self, problem: Problem, completion: str) -> float:
-        """The function's value, as a float; a non-number is an error (raised inside the caller's ``blame``)."""
-        return _number(self.fn(problem.prompt, completion, problem.answer))
+        """The function's value, as a float (NaN: None, not applicable); a non-number is an error (raised inside the
+        caller's ``blame``)."""
+        return self.values([problem], [completion])[0]
 
     def values(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[float]:
         """One value per answer: a batch function called once, TRL's way; a per-answer one answer by answer."""
         if not self.batch:
-            return [self.value(p, c) for p, c in zip(problems, completions, strict=True)]
+            out = [self.fn(p.prompt, c, p.answer) for p, c in zip(problems, completions, strict=True)]
+            return [_number(v) for v in _awaited(out)]
         names = list(dict.fromkeys(k for p in problems for k in p.columns))  # every row's columns, in order
         arguments = {name: [p.columns.get(name) for p in problems] for name in names}
         arguments |= {
@@ -83,9 +150,16 @@ class RewardFunction:
                 for p, c in zip(problems, completions, strict=True)
             ],
         }
+        wants = (lambda key: True) if self.takes is None else (lambda key: key in self.takes)
+        if wants("completion_ids"):
+            arguments["completion_ids"] = [_completion_ids(c) for c in completions]
+        if wants("trainer_state"):
+            arguments["trainer_state"] = _context.state
         if self.takes is not None:
             arguments = {k: v for k, v in arguments.items() if k in self.takes}
         out = self.fn(**arguments)
+        if inspect.isawaitable(out):
+            out = _awaited([out])[0]
         if isinstance(out, (str, bytes)) or not hasattr(out, "__len__"):
             raise TypeError(f"returned {type(out).__name__} {out!r:.60}, not a list of {len(completions)} numbers")
         if len(out) != len(completions):
@@ -99,8 +173,6 @@ def parse_reward(text: str) -> RewardFunction:
         raise ValueError(f"--reward {text!r}: expected MODULE:FUNCTION[=WEIGHT]")
     spec, eq, weight_text = text.strip().partition("=")
     module_name, colon, attr = spec.strip().partition(":")
-    if not colon or not module_name or not attr:
-        raise ValueError(f"--reward {text}: expected MODULE:FUNCTION[=WEIGHT], e.g. --reward myrewards:brevity=0.5")
     weight = 1.0
     if eq:
         try:
@@ -109,6 +181,14 @@ def parse_reward(text: str) -> RewardFunction:
             weight = math.nan
         if not math.isfinite(weight):
             raise ValueError(f"--reward {text}: the weight after '=' must be a number, got {weight_text!r}")
+    if in_process.is_in_process(spec.strip()):  # a Python function registered in this process (the Python API)
+        try:
+            fn = in_process.function(spec.strip())
+        except ValueError as exc:
+            raise ValueError(f"--reward {text}: {exc}") from None
+        return _reward(text, spec.strip(), spec.strip()[1:], weight, fn)
+    if not colon or not module_name or not attr:
+        raise ValueError(f"--reward {text}: expected MODULE:FUNCTION[=WEIGHT], e.g. --reward myrewards:brevity=0.5")
     try:
         obj: Any = import_from_cwd(module_name.strip())
     except Exception as exc:  # ImportError, or the module's own import-time error
@@ -120,11 +200,17 @@ def parse_reward(text: str) -> RewardFunction:
         obj = getattr(obj, part)
     if not callable(obj):
         raise ValueError(f"--reward {text}: {attr.strip()!r} is a {type(obj).__name__}, not a function")
-    name = attr.strip().rsplit(".", 1)[-1]
+    return _reward(text, spec.strip(), attr.strip().rsplit(".", 1)[-1], weight, obj)
+
+
+def _reward(text: str, spec: str, name: str, weight: float, obj: Any) -> RewardFunction:
+    """The function's form, from its signature: per answer, or TRL's batch form; neither is one line."""
+    if not callable(obj):
+        raise ValueError(f"--reward {text}: a {type(obj).__name__}, not a function")
     try:
         parameters = inspect.signature(obj).parameters
     except ValueError:  # a builtin without a signature: the per-answer form; it will say so when called
-        return RewardFunction(spec.strip(), name, weight, obj)
+        return RewardFunction(spec, name, weight, obj)
     if "prompts" in parameters or "completions" in parameters:  # TRL's batch form, called by keyword
         if any(p.kind is p.POSITIONAL_ONLY for p in parameters.values()):
             raise ValueError(
@@ -133,7 +219,7 @@ def parse_reward(text: str) -> RewardFunction:
             )
         kinds = {p.kind for p in parameters.values()}
         takes = None if inspect.Parameter.VAR_KEYWORD in kinds else frozenset(parameters)
-        return RewardFunction(spec.strip(), name, weight, obj, batch=True, takes=takes)
+        return RewardFunction(spec, name, weight, obj, batch=True, takes=takes)
     try:
         inspect.signature(obj).bind("prompt", "completion", "reference")
     except TypeError as exc:
@@ -141,7 +227,7 @@ def parse_reward(text: str) -> RewardFunction:
             f"--reward {text}: must take (prompt, completion, reference), or TRL's (prompts, "
             f"completions, **columns): {exc}"
         ) from None
-    return RewardFunction(spec.strip(), name, weight, obj)
+    return RewardFunction(spec, name, weight, obj)
 
 
 def load_rewards(specs: Sequence[str]) -> list[RewardFunction]:
@@ -232,14 +318,37 @@ class WithRewards:
         return [dataclasses.replace(s, rewards={**s.rewards, **e}) for s, e in zip(scores, extra, strict=True)]
 
 
+def _awaited(values: list[Any]) -> list[Any]:
+    """``values`` with every awaitable among them awaited, together, in an event loop of their own: this thread's
+    when none is running, else a fresh thread's (a notebook runs one)."""
+    if not any(inspect.isawaitable(v) for v in values):
+        return values
+
+    async def gather() -> list[Any]:
+        async def done(value: Any) -> Any:
+            return value
+
+        return list(await asyncio.gather(*(v if inspect.isawaitable(v) else done(v) for v in values)))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(gather())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, gather()).result()
+
+
 def _number(value: Any, where: str = "") -> float:
-    """``value`` as a finite float; anything else a one-line TypeError or ValueError."""
+    """``value`` as a float: NaN for None or NaN (not applicable, as TRL's None); anything else that is not a finite
+    number a one-line TypeError or ValueError."""
+    if value is None:
+        return math.nan
     if isinstance(value, (str, bytes)):
         raise TypeError(f"returned {value!r}{where}, not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"returned {type(value).__name__} {value!r:.60}{where}, not a number") from None
-    if not math.isfinite(number):
-        raise ValueError(f"returned {number}{where}, not a finite number")
+    if math.isinf(number):
+        raise ValueError(f"returned {number}{where}, not a finite number (None: not applicable)")
     return number

@@ -12,6 +12,8 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness import progress
+from harness.failures import mark_run_folder
 from harness.plugins import Plugins, get_plugin_manager
 from harness.policy_export import MODEL_DIR, push_to_hub, write_model_card
 from harness.report import health
@@ -22,12 +24,13 @@ from harness.report.summary import (
     successes_by_problem,
     summary_table,
 )
+from harness.reward_functions import reward_context
 from harness.runner.config import RunConfig
 from harness.runner.distributed import current as current_parallel
 from harness.runner.expected_time import expected_time
 from harness.runner.manifest import carry_over, check_resume_point, new_manifest
 from harness.runner.phases import execute, train_precision
-from harness.runner.plan import Plan, plan_run, training_budget
+from harness.runner.plan import Plan, plan_run, training_budget, translated_lines
 from harness.store.checkpoint import Checkpointer
 from harness.store.lock import lock_run_folder
 from harness.store.loggers import open_loggers
@@ -35,6 +38,7 @@ from harness.store.reading import read_json
 from harness.store.results_db import RESULTS_DB, index_run, is_indexed
 from harness.store.run_folder import FollowerStore, RunStore
 from harness.store.step_models import StepModels
+from harness.types import data_card_line
 
 __all__ = ["RunConfig", "resume", "run"]
 
@@ -53,21 +57,26 @@ def run(
     dp = current_parallel()  # one process, or one rank of `torchrun` / `accelerate launch`
     dp.use_sharding(cfg.shard)
     echo = echo if dp.is_main else _quiet  # rank 0 speaks for the run
+    say = _quiet if progress.quiet_requested() else echo  # --quiet: the summary, warnings and errors only
     plan = plan_run(cfg, plugins, dp.world_size, resuming=resuming is not None)
     try:
-        policy, engine = load_model(plan, plugins, dp, echo, resuming)
+        policy, engine = load_model(plan, plugins, dp, say, resuming)
         if not dp.is_main:
             return follow(plan, dp, policy, engine)
-        store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, store, started, echo)
+        store, manifest = open_run_folder(plan, plugins, policy, dp, resuming, store, started, say)
         try:
             finished = False
             try:
-                execute(plan, plugins, policy, engine, store, manifest, echo)
+                with reward_context(tokenizer=policy.tokenizer):  # a batch reward function's completion_ids
+                    execute(plan, plugins, policy, engine, store, manifest, say)
                 finished = True
             finally:
                 store.close()  # flush the loggers (TensorBoard, MLflow, W&B) even when the run dies
                 dp.close(finished)
             finish(plan, store, manifest, started, echo)
+        except BaseException as exc:  # the run had a folder: a failure exits 1, ^C says how to resume (harness/cli.py)
+            mark_run_folder(exc, store.dir)
+            raise
         finally:
             store.lock.release()  # this process is done writing the folder (its end would release it too)
         return store.dir
@@ -155,8 +164,15 @@ def load_model(plan: Plan, plugins: Plugins, dp: Any, echo, resuming: dict | Non
         echo(expected)
     if (budget := training_budget(plan)) and not resuming:
         echo(budget)
+    for line in translated_lines(plan) if not resuming else ():  # TRL's names given: which, and as what
+        echo(line)
+    for line in plan.notes if not resuming else ():  # train and eval problems that overlap
+        echo(line)
     echo(f"loading model {cfg.model} ...")
+    if progress.quiet() or not progress.on_terminal():  # a log file gets no third-party bar at all
+        progress.quiet_libraries()
     policy = load_policy(cfg.model, plugins["model"], dtype=cfg.dtype, revision=cfg.model_revision or None)
+    progress.quiet_libraries()  # none mid-run either (the diversity metrics' embedding model loads later)
     policy.model.to(dp.device)  # this rank's GPU, or the CPU
     make_engine = plugins["engine"].get(cfg.engine).load()  # the hook's contract: (policy, main_process, **options)
     engine = make_engine(policy, main_process=dp.is_main, **plan.options["engine"])
@@ -240,6 +256,7 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
         if indexed:
             index_into(db, store.dir, echo)  # the index keeps the manifest too
     try:
+        echo(run_heading(manifest))
         echo(summary_table(store.metrics))
         echo(_paired_change(db, store.dir))
         echo(example_samples(store.dir / "samples.jsonl", "after" if plan.trainer else "eval"))
@@ -248,6 +265,15 @@ def finish(plan: Plan, store: RunStore, manifest: dict, started: float, echo) ->
     for line in manifest["warnings"]:  # last, where a user reading the end of the output sees them
         echo(f"warning: {line}")
     echo(f"wrote {store.dir} in {manifest['seconds']} s")
+
+
+def run_heading(manifest: dict[str, Any]) -> str:
+    """The summary's first line: what was evaluated on what data ("task math, model tiny-random; data: NAME;
+    SPLIT; SIZE rows; 8 problems evaluated")."""
+    task = manifest.get("task") or {}
+    data = data_card_line(task.get("data_card")) or "unknown"
+    model = (manifest.get("model") or {}).get("spec") or (manifest.get("config") or {}).get("model")
+    return f"\ntask {task.get('name')}, model {model}; data: {data}; {task.get('eval_problems')} problems evaluated"
 
 
 def health_warnings(

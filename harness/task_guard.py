@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.failures import PluginFailed, ScoreFailed, blame, reason
-from harness.types import Problem, Score, TaskCapabilities, capabilities_of
+from harness.types import Problem, Score, TaskCapabilities, capabilities_of, data_card_of
 
 
 class GuardedTask:
@@ -48,6 +48,11 @@ class GuardedTask:
     def data_source(self) -> dict[str, Any]:
         with blame(*self._kind, "describing its data"):
             return self._task.data_source()
+
+    def data_card(self) -> dict[str, Any]:
+        """The task's data card (``harness.types.DataCard``), its default where it has none."""
+        with blame(*self._kind, "describing its data"):
+            return data_card_of(self._task)
 
     def reference_completion(self, problem: Problem) -> str | None:
         with blame(*self._kind, f"writing the reference completion of problem {problem.id!r}"):

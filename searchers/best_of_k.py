@@ -54,6 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness import progress
 from harness.metrics import diversity
 from harness.metrics.unbiased import (
     best_at_ks,
@@ -177,6 +178,13 @@ class BestOfK:
                 self.held_out[name] = behaviour
 
     def search(
+        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
+    ) -> dict[str, float]:
+        # one bar for the phase's samples: the engine's calls (a batch_prompts chunk each) count into it
+        with progress.bar(len(problems) * self.rollouts, f"{phase} best-of-k", "sample"):
+            return self._search(engine, task, problems, phase=phase, store=store)
+
+    def _search(
         self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
     ) -> dict[str, float]:
         embedding = self.embedding_diversity and _embedding_model_available()  # asked before paying for samples
@@ -358,7 +366,10 @@ class BestOfK:
             if self.m > 1:  # answers pooled as if independent: biased, kept under a name that says so
                 metrics.update({f"pooled_pass@{k}": v for k, v in pass_at_ks(t.counts, self.ks).items()})
                 metrics.update({f"pooled_best@{k}": v for k, v in best_at_ks(t.scalars, self.ks).items()})
-        metrics.update({f"mean_reward/{name}": value / t.scored for name, value in t.reward_sums.items()})
+        # over the candidates each component applies to (NaN: a reward function's None), as TRL's nanmean
+        metrics.update(
+            {f"mean_reward/{name}": value / max(t.reward_counts[name], 1) for name, value in t.reward_sums.items()}
+        )
         # unparsed (no answer found) and wrong (an answer, not the right one) are reported apart: a broken extractor
         # shows up as a jump in unparsed_rate, not as a model that got worse.
         metrics["unparsed_rate"] = t.unparsed / t.scored if t.scored else 0.0
@@ -397,6 +408,7 @@ class _Totals:
     rollout_bests: list[list[float]] = field(default_factory=list)  # each whole rollout's best, set-level best@k
     diversity: list[dict[str, float | None]] = field(default_factory=list)  # per problem
     reward_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # over scored candidates
+    reward_counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # ... whose value is not NaN
     scored: int = 0
     unparsed: int = 0
     wrong: int = 0
@@ -436,7 +448,8 @@ class _Totals:
                 self.wrong += not r["unparsed"] and not r["success"]
                 self.successes += r["success"]
                 for name, value in r["rewards"].items():
-                    self.reward_sums[name] += value
+                    self.reward_sums[name] += 0.0 if math.isnan(value) else value
+                    self.reward_counts[name] += not math.isnan(value)
 
 
 def _behaviour_score(scorer: Any, text: str, problem: Problem) -> float | None:

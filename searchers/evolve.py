@@ -92,6 +92,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import progress
 from harness.executors import make_executor
 from harness.failures import PluginFailed
 from harness.multi_answer import DELIMITER, answer_budget, instruct, split_answers
@@ -291,6 +292,14 @@ class Evolve:
     # ------------------------------------------------------------------------------------------------------------
 
     def search(
+        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
+    ) -> dict[str, float]:
+        # one bar for the phase's model calls (at most calls per problem; a solved problem stops early)
+        calls = len(problems) * self.budget["calls"] or None  # None: no limit on calls, a count without a total
+        with progress.bar(calls, f"{phase} evolve (model calls, at most)", "sample"):
+            return self._search(engine, task, problems, phase=phase, store=store)
+
+    def _search(
         self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
     ) -> dict[str, float]:
         folder = store.dir / "evolve" / phase
@@ -595,7 +604,8 @@ class Evolve:
             metrics["best_fitness"] = math.fsum(b.fitness for b in bests) / len(bests)
         every = [c for s in states if s.db for c in s.db.candidates]
         for name in every[0].rewards if every else ():
-            metrics[f"mean_reward/{name}"] = math.fsum(c.rewards.get(name, 0.0) for c in every) / len(every)
+            known = [v for c in every if not math.isnan(v := c.rewards.get(name, 0.0))]  # NaN: not applicable
+            metrics[f"mean_reward/{name}"] = math.fsum(known) / max(len(known), 1)
         metrics["budget/calls"] = sum(s.calls for s in states)
         metrics["budget/candidates"] = sum(s.candidates for s in states)
         metrics["budget/tokens"] = sum(s.tokens for s in states)

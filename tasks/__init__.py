@@ -46,6 +46,12 @@ def harness_register_tasks(registry: Registry) -> None:
         description="Grid mazes (VPO's maze task): reaches the goal, valid moves, optimal length",
     )
     registry.add(
+        "prompts",
+        "harness.tasks.prompts:PromptsTask",
+        description="your prompts (a file, a hub id or a datasets.Dataset; TRL's standard or conversational "
+        "format) scored by your reward functions alone; success by a rule (reward>=1, NAME>=X, NAME)",
+    )
+    registry.add(
         "rg:",
         "harness.tasks.reasoning_gym_bridge:ReasoningGymTask",
         description="any reasoning-gym dataset as a task: --task rg:<dataset name>, scored by its own scorer",

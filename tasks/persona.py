@@ -51,7 +51,7 @@ from harness.metrics.embeddings import embed
 from harness.metrics.embeddings import embedding_model_path as embedding_model_path  # re-exported: tests and users
 from harness.tasks import text_signals
 from harness.tasks.provenance import file_digest, package_version
-from harness.tasks.splits import bucket, digest, normalise
+from harness.tasks.splits import bucket, digest, eval_split, normalise
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 if TYPE_CHECKING:
@@ -170,6 +170,15 @@ class PersonaTask:
         return Score(
             rewards=rewards, primary=PRIMARY, extracted=favourite if text.strip() else None, unparsed=not text.strip()
         )
+
+    def data_card(self) -> dict[str, Any]:
+        """The data in three fields (harness.types.DataCard): the prompts file, the eval split, its rows."""
+        self.problems("eval", limit=0)  # loads the split
+        return {
+            "name": str(self.path) if self.source == "jsonl" else "vector-harness persona prompts",
+            "split": eval_split(None, self.eval_fraction),
+            "size": len((self._splits or {}).get("eval", [])),
+        }
 
     def data_source(self) -> dict[str, Any]:
         prompts = BUILTIN_PROMPTS if self.source == "builtin" else Path(str(self.path))

@@ -30,7 +30,7 @@ from typing import Any
 from harness.plugins.option_help import Option, describe_dataclass
 from harness.plugins.options import make_config
 from harness.tasks.math_answers import boxed_contents, clean_answer
-from harness.tasks.splits import POOL_SEED, digest, split_by_content, take
+from harness.tasks.splits import POOL_SEED, digest, eval_split, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 INSTRUCTION = (
@@ -134,6 +134,15 @@ class ReasoningGymTask:
             extracted=answer,
             unparsed=answer is None,
         )
+
+    def data_card(self) -> dict[str, Any]:
+        """The data in three fields (harness.types.DataCard): the generator, the eval split, its rows."""
+        self.problems("eval", limit=0)  # generates the pool
+        return {
+            "name": f"reasoning-gym {self.dataset} (generated, pool of {self.pool_size})",
+            "split": eval_split(None, self.eval_fraction),
+            "size": len((self._splits or {}).get("eval", [])),
+        }
 
     def data_source(self) -> dict[str, Any]:
         try:

@@ -60,3 +60,11 @@ def take(problems: list[Problem], limit: int | None, seed: int) -> list[Problem]
     items = list(problems)
     random.Random(seed).shuffle(items)
     return items if limit is None else items[:limit]
+
+
+def eval_split(method: str | None, eval_fraction: float | None) -> str:
+    """A data card's ``split``: where the eval problems come from. "test" for a source's own test split (the
+    loaders' "native ..."), else the share of one pool that the content hash sends to eval."""
+    if method and method.startswith("native"):
+        return "test"
+    return f"eval ({eval_fraction:g} of the pool by content hash)" if eval_fraction is not None else "eval"

@@ -41,8 +41,9 @@ def test_the_default_is_ten_minutes_and_values_are_checked():
 def test_a_short_run_at_the_default_interval_writes_one_state(tmp_path, monkeypatch):
     """A 3-step run that takes seconds writes its state once, after the last step (the old default wrote it after
     every step: 1.6 GB each on the default model, many GB for a 1.5B one)."""
+    from tiny_runs import RUN
+
     from harness.cli import main
-    from tests.tiny_runs import RUN
 
     saves = []
     real_save = Checkpointer.save
@@ -61,9 +62,9 @@ def test_save_every_keeps_a_loadable_model_per_interval_that_harness_run_evaluat
 
     import torch
     from safetensors.torch import load_file
+    from tiny_runs import RUN
 
     from harness.cli import main
-    from tests.tiny_runs import RUN
 
     assert (
         main([*RUN, "--steps", "4", "--save-every", "2", "--set", "trainer.lr=1e-2", "--out", str(tmp_path / "train")])

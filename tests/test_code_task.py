@@ -439,3 +439,19 @@ def test_hub_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(ValueError, match=r"^hub dataset 'openai_humaneval' .*Couldn't reach[^\n]*$"):
         CodeTask(source="hub", hub_id="openai_humaneval").problems("eval")
+
+
+def test_the_stdio_crosscheck_set_reads_as_livecodebench_rows_and_scores_as_written() -> None:
+    """tests/fixtures/code/stdio_crosscheck.jsonl, the project's stdin/stdout set that bench/humaneval_crosscheck.py
+    --dataset stdio compares with LiveCodeBench's rule: every row is a valid LiveCodeBench row, and (a sample of it
+    here; the bench runs all) its canonical solutions pass and its wrong ones fail through the code task."""
+    rows = [json.loads(line) for line in (FIXTURES / "stdio_crosscheck.jsonl").read_text().splitlines()]
+    problems = {r["question_id"]: code_module.lcb_problem(r, r["question_id"]) for r in rows}
+    assert len(rows) >= 12 and all(p.meta["kind"] == "stdio" and len(p.meta["inputs"]) == 3 for p in problems.values())
+    task = CodeTask(timeout_s=60)
+    for row in rows:
+        if row["question_id"] in ("vh_exit", "vh_average", "vh_spaces"):  # none loops until its timeout
+            problem = problems[row["question_id"]]
+            assert task.score(problem, f"```python\n{row['canonical_solution']}\n```").rewards["all_pass"] == 1.0
+            for wrong in row["wrong_solutions"]:
+                assert task.score(problem, f"```python\n{wrong}\n```").rewards["all_pass"] == 0.0, wrong

@@ -11,10 +11,9 @@ stays at its default except `--limit 2`, `--train-limit 4`, `--steps 2`, `search
 (run two at a time).
 
 One option that is not a size: VSPO gets `trainer.vector=` a conciseness vector built from hand-written pairs.
-Its default builds the vector in the run from the policy's own answers rewritten by the policy, which a random
-model cannot do (its greedy answers are empty): at pure defaults both VSPO cells end with exit 2 after the before
-evaluation, "vspo: only 0 usable contrastive pairs from 16 problems; raise vector_prompts or pass vector=PATH".
-tests/test_vspo.py tests the in-run build with a sampling engine instead.
+Its default builds the vector in the run from the policy's own answers rewritten by the policy; a random model's
+greedy answers are empty, so those pairs come from a second, sampled round (harness/teacher/rewrite.py), which
+tests/test_docs_as_pasted.py runs; the hand-written vector keeps these cells' time down.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Non-finite training is a failure (harness/trainers/finite.py): a NaN reaching the loss stops training before the
-update, weights unchanged; an absurd learning rate is refused before the model loads; a run that hit either ends
-`failed`, exit 2, in one line, never `complete`."""
+update, weights unchanged; an absurd learning rate is refused before the model loads (exit 2); a run that hit a NaN
+ends `failed`, exit 1, in one line, never `complete`."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from harness.types import Score
 
 
 class NaNRewardTask(FakeTask):
-    """FakeTask whose "correct" reward is NaN for every answer: the advantages, and so the loss, are NaN."""
+    """FakeTask whose "correct" reward is infinite for every answer: the advantages, and so the loss, are NaN. (A NaN
+    reward is "not applicable", TRL's None: it adds nothing to the advantages.)"""
 
     def score(self, problem, completion):
         score = super().score(problem, completion)
-        return Score(rewards={**score.rewards, "correct": math.nan}, primary="correct", extracted=score.extracted)
+        return Score(rewards={**score.rewards, "correct": math.inf}, primary="correct", extracted=score.extracted)
 
 
 def test_the_checks_name_what_is_not_finite() -> None:

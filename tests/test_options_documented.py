@@ -46,7 +46,8 @@ def test_every_built_in_option_has_help(kind, entry):
 def test_docs_options_md_is_up_to_date():
     page = options_reference.PAGE.read_text()
     assert options_reference.render() == page, "docs/options.md is stale: python -m harness.plugins.options_reference"
-    assert "| `lr` | `float` | `3e-05` | AdamW learning rate" in page and "### searcher `best-of-k`" in page
+    lr = "| `lr` | `float` | `5e-05` (preset quick, a default run's; own default 3e-05; preset full: 1e-06) | AdamW"
+    assert lr in page and "### searcher `best-of-k`" in page
 
 
 def test_a_stale_page_is_found(tmp_path, monkeypatch):
@@ -75,7 +76,9 @@ def test_harness_options_trainer_grpo_lists_every_field_with_its_help():
     assert set(listed) == fields
     assert all(help_ and help_ != "(no help written)" for help_ in listed.values()), listed
     assert listed["lr"].startswith("AdamW learning rate")
-    assert "  lr: float = 3e-05" in lines and "preset quick: steps=10" in result.stdout
+    # the lr a default run gets (the quick preset's), labelled, with the option's own default beside it
+    assert "  lr: float = 5e-05 (preset quick, a default run's; own default 3e-05; preset full: 1e-06)" in lines
+    assert "preset quick: steps=10" in result.stdout
 
 
 def test_harness_options_for_a_family_member_and_an_unknown_kind(capsys):

@@ -140,7 +140,7 @@ def test_a_searcher_that_raises_fails_the_run_in_one_line_and_the_report_says_wh
     installed()
     runs = tmp_path / "runs"
     assert (
-        main([*RUN, "--task", "adds", "--searcher", "majority", "--set", "searcher.fail=true", "--out", str(runs)]) == 2
+        main([*RUN, "--task", "adds", "--searcher", "majority", "--set", "searcher.fail=true", "--out", str(runs)]) == 1
     )
     errors, _ = _error_lines(capsys)
     (folder,) = (p for p in runs.iterdir() if p.is_dir())
@@ -187,7 +187,7 @@ def test_a_clashing_or_misspelt_package_is_skipped_and_runs_go_on(installed, tmp
 def test_a_trainer_failing_under_its_progress_bar_gets_a_line_of_its_own(installed, tmp_path, capsys):
     installed()
     assert (
-        main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles", "--out", str(tmp_path)]) == 2
+        main([*RUN, "--task", "adds", "--searcher", "majority", "--trainer", "stumbles", "--out", str(tmp_path)]) == 1
     )
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if "harness: error" in line]

@@ -234,7 +234,7 @@ def test_nothing_is_complete_until_every_file_is_whole(tmp_path, baseline):
     finally:
         pause.unlink(missing_ok=True)
     code, err = _finish(process)
-    assert code == 2 and "samples.jsonl line 2: not valid JSON" in _lines(err)[-1], err[-2000:]
+    assert code == 1 and "samples.jsonl line 2: not valid JSON" in _lines(err)[-1], err[-2000:]
     assert json.loads((folder / "manifest.json").read_text())["status"] == "failed"
 
 
@@ -329,10 +329,11 @@ def test_sigterm_ends_a_run_like_an_interrupt(tmp_path):
     process.send_signal(signal.SIGTERM)
     code, err = _finish(process)
     said = [line for line in err.splitlines() if line.startswith("harness:")]  # progress bars aside
-    assert code == 130 and said == [
-        "harness: error: interrupted; everything written so far is kept in the run folder"
-    ], err[-2000:]
     folder = only_run(tmp_path / "runs")
+    assert code == 130 and said == [
+        f"harness: error: interrupted; everything written so far is kept in {folder}; resume it with "
+        f"`harness run --resume {folder}`"
+    ], err[-2000:]
     assert json.loads((folder / "manifest.json").read_text())["status"] == "interrupted"
 
 

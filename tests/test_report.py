@@ -218,7 +218,7 @@ def test_the_leaderboard_shows_each_trained_runs_warm_up_steps(tmp_path):
     md = (tmp_path / "report" / "report.md").read_text()
     board = md.split("\n## ")[0]
     assert "| phase | warm-up steps | pass@1 |" in board
-    assert sorted(line.split(" | ")[5:7] for line in board.splitlines() if line.startswith("| math |")) == [
+    assert sorted(line.split(" | ")[6:8] for line in board.splitlines() if line.startswith("| math |")) == [
         ["after", "0"],
         ["after", "24"],
         ["eval", "-"],

@@ -241,7 +241,7 @@ def test_two_rewards_of_one_name_are_refused(folder: Path, tmp_path: Path, capsy
 
 def test_a_reward_function_raising_mid_run_fails_the_run_as_a_plugin_does(folder: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "runs"
-    assert main([*RUN, "--reward", "myrewards:sulks", "--out", str(out)]) == 2  # fine on "", raises on answers
+    assert main([*RUN, "--reward", "myrewards:sulks", "--out", str(out)]) == 1  # fine on "", raises on answers
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "harness: error" in line]
     assert "reward 'sulks' (plugin 'myrewards:sulks') failed while scoring problem 'gym-arith-" in line
     assert "ZeroDivisionError: no answers today" in line
@@ -265,7 +265,7 @@ def test_a_batch_reward_returning_the_wrong_number_of_values_fails_the_run_namin
     folder: Path, tmp_path: Path, capsys
 ) -> None:
     out = tmp_path / "runs"
-    assert main([*RUN, "--reward", "myrewards:too_few", "--out", str(out)]) == 2
+    assert main([*RUN, "--reward", "myrewards:too_few", "--out", str(out)]) == 1  # started, then failed
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "harness: error" in line]
     assert "reward 'too_few' (plugin 'myrewards:too_few') failed while scoring 4 answers (" in line
     assert "ValueError: returned 1 values for 4 completions" in line

@@ -124,7 +124,10 @@ def test_a_vpo_run_says_its_warm_up_budget_first_and_records_the_warm_up(tmp_pat
     )
     assert budget < next(i for i, line in enumerate(lines) if line.startswith("loading model"))
     metrics = json.loads((folder / "metrics.json").read_text())
-    assert 1 <= metrics["warmup/steps"] <= 2 and metrics["warmup/seconds"] > 0
+    # tiny-random's warm-up targets are random text in which the task reads no answer, so SFT on them cannot reach
+    # the target rate: the warm-up checks that first and takes no step (trainers/format_warmup.py)
+    assert metrics["warmup/targets"] > 0 and metrics["warmup/targets_well_formed"] == 0
+    assert metrics["warmup/steps"] == 0 and metrics["warmup/seconds"] > 0
     assert 0 <= metrics["warmup/well_formed_before"] <= 1 and 0 <= metrics["warmup/well_formed_after"] <= 1
     assert any(
         line.startswith("format warm-up: ") and "SFT steps" in line for text in lines for line in str(text).splitlines()

@@ -136,13 +136,14 @@ def test_an_evaluation_only_run_has_no_change_column():
         }
     )
     (evaluation,) = blocks(table)
-    assert evaluation == [
+    assert evaluation == [  # the task's figures, a rule, then the bookkeeping (budgets and counts)
         ["metric", "eval"],
         ["pass@1", "0.500"],
-        ["budget/tokens", "40"],
-        ["children/rewrite", "3"],
         ["diversity/embedding", "-"],
         ["note", "x"],
+        ["-------------------", "-----"],
+        ["budget/tokens", "40"],
+        ["children/rewrite", "3"],
     ]
 
 

@@ -110,7 +110,8 @@ def test_grpo_trains_on_a_chat_dataset_with_a_batch_reward_reading_its_column(tm
             assert prompt == by_question[prompt[1]["content"]]["prompt"]  # the system turn reached the function
             assert difficulty == by_question[prompt[1]["content"]]["difficulty"]
         assert all(c[0]["role"] == "assistant" for c in call["completions"])
-        assert call["others"] == ["solution"]  # every other column but the prompt, by its own name
+        # every other column but the prompt, by its own name, and what TRL passes beside them
+        assert call["others"] == ["completion_ids", "solution", "trainer_state"]
     assert max(len(c["completions"]) for c in calls) > 1  # batches, not one answer at a time
 
     steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]

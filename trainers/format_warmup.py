@@ -42,7 +42,9 @@ teach the policy that an answer ends wherever the budget happens to cut it.
 extracted), else worked for a task with reference completions (math), else self; and self when no problem gave
 targets of its kind. The policy trains on them in rounds of ``check_every`` SFT steps with one optimizer; after
 each round ``well_formed_rate`` samples rollouts of held-out problems; the warm-up stops at ``target_rate`` or after
-``max_steps``. The rate before and after and the steps taken are logged (``warmup/*``), the checks' rollouts kept
+``max_steps``, and takes no step when none of its targets is itself well formed (``well_formed_target``: SFT on
+them cannot reach the rate; a random model's text, in which the task reads no answer).
+The rate before and after and the steps taken are logged (``warmup/*``), the checks' rollouts kept
 in samples.jsonl (phase ``warmup-check``); RL that starts below the target is warned about in one line.
 """
 
@@ -54,8 +56,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
-from tqdm.auto import tqdm
 
+from harness import progress
 from harness.multi_answer import instruct, join_answers, split_answers
 from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
@@ -235,14 +237,27 @@ def format_warmup(
     if not examples:
         raise ValueError(f"{plan.name} warm-up: no targets from {len(target_problems)} problems ({stats})")
     store.write_samples(target_records(examples, kind))  # samples.jsonl says which kind of target it was
+    what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
+    formed = sum(well_formed_target(task, e, plan) for e in examples)
+    max_steps = plan.max_steps
+    if not formed and before < plan.target_rate:
+        # SFT can only teach what its targets show: none of them passes the stop rule's own test (a random model's
+        # text, in which the task reads no answer), so no number of steps reaches the target rate. Without this bound
+        # VPO's 64 steps and 8 checks ran 7 minutes on tiny-random for nothing.
+        max_steps = 0
+        print(
+            f"{plan.name}: format warm-up skipped: none of its {len(examples)} targets is itself well formed (the "
+            f"task reads no answer in them), so SFT on them cannot reach {plan.target_rate:.0%} well-formed {what}",
+            file=sys.stderr,
+        )
     pairs = sft.encode(tok, examples)
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=plan.lr)  # a LoRA policy's adapters only
     order = cycle_problems(pairs, plan.seed)
     step = 0
     # at most max_steps: the bar's estimate is the longest the warm-up can take (it stops early at the target rate)
-    bar = tqdm(total=plan.max_steps, desc=f"{plan.name} format warm-up (SFT steps, at most)", unit="step", leave=False)
-    while rates[-1] < plan.target_rate and step < plan.max_steps and not plateaued(rates, plan.patience):
-        for _ in range(min(plan.check_every, plan.max_steps - step)):
+    bar = progress.bar(max_steps, f"{plan.name} format warm-up (SFT steps, at most)", "step")
+    while rates[-1] < plan.target_rate and step < max_steps and not plateaued(rates, plan.patience):
+        for _ in range(min(plan.check_every, max_steps - step)):
             step_started = time.perf_counter()
             metrics = sft.update(
                 model,
@@ -268,6 +283,7 @@ def format_warmup(
         "warmup/well_formed_rates": rates,
         "warmup/steps": step,
         "warmup/targets": len(examples),
+        "warmup/targets_well_formed": formed,
         "warmup/check_rollouts": len(checked),
         "warmup/check_success_before": success_before,
         "warmup/check_success_after": success_rate(checked),
@@ -277,7 +293,6 @@ def format_warmup(
         **{f"warmup/{k}": v for k, v in stats.items()},
     }
     store.update_metrics(figures)
-    what = f"{plan.m}-answer rollouts" if plan.m > 1 else "answers"
     # one line the user sees either way: the format before and after, and what it did to accuracy
     print(
         f"{plan.name}: format warm-up: {before:.0%} -> {rates[-1]:.0%} well-formed {what} in {step} SFT steps "
@@ -289,6 +304,8 @@ def format_warmup(
         why = (
             f"the rate stopped rising ({' -> '.join(f'{r:.0%}' for r in rates)}; trainer.warmup_patience)"
             if plateaued(rates, plan.patience)
+            else "no target was well formed"
+            if not formed
             else "raise trainer.warmup_steps"
         )
         print(
@@ -297,6 +314,22 @@ def format_warmup(
             file=sys.stderr,
         )
     return figures
+
+
+def well_formed_target(task: Task, example, plan: WarmupPlan) -> bool:
+    """Whether a target passes the test the stop rule applies to rollouts (``well_formed_answer`` on each of its M
+    answers); a scorer that raises on it makes it not well formed."""
+    answers = split_answers(example.target, plan.m, plan.delimiter) if plan.m > 1 else [example.target]
+    if len(answers) != plan.m:
+        return False
+    for answer in answers:
+        try:
+            score = task.score(example.problem, answer)
+        except Exception:
+            return False
+        if not well_formed_answer(answer, score if isinstance(score, Score) else None, plan.format_component):
+            return False
+    return True
 
 
 def plateaued(rates: Sequence[float], patience: int) -> bool:

@@ -28,12 +28,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import torch
-from tqdm.auto import tqdm
 
+from harness import progress
 from harness.faults import fault_point
 from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
+from harness.reward_functions import TrainerState, reward_context
 from harness.runner.distributed import current as current_parallel
 from harness.threads import phase_threads
 from harness.trainers.advantages import WEIGHTINGS
@@ -43,6 +44,7 @@ from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
 from harness.trainers.losses import (
     IMPORTANCE_LEVELS,
+    LOSS_NORM_NAMES,
     LOSS_NORMS,
     clipped_surrogate,
     k3_kl,
@@ -80,6 +82,7 @@ from harness.trainers.rollout_precision import (
     weights_dtype,
 )
 from harness.trainers.step_timer import StepTimer
+from harness.trainers.trl_names import TRL_GRPO_ALIASES
 from harness.types import (
     Completion,
     Engine,
@@ -112,7 +115,9 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     sync_ref_model: bool = False
     ref_model_sync_steps: int = 512  # steps between reference syncs (TRL's default; at most `steps`)
     ref_model_mixup_alpha: float = 0.6  # the policy's share in each sync (1: the reference becomes the policy)
-    loss_norm: str = "sequence"  # "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO)
+    # the loss's normaliser: "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO); each method's name is taken too:
+    # "grpo", "dapo", "dr_grpo"
+    loss_norm: str = "sequence"
     # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
     # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
     importance_sampling_level: str = "token"
@@ -149,8 +154,10 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     seed: int = 0  # seed of problem order, sampling and estimator draws
 
     def __post_init__(self) -> None:
+        self.loss_norm = LOSS_NORM_NAMES.get(self.loss_norm, self.loss_norm)  # "dapo" is "token"
         if self.loss_norm not in LOSS_NORMS:
-            raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {', '.join(LOSS_NORMS)}")
+            names = ", ".join(f"{n} ({m})" for m, n in LOSS_NORM_NAMES.items())
+            raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {names}")
         self.check_post_training("grpo")
         if self.importance_sampling_level not in IMPORTANCE_LEVELS:
             raise ValueError(
@@ -229,11 +236,13 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
 class GRPOTrainer:
     name = "grpo"
     config_class = GRPOConfig
+    # TRL's GRPOConfig names, each an alias of an option here or refused with its equivalent (trainers/trl_names.py)
+    option_aliases = TRL_GRPO_ALIASES
     # the loop splits rollouts and the update over torchrun / accelerate processes
     capabilities = TrainerCapabilities(data_parallel=True)
 
     def __init__(self, plugins=None, **options) -> None:
-        self.config = make_config(self.config_class, options, self.name)
+        self.config = make_config(self.config_class, options, self.name, aliases=self.option_aliases)
         # what the runner reads: the answer format and behaviour to evaluate the trained policy in
         # and whether rollouts may be sampled in another precision (--rollout-dtype auto): not when the sampler's
         # log-probs are kept as the old policy's (old_logprobs="sampler"); LoRA's merged save and prepare_policy
@@ -308,17 +317,18 @@ class GRPOTrainer:
         timer = self.timer
         watch = CollapseWatch()
         healthy = None  # the trainable weights of the last step whose rollouts were healthy (a copy on the CPU)
-        for step in tqdm(
-            range(start, cfg.steps), desc=self.name, unit="step", initial=start, total=cfg.steps, disable=not dp.is_main
+        for step in progress.track(
+            range(start, cfg.steps), cfg.steps, self.name, "step", initial=start, disable=not dp.is_main
         ):
             started = time.perf_counter()
             set_lr(optimizer, cfg.lr * lr_factor(step, cfg.steps, cfg))
             batch_problems = [next(order) for _ in range(cfg.prompts_per_step)]
             model.eval()
             # sampling: dynamic sampling's figures, when it is on
-            rollouts, sampling = self.step_rollouts(
-                engine, task, problems, batch_problems, step, task_components, shaping, weights
-            )
+            with reward_context(state=TrainerState(global_step=step, max_steps=cfg.steps, phase="train")):
+                rollouts, sampling = self.step_rollouts(  # reward functions get this step as trainer_state
+                    engine, task, problems, batch_problems, step, task_components, shaping, weights
+                )
             batch_problems, completions = rollouts.problems, rollouts.completions
             scored, advantages = rollouts.scored, rollouts.advantages
             generated = time.perf_counter()
@@ -357,13 +367,12 @@ class GRPOTrainer:
             if flat:
                 self.warn(store, f"{self.name} step {step}: {flat}")
             answers = [x for row in scalars for x in row]
-            present = scored.present.float()
             flat_adv = advantages.view(len(batch_problems), cfg.group_size)
             metrics = {
                 "reward_mean": sum(answers) / max(len(answers), 1),  # over the answers written
                 "set_best_mean": sum(max(row, default=0.0) for row in scalars) / len(scalars),
-                **{
-                    f"reward/{c}": float((scored.rewards[..., i] * present).sum() / present.sum().clamp(min=1))
+                **{  # over the answers it applies to (NaN: a reward function's None), as TRL's nanmean
+                    f"reward/{c}": _applicable_mean(scored.rewards[..., i], scored.present)
                     for i, c in enumerate(components)
                 },
                 "zero_std_groups": float((flat_adv.abs().amax(dim=1) < 1e-6).float().mean()),
@@ -491,7 +500,8 @@ class GRPOTrainer:
                 completions, scored = join_rollouts(dp.gather((completions, scored)), len(mine))
             groups = torch.tensor([c.prompt_index for c in completions])
             advantages = self.estimator(
-                scored.rewards,
+                # NaN (a reward function's None: not applicable) adds nothing, as TRL's nansum; an inf stays
+                torch.where(scored.rewards.isnan(), 0.0, scored.rewards),
                 groups,
                 weights,
                 present=scored.present,
@@ -539,7 +549,7 @@ class GRPOTrainer:
         """A one-line warning: on the terminal now, and in the run's record (``store.warn``: the manifest's
         ``warnings``, the summary, the report)."""
         if current_parallel().is_main:
-            tqdm.write(f"warning: {line}")
+            progress.write(f"warning: {line}")
         store.warn(line)
 
     def format_warmup(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], store) -> None:
@@ -799,6 +809,12 @@ def push_weights(engine, model, dp) -> None:
         engine.sync_weights(model)
     if caps.shared_by_ranks:
         dp.barrier()
+
+
+def _applicable_mean(values: torch.Tensor, present: torch.Tensor) -> float:
+    """The mean of ``values`` [B, M] over the answers written whose value is not NaN (0.0 when there is none)."""
+    counted = present & ~values.isnan()
+    return float(values[counted].sum() / counted.sum().clamp(min=1))
 
 
 def _frozen_copy(model):

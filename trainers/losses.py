@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 LOSS_NORMS = ("sequence", "token", "constant")
+# the method each normaliser is known by, taken as its name too (loss_norm=dapo is "token"; TRL's loss_type values)
+LOSS_NORM_NAMES = {"grpo": "sequence", "dapo": "token", "dr_grpo": "constant"}
 
 
 IMPORTANCE_LEVELS = ("token", "sequence")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from harness.multi_answer import DELIMITER, split_answers
+from harness.reward_functions import reward_context
 from harness.scoring import score_all
 from harness.types import Completion, Problem, Score, Task
 
@@ -90,16 +91,10 @@ def score_rollouts(
     scores: list[list[Score | None]] = []
     errors = malformed = 0
     answers_of = [split_answers(c.text, m, delimiter) for c in completions]
-    results = iter(
-        score_all(
-            task,
-            [
-                (problems[c.prompt_index], answer)
-                for c, answers in zip(completions, answers_of, strict=True)
-                for answer in answers
-            ],
-        )
-    )
+    pairs = [(problems[c.prompt_index], a) for c, answers in zip(completions, answers_of, strict=True) for a in answers]
+    sampled = {c.text: c.token_ids for c in completions} if m == 1 else None  # a batch reward's completion_ids
+    with reward_context(ids=sampled):
+        results = iter(score_all(task, pairs))
     for b, answers in enumerate(answers_of):
         malformed += len(answers) < m
         row: list[Score | None] = []

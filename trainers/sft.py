@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
-from tqdm import tqdm
 
+from harness import progress
 from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
 from harness.failures import PluginFailed
@@ -194,7 +194,7 @@ class SFTTrainer:
             if examples or kind == "references":
                 return examples, {"examples": len(examples), "skipped_no_reference": len(problems) - len(examples)}
             kind = self.targets_used = "self"  # auto, and no problem has a reference: the policy's own best samples
-            tqdm.write(
+            progress.write(
                 f"sft: task {getattr(task, 'name', '?')!r} has no references; targets=auto trains on the "
                 "policy's own successful samples (targets=self)"
             )

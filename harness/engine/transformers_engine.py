@@ -68,8 +68,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
+from harness import progress
 from harness.engine.tokens import encode_chat, eos_ids
 from harness.faults import fault_point
 from harness.models import Policy
@@ -168,7 +168,8 @@ class TransformersEngine:
             if steering is not None:
                 raise ValueError("generate: steering takes params.n samples per prompt, not samples=")
         betas = steering.row_betas(len(prompts), params.n) if steering is not None else None
-        bar = tqdm(total=sum(counts), desc=desc or "generate", unit="sample", disable=not self.progress, leave=False)
+        # one call's samples, counted into the phase's bar where a searcher or trainer opened one (harness/progress.py)
+        bar = progress.bar(sum(counts), desc or "generate", "sample", disable=not self.progress, inner=True)
         hook = RowSteering(self.policy.model, steering.vector) if steering is not None else None
         try:
             with phase_threads("decode"), self.precision():  # the run's thread count for decoding (harness/threads.py)
@@ -193,7 +194,7 @@ class TransformersEngine:
         params: SamplingParams,
         hook: RowSteering | None,
         betas: list[float] | None,
-        bar: tqdm,
+        bar: progress.Bar,
     ) -> list[Completion]:
         """The decoding loop. Completion row r is sample ``sample_of[r]`` of prompt ``prompt_of[r]`` (prompt p has
         ``counts[p]`` rows, prompt-major; with params.n each, row r is sample r % n of prompt r // n). Prompts join

@@ -51,6 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import progress
 from harness.engine.tokens import encode_chat, eos_ids
 from harness.engine.vllm_options import (
     ENGINE_ARGS,
@@ -233,7 +234,9 @@ class VLLMEngine(VLLMContract):
             )
             for ids in encoded
         ]
-        outputs = self.llm.generate(requests, sampling, use_tqdm=self.progress and bool(encoded))
+        # vLLM's own bar: on a terminal only, and never with --quiet / TQDM_DISABLE (harness/progress.py)
+        shown = self.progress and bool(encoded) and progress.on_terminal() and not progress.quiet()
+        outputs = self.llm.generate(requests, sampling, use_tqdm=shown)
         tok = self.policy.tokenizer
         completions = []
         for p, (ids, out) in enumerate(zip(encoded, outputs, strict=True)):

@@ -353,16 +353,14 @@ class VLLMServerEngine(VLLMContract):
     def _post_all(self, bodies: list[dict[str, Any]], desc: str) -> list[dict[str, Any]]:
         """The answers to ``bodies`` (completion requests), in order, up to ``max_concurrency`` in flight: the
         server batches concurrent requests itself. The first failure is raised at once, the rest abandoned."""
-        from tqdm.auto import tqdm
+        from harness import progress
 
         if not bodies:
             return []
         samples = sum(b["n"] for b in bodies)
         pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(bodies)))
         try:
-            with tqdm(
-                total=samples, desc=desc or "generate", unit="sample", disable=not self.progress, leave=False
-            ) as bar:
+            with progress.bar(samples, desc or "generate", "sample", disable=not self.progress, inner=True) as bar:
                 futures = {pool.submit(self.server.post, "/v1/completions", body): body["n"] for body in bodies}
                 for done in as_completed(futures):
                     done.result()  # raises the first failure

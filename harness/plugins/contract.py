@@ -98,10 +98,10 @@ def check_score(task: Any, problem: Problem, name: str = "") -> list[str]:
         return [f"{call} returned {_short(score)}, not a Score"]
     if not isinstance(score.rewards, dict) or not score.rewards:
         return [f"{call} returned a Score whose rewards are {_short(score.rewards)}, not a dict of str -> number"]
-    problems = [
+    problems = [  # NaN is "not applicable" (a reward function's None), except in the primary, which pass@k counts
         f"{call}: reward {k!r} is {_short(v)}, not a finite number"
         for k, v in score.rewards.items()
-        if not (isinstance(v, numbers.Real) and math.isfinite(v))
+        if not (isinstance(v, numbers.Real) and (math.isfinite(v) or (math.isnan(v) and k != score.primary)))
     ]
     weights = getattr(task, "reward_weights", None)
     missing = [k for k in weights if k not in score.rewards] if isinstance(weights, dict) else []

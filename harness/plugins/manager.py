@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 import pluggy
 
@@ -103,7 +103,7 @@ def get_plugin_manager(
             try:
                 pm.register(ep.load(), name=label)
             except Exception as exc:  # any import-time error of a foreign package, or a hook with wrong arguments
-                broken[label] = f"not loaded: {type(exc).__name__}: {_first_line(exc)}"
+                broken[label] = f"not loaded: {type(exc).__name__}: {_first_line(exc)}{_missing_module_hint(ep, exc)}"
                 continue
             unknown = _unknown_hooks(pm, label)
             if unknown:
@@ -179,6 +179,20 @@ def _unknown_hooks(pm: pluggy.PluginManager, label: str) -> list[str]:
         for caller in pm.get_hookcallers(plugin) or ()
         if not caller.has_spec()
         and any(not impl.optionalhook for impl in caller.get_hookimpls() if impl.plugin is plugin)
+    )
+
+
+def _missing_module_hint(ep: EntryPoint, exc: BaseException) -> str:
+    """An entry point whose own module is missing: its package installed without it (setuptools' automatic
+    discovery picked another folder, e.g. a runs/ left beside the module, and pip said nothing)."""
+    module = str(getattr(ep, "value", "")).split(":")[0].strip()
+    if not module:
+        return ""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name not in (module, module.split(".")[0]):
+        return ""
+    return (
+        f" (its package was installed without the module {module!r}: name it in its pyproject.toml, "
+        f'[tool.setuptools] py-modules = ["{module}"] or packages = [...], and install it again)'
     )
 
 

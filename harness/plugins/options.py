@@ -14,20 +14,29 @@ import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from harness.plugins.aliases import Alias, aliases_of, resolve_aliases
 from harness.plugins.option_help import Option, describe, describe_dataclass, takes_any, type_name
 
 T = TypeVar("T")
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def make_config(cls: type[T], options: dict[str, Any], who: str, exclude: tuple[str, ...] = ()) -> T:
-    """``cls(**options)``: unknown keys refused in one line naming the closest known ones, each value typed by
-    ``coerce`` to its field's type and checked against its declared bounds; ``exclude``: fields not set this way.
-    A config that checks itself (``__post_init__``) and refuses is one line too."""
+def make_config(
+    cls: type[T],
+    options: dict[str, Any],
+    who: str,
+    exclude: tuple[str, ...] = (),
+    aliases: Sequence[Alias] = (),
+) -> T:
+    """``cls(**options)``: another library's names in ``aliases`` resolved first (harness/plugins/aliases.py), unknown
+    keys refused in one line naming the closest known ones, each value typed by ``coerce`` to its field's type and
+    checked against its declared bounds; ``exclude``: fields not set this way. A config that checks itself
+    (``__post_init__``) and refuses is one line too."""
+    options, _ = resolve_aliases(aliases, options, who)
     described = {o.name: o for o in describe_dataclass(cls, exclude)}
     unknown = sorted(set(options) - set(described))
     if unknown:
-        raise ValueError(f"{who}: {unknown_options(unknown, list(described.values()))}")
+        raise ValueError(f"{who}: {unknown_options(unknown, list(described.values()), aliases=aliases_of(aliases))}")
     typed = {key: typed_value(described[key], value, who) for key, value in options.items()}
     try:
         return cls(**typed)
@@ -148,23 +157,53 @@ def _one_line(exc: BaseException) -> str:
 
 
 def closest(name: str, known: list[str], cutoff: float = 0.6) -> list[str]:
-    """The known names most like ``name`` (difflib's ratio >= ``cutoff``, and within 0.1 of the best), best first."""
-    scores = {k: difflib.SequenceMatcher(None, name, k).ratio() for k in known}
-    best = max(scores.values(), default=0.0)
-    if best < cutoff:
+    """The known names spelled like ``name``, best first: a few typed letters off (an edit distance, swaps counted
+    once, of at most a sixth of the name's length, and at least 1; difflib's ratio >= ``cutoff`` too), at most 3,
+    the nearest ones only. A different word that shares a prefix and a suffix is not a typo: ``num_generations`` is
+    not ``num_iterations``, ``repetition_penalty`` not ``overlong_penalty``."""
+    limit = max(1, len(name) // 6)
+    distances = {
+        k: d
+        for k in known
+        if (d := edit_distance(name.lower(), k.lower())) <= limit
+        and difflib.SequenceMatcher(None, name, k).ratio() >= cutoff
+    }
+    if not distances:
         return []
-    return sorted((k for k, v in scores.items() if v >= best - 0.1), key=lambda k: -scores[k])[:3]
+    best = min(distances.values())
+    return sorted((k for k, d in distances.items() if d <= best + 1), key=lambda k: (distances[k], k))[:3]
 
 
-def unknown_options(unknown: list[str], known: list[Option], listed_by: str = "") -> str:
-    """ "unknown option lrr; did you mean lr (AdamW learning rate)?": the closest known names with their help, in
-    one line, instead of every name. ``listed_by``: the command that lists them all, said when some has none close."""
-    names = {o.name: o for o in known}
+def edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein (optimal string alignment): insertions, deletions, substitutions, adjacent swaps."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def unknown_options(
+    unknown: list[str], known: list[Option], listed_by: str = "", aliases: dict[str, Alias] | None = None
+) -> str:
+    """ "unknown option lrr; did you mean lr (AdamW learning rate)?": the names spelled closest, with their help, in
+    one line, instead of every name; ``aliases`` (another library's names the plugin understands) are candidates
+    too ("num_generationz; did you mean num_generations (TRL's name for group_size)?"). ``listed_by``: the command
+    that lists them all, said when some has none close."""
+    names = {o.name: o.summary for o in known}
+    for alias in (aliases or {}).values():
+        names.setdefault(alias.name, f"{alias.library}'s name" + (f" for {alias.target}" if alias.target else ""))
     guesses = {}
     for name in unknown:
         close = closest(name, list(names))
         if close:
-            guesses[name] = " or ".join(f"{c} ({names[c].summary})" if names[c].summary else c for c in close)
+            guesses[name] = " or ".join(f"{c} ({names[c]})" if names[c] else c for c in close)
     if len(unknown) == 1:
         text = f"unknown option {unknown[0]}" + (f"; did you mean {guesses[unknown[0]]}?" if guesses else "")
     else:
@@ -198,9 +237,11 @@ def check_options(
     positional: int = 0,
     member: str | None = None,
 ) -> dict[str, Any]:
-    """Refuse, in one line, options the factory does not take (naming the closest it does, with their help) and
-    required ones missing; return ``options`` typed by ``coerce``. ``given_later``: what the caller passes itself
+    """Resolve the names of another library's the factory declares (``option_aliases``: TRL's for GRPO), then refuse,
+    in one line, options it does not take (naming the closest it does, with their help) and required ones missing;
+    return ``options`` typed by ``coerce``. ``given_later``: what the caller passes itself
     (an engine's policy); ``positional``: leading arguments passed by position (a family's member name)."""
+    options, _ = resolve_aliases(aliases_of(factory), options, f"{kind} {name!r}")
     if not factory_parameters(factory):
         return dict(options)
     described = [o for o in describe(factory, kind=kind, member=member, skip=positional) if o.name not in given_later]
@@ -208,7 +249,7 @@ def check_options(
     unknown = sorted(set(options) - set(by_name))
     if unknown and not takes_any(factory, member):
         listed_by = f"harness options {kind} {name}"
-        raise ValueError(f"{kind} {name!r}: {unknown_options(unknown, described, listed_by)}")
+        raise ValueError(f"{kind} {name!r}: {unknown_options(unknown, described, listed_by, aliases_of(factory))}")
     missing = [o.name for o in described if o.required and o.name not in options]
     if missing:
         raise ValueError(f"{kind} {name!r}: missing option(s) {', '.join(missing)} (--set {kind}.{missing[0]}=...)")

@@ -7,12 +7,14 @@ built-in's, both from the one description (harness/plugins/option_help.py), so t
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from harness.plugins.aliases import aliases_of
 from harness.plugins.option_help import Option, describe_entry, show, takes_any
 from harness.types import EngineCapabilities, capabilities_of
 
@@ -38,6 +40,40 @@ def notes(kind: str, entry: Any) -> list[str]:
     return lines
 
 
+def default_preset() -> str:
+    """The preset a run gets without --preset (RunConfig's default)."""
+    from harness.runner.config import RunConfig
+
+    return next(f.default for f in dataclasses.fields(RunConfig) if f.name == "preset")
+
+
+def run_default(option: Option, presets: dict[str, dict[str, Any]]) -> tuple[Any, str]:
+    """(the value a run gets when the user leaves ``option`` alone, what else applies): the default preset's value
+    where it sets one (labelled, with the option's own default beside it), then the other presets' values."""
+    preset = default_preset()
+    others = [
+        f"preset {p}: {show(v[option.name])}" for p, v in sorted(presets.items()) if p != preset and option.name in v
+    ]
+    value = presets.get(preset, {}).get(option.name, option.default)
+    if option.name in presets.get(preset, {}) and value != option.default:
+        said = [f"preset {preset}, a default run's", f"own default {show(option.default)}", *others]
+        return value, "; ".join(said)
+    return value, "; ".join(others)
+
+
+def aliases_note(entry: Any) -> list[str]:
+    """Another library's names the plugin takes (TRL's for GRPO), in one line."""
+    aliases = list(aliases_of(entry.load()).values())
+    if not aliases:
+        return []
+    library = aliases[0].library
+    renames = ", ".join(f"{a.name} -> {a.target}" for a in aliases if a.target and not a.values)
+    return [
+        f"also takes {len(aliases)} of {library}'s names, each set as the option it stands for or refused in one line "
+        f"with what to use instead (docs/trl_options.md): {renames}, ..."
+    ]
+
+
 def options_text(plugins: Any, kind: str, name: str, width: int | None = None) -> str:
     """One plugin's options for the terminal: name, type, default, bounds, then the help, wrapped."""
     if kind not in KINDS:
@@ -54,11 +90,14 @@ def options_text(plugins: Any, kind: str, name: str, width: int | None = None) -
     ]
     for option in options:
         bounds = f"  [{option.bounds}]" if option.bounds else ""
-        lines.append(f"  {option.name}: {option.type or '?'} = {show(option.default)}{bounds}")
+        value, said = run_default(option, entry.presets)
+        said = f" ({said})" if said else ""
+        lines.append(f"  {option.name}: {option.type or '?'} = {show(value)}{said}{bounds}")
         lines += textwrap.wrap(
             option.help or "(no help written)", width, initial_indent=" " * 6, subsequent_indent=" " * 6
         )
     lines += [f"{line}" for line in notes(kind, entry)]
+    lines += aliases_note(entry)
     return "\n".join(lines)
 
 
@@ -66,11 +105,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _table(options: list[Option]) -> str:
-    rows = ["| option | type | default | help |", "|---|---|---|---|"]
+def _table(options: list[Option], presets: dict[str, dict[str, Any]]) -> str:
+    rows = ["| option | type | default (a default run's) | help |", "|---|---|---|---|"]
     for o in options:
         bounds = f" ({o.bounds})" if o.bounds else ""
-        rows.append(f"| `{o.name}` | `{_cell(o.type or '?')}` | `{_cell(show(o.default))}`{bounds} | {_cell(o.help)} |")
+        value, said = run_default(o, presets)
+        said = f" ({_cell(said)})" if said else ""
+        rows.append(
+            f"| `{o.name}` | `{_cell(o.type or '?')}` | `{_cell(show(value))}`{said}{bounds} | {_cell(o.help)} |"
+        )
     return "\n".join(rows)
 
 
@@ -84,7 +127,9 @@ def render(plugins: Any = None) -> str:
         "Every option of every built-in plugin: its type, default and help, as `harness options KIND NAME` "
         "prints them. Set one with `--set KIND.KEY=VALUE` or in an experiment file's `[set.KIND]` table; text "
         "is converted to the option's type (harness/plugins/options.py `coerce`). Presets set some of them "
-        "first (`--preset`); the run's flags (`--seed`, `--steps`, `--k`) too. Help is the comment written "
+        f"first (`--preset`; a run without one gets `{default_preset()}`, whose value the default column shows, "
+        "with the option's own default beside it); the run's flags (`--seed`, `--steps`, `--k`) too, and a "
+        "task's generation budget replaces the preset's `max_new_tokens`. Help is the comment written "
         "beside each option ([write a plugin](guide/write-a-plugin.md#options-and-their-help))."
     )
     parts = [
@@ -101,9 +146,10 @@ def render(plugins: Any = None) -> str:
         for entry in entries:
             options = describe_entry(kind, entry)
             parts += [f"### {kind} `{entry.name}`", "", entry.description, ""]
-            parts += [_table(options) if options else "No options.", ""]
-            parts += [f"- {line}" for line in notes(kind, entry)]
-            if notes(kind, entry):
+            parts += [_table(options, entry.presets) if options else "No options.", ""]
+            listed = notes(kind, entry) + aliases_note(entry)
+            parts += [f"- {line}" for line in listed]
+            if listed:
                 parts.append("")
     return "\n".join(parts).rstrip("\n") + "\n"
 

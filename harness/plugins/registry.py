@@ -119,7 +119,11 @@ class Registry:
         if family is not None and member:
             return self._used(dataclasses.replace(family, name=name, member=member))
         available = ", ".join(f"{n}<name>" if n.endswith(":") else n for n in sorted(self._entries)) or "(none)"
-        raise PluginError(f"unknown {self.kind} {name!r}; available: {available}")
+        from harness.plugins.options import closest  # (options imports nothing of this module's)
+
+        close = closest(name, [n for n in self._entries if not n.endswith(":")])
+        guess = f"; did you mean {' or '.join(close)}? available:" if close else "; available:"
+        raise PluginError(f"unknown {self.kind} {name!r}{guess} {available}")
 
     def _used(self, entry: Entry) -> Entry:
         if entry.name not in self.looked_up:

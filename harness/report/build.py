@@ -84,7 +84,8 @@ def _say_skipped(skipped: list[tuple[Path, str]], echo) -> list[tuple[str, str]]
     return shown
 
 
-IDENTITY = ("task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems")  # arm: only where runs have one
+# arm: only where runs have one
+IDENTITY = ("task", "dataset", "trainer", "arm", "searcher", "model", "seed", "phase", "problems")
 ALWAYS_SHOWN = ("trainer", "seed", "phase")  # the others become one line above the table when every row shares them
 SPLIT_AT = 8  # headline metrics one leaderboard table holds on a 1200-pixel page, intervals included
 
@@ -115,6 +116,7 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
                 "config": json.dumps(manifest.get("resolved_options") or {}, indent=1, default=str),
                 "model": manifest.get("model") or {},
                 "data_source": (manifest.get("task") or {}).get("data_source"),
+                "dataset": mine[0].dataset,  # the data card's "NAME; SPLIT; SIZE rows"
                 "packages": manifest.get("packages") or {},
                 "seconds": manifest.get("seconds"),
                 "curve": plots.training_curves(mine[0].run, run_curves, plot_dir),
@@ -298,7 +300,19 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     for row in rows:
         record: dict[str, Any] = {
             k: getattr(row, k)
-            for k in ("task", "trainer", "arm", "searcher", "model", "seed", "phase", "problems", "run", "warmup_steps")
+            for k in (
+                "task",
+                "dataset",
+                "trainer",
+                "arm",
+                "searcher",
+                "model",
+                "seed",
+                "phase",
+                "problems",
+                "run",
+                "warmup_steps",
+            )
         }
         record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
         record["note"] = row.note
@@ -347,16 +361,17 @@ def markdown(context: dict[str, Any]) -> str:
             else ""
         ),
         "",
-        "| task | trainer | searcher | model | seed | phase | "
+        "| task | dataset | trainer | searcher | model | seed | phase | "
         + ("warm-up steps | " if warm_up else "")
         + " | ".join(map(label, columns))
         + " |",
-        "|" + "---|" * (6 + warm_up + len(columns)),
+        "|" + "---|" * (7 + warm_up + len(columns)),
     ]
     for row in context["rows"]:
         method = f"{row.arm} ({row.trainer})" if row.arm else row.trainer
         cells = [
             row.task,
+            row.dataset or "-",
             method,
             row.searcher,
             row.model,

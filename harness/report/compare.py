@@ -377,7 +377,15 @@ def seed_key(row: Row) -> tuple:
     if row.phase == "before":
         return baseline_key(row, with_seed=False)
     cfg = {k: v for k, v in _config(row).items() if k not in NOT_SETTINGS}
-    return (row.phase, row.task, row.trainer, row.searcher, row.model, json.dumps(cfg, sort_keys=True, default=str))
+    return (
+        row.phase,
+        row.task,
+        row.dataset,  # one task on other data is another measurement, not another seed
+        row.trainer,
+        row.searcher,
+        row.model,
+        json.dumps(cfg, sort_keys=True, default=str),
+    )
 
 
 def _setting_differences(a: Row, b: Row) -> str:

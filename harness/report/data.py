@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from harness.metrics.unbiased import best_at_k, pass_at_k
+from harness.store.results_db import problem_records
+from harness.types import data_card_line
 
 PHASES = ("before", "after", "eval")
 HEADLINE = re.compile(r"^(pass|best|solved)@(\d+)$")
@@ -68,6 +70,9 @@ class Row:
     # with one stop rule can take very different amounts of it; None on a row of no training ("before", "eval")
     warmup_steps: int | None = None
     stopped: str = ""  # a trained run stopped early and rolled back: "stopped: 2 of 4 steps trained" ("" otherwise)
+    # the data evaluated on, from the manifest's data card: "NAME; SPLIT; SIZE rows" (harness.types.DataCard); two
+    # evaluations of one task on different data are two rows that say so
+    dataset: str = ""
     # Not exported: per-problem values of each headline metric that reproduce its figure ("pass@4" -> {id: value}),
     # which problems any candidate solved, and the run's manifest (for grouping runs).
     values: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
@@ -78,6 +83,7 @@ class Row:
         "run",
         "run_dir",
         "task",
+        "dataset",
         "trainer",
         "arm",
         "searcher",
@@ -104,6 +110,11 @@ class Row:
     @property
     def label(self) -> str:
         return f"{self.method} / {self.searcher} ({self.phase})"
+
+    @property
+    def legend(self) -> str:
+        """A plot's legend entry: the method, searcher, phase and seed, then the model and the data's name."""
+        return f"{self.label} s{self.seed}: {self.model} on {dataset_name(self.manifest) or self.task}"
 
     @property
     def answers_per_rollout(self) -> int:
@@ -154,32 +165,95 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
                 problems,
                 manifest=manifest,
                 arm=str(config.get("arm") or ""),
+                dataset=dataset_label(manifest),
                 warmup_steps=warmup_steps(metrics) if phase == "after" else None,
                 stopped=stopped_note(metrics, config) if phase == "after" else "",
                 solved={p["problem_id"]: p["successes"] > 0 for p in per_problem},
             )
-            for name, value in sorted(mine.items(), key=lambda kv: _order(kv[0])):
-                match = HEADLINE.match(name)
-                if not match:
-                    row.other[name] = value
-                    if name.startswith((BEHAVIOUR, HELD_OUT)) and (
-                        scores := behaviour_values(name, value, per_problem)
-                    ):
-                        row.values[name] = scores  # paired after - before and method - method like pass@k
-                        row.headline[name] = Estimate(value, *bootstrap(list(scores.values()), seed))
-                    continue
-                kind, k = match[1], int(match[2])
-                values = problem_values(kind, k, value, per_problem, problems, m)
-                if values is not None:
-                    row.values[name] = values
-                if kind == "solved":
-                    row.headline[name] = Estimate(value, *wilson(value, problems))
-                elif values is not None:
-                    row.headline[name] = Estimate(value, *bootstrap(list(values.values()), seed))
-                else:  # the samples do not reproduce the metric (another searcher's records): no interval
-                    row.headline[name] = Estimate(value)
+            row.headline, row.values, row.other = estimates(mine, per_problem, problems, m, seed)
             rows.append(row)
     return rows
+
+
+def estimates(
+    metrics: dict[str, float], per_problem: list, problems: int, m: int = 1, seed: int = 0
+) -> tuple[dict[str, Estimate], dict[str, dict[str, float]], dict[str, float]]:
+    """One phase's figures (``metrics``: name -> value, without the phase) with the per-problem records of that
+    phase (the store's ``problems`` rows, by problem id) -> (headline estimates with their 95% intervals, the
+    per-problem values that reproduce them, every other scalar). pass@k and best@k get the percentile bootstrap
+    over problems, solved@c Wilson's interval, a behaviour score the bootstrap of its per-problem means; a figure
+    the records do not reproduce gets no interval."""
+    headline: dict[str, Estimate] = {}
+    values_of: dict[str, dict[str, float]] = {}
+    other: dict[str, float] = {}
+    for name, value in sorted(metrics.items(), key=lambda kv: _order(kv[0])):
+        match = HEADLINE.match(name)
+        if not match:
+            other[name] = value
+            if name.startswith((BEHAVIOUR, HELD_OUT)) and (scores := behaviour_values(name, value, per_problem)):
+                values_of[name] = scores  # paired after - before and method - method like pass@k
+                headline[name] = Estimate(value, *bootstrap(list(scores.values()), seed))
+            continue
+        kind, k = match[1], int(match[2])
+        values = problem_values(kind, k, value, per_problem, problems, m)
+        if values is not None:
+            values_of[name] = values
+        if kind == "solved":
+            headline[name] = Estimate(value, *wilson(value, problems))
+        elif values is not None:
+            headline[name] = Estimate(value, *bootstrap(list(values.values()), seed))
+        else:  # the samples do not reproduce the metric (another searcher's records): no interval
+            headline[name] = Estimate(value)
+    return headline, values_of, other
+
+
+def phase_intervals(
+    metrics: dict[str, Any], samples: list[dict[str, Any]], phase: str, problems: int, m: int = 1, seed: int = 0
+) -> dict[str, list[float]]:
+    """{"<phase>/<metric>": [low, high]}: the 95% interval of each headline figure of one phase of a run, from its
+    samples.jsonl records, computed exactly as the report computes it from the index (``estimates`` over the
+    records the index would hold, in its order), so a run's printed interval is its leaderboard cell's."""
+    mine = {
+        k.split("/", 1)[1]: v
+        for k, v in metrics.items()
+        if k.startswith(phase + "/") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    per_problem = sorted(problem_records([s for s in samples if s.get("phase") == phase]), key=_problem_key)
+    headline, _, _ = estimates(mine, per_problem, problems or len(per_problem), m, seed)
+    return {
+        f"{phase}/{name}": [e.low, e.high]
+        for name, e in headline.items()
+        if e.low is not None and e.high is not None and not (math.isnan(e.low) or math.isnan(e.high))
+    }
+
+
+def _problem_key(record: dict[str, Any]) -> bytes:
+    """The index's order of problems (SQLite's ORDER BY problem_id: by the UTF-8 bytes)."""
+    return str(record["problem_id"]).encode()
+
+
+def dataset_label(manifest: dict[str, Any]) -> str:
+    """The run's data as its leaderboard row shows it: the data card's "NAME; SPLIT; SIZE rows"; for a run from
+    before data cards, the data source's dataset or source name; "" when the manifest says nothing."""
+    task = manifest.get("task") if isinstance(manifest, dict) else None
+    if not isinstance(task, dict):
+        return ""
+    if line := data_card_line(task.get("data_card")):
+        return line
+    return dataset_name(manifest)
+
+
+def dataset_name(manifest: dict[str, Any]) -> str:
+    """The data's name alone (a legend's): the data card's name, else the data source's dataset or source."""
+    task = manifest.get("task") if isinstance(manifest, dict) else None
+    if not isinstance(task, dict):
+        return ""
+    card, source = task.get("data_card"), task.get("data_source")
+    if isinstance(card, dict) and card.get("name"):
+        return str(card["name"])
+    if isinstance(source, dict) and (source.get("dataset") or source.get("source")):
+        return str(source.get("dataset") or source.get("source"))
+    return ""
 
 
 def stopped_note(metrics: dict[str, float], config: dict[str, Any]) -> str:

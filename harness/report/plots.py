@@ -34,7 +34,7 @@ def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | No
             if not points:
                 continue
             ks = [k for k, _ in points]
-            label = f"{row.label} s{row.seed}" + (" solved@calls" if each == "solved" else "")
+            label = row.legend + (" solved@calls" if each == "solved" else "")
             (line,) = ax.plot(
                 ks, [e.value for _, e in points], marker="o", label=label, linestyle="--" if each == "solved" else "-"
             )
@@ -112,7 +112,7 @@ def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]
                 (x0, y0), (x1, y1) = points
                 ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "color": "0.5"})
                 ax.scatter([x0], [y0], color="0.6", s=18)
-                ax.scatter([x1], [y1], s=30, label=f"{after.method} s{after.seed}")
+                ax.scatter([x1], [y1], s=30, label=after.legend)  # method, seed, model and data
                 drawn = True
         if drawn:
             ax.set_xlabel(f"{metric} (mean over answers)")

@@ -8,28 +8,53 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.compare import Difference, after_minus_before
-from harness.report.data import leaderboard, metric_label
+from harness.report.data import BEHAVIOUR, HELD_OUT, leaderboard, metric_label
 from harness.store.reading import read_jsonl
 from harness.store.results_db import open_index
 
+# What a searcher spends and counts, not how well the policy did: printed under the task's figures, apart.
+BOOKKEEPING = (
+    "budget/",
+    "num_",
+    "children/",
+    "malformed_rollouts",
+    "missing_answers",
+    "generations",
+    "step",
+    "seconds",
+)
+
 
 def summary_table(metrics: dict[str, Any]) -> str:
-    """Before / after / change for every evaluation metric, plus first and last value of each training curve."""
+    """Before / after / change for every evaluation metric, plus first and last value of each training curve. The
+    task's figures come first (pass@k, best@k, solved@c, behaviour scores, then the rest), each with its 95%
+    interval where metrics.json holds one (``intervals``, harness/runner/phases.py), then a rule, then the
+    bookkeeping (``BOOKKEEPING``: budgets, counts)."""
     phases = [p for p in ("before", "after", "eval") if any(k.startswith(p + "/") for k in metrics)]
     names = sorted(
         {name for k in metrics for p, sep, name in [k.partition("/")] if sep and p in phases}, key=_metric_order
     )
+    found = metrics.get("intervals")
+    intervals = found if isinstance(found, dict) else {}
     lines = []
     if names:
         header = ["metric", *phases] + (["change"] if {"before", "after"} <= set(phases) else [])
-        rows = []
+        figures, bookkeeping = [], []
         for name in names:
             values = [metrics.get(f"{p}/{name}") for p in phases]
-            row = [metric_label(name, names), *(_fmt(v) for v in values)]
+            row = [
+                metric_label(name, names),
+                *(_fmt(v, intervals.get(f"{p}/{name}")) for p, v in zip(phases, values, strict=True)),
+            ]
             if "change" in header:  # every row has the cell: a metric of one phase only (evolve's children/...) too
                 row.append(_change(values[0], values[1]))
-            rows.append(row)
-        lines += _table(header, rows)
+            (bookkeeping if is_bookkeeping(name) else figures).append(row)
+        lines += _table(header, figures, bookkeeping)
+        if any(f"{p}/{n}" in intervals for p in phases for n in names):
+            lines.append(
+                "[low, high]: 95% interval over the problems (percentile bootstrap; Wilson for solved@c), as in "
+                "`harness report`"
+            )
     curves = [
         (k[len("train/") :], v) for k, v in metrics.items() if k.startswith("train/") and isinstance(v, list) and v
     ]  # (a curve with no step yet has no ends)
@@ -165,9 +190,17 @@ def example_samples(path: Path, phase: str, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def is_bookkeeping(name: str) -> bool:
+    """A searcher's budget or count (``BOOKKEEPING``), not a figure of the task."""
+    return name.startswith(BOOKKEEPING)
+
+
 def _metric_order(name: str) -> tuple:
+    """pass@k / best@k / solved@c (any name@k) first, then behaviour scores, then the rest by name."""
     prefix, _, k = name.partition("@")
-    return (0 if k.isdecimal() else 1, prefix, int(k) if k.isdecimal() else 0, name)  # isdigit() takes "²"
+    if k.isdecimal():  # isdigit() takes "²"
+        return (0, prefix, int(k), name)
+    return (1 if name.startswith((BEHAVIOUR, HELD_OUT)) else 2, prefix, 0, name)
 
 
 def _change(before: Any, after: Any) -> str:
@@ -178,13 +211,25 @@ def _change(before: Any, after: Any) -> str:
     return f"{delta:+.3f}" if isinstance(delta, float) else f"{delta:+d}"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, interval: Any = None) -> str:
+    """A value, to 3 decimals when a float, with its 95% interval ``[low, high]`` when it has one."""
     if value is None:
         return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+    if (
+        isinstance(interval, list)
+        and len(interval) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in interval)
+    ):
+        shown += f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+    return shown
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+def _table(header: list[str], rows: list[list[str]], after_rule: list[list[str]] | None = None) -> list[str]:
+    """Columns padded to their widest cell, a rule under the header; ``after_rule``'s rows under a second rule."""
+    after_rule = after_rule or []
+    widths = [max(len(str(r[i])) for r in [header, *rows, *after_rule]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]
+    rule = fmt.format(*("-" * w for w in widths))
+    second = [rule] if rows and after_rule else []
+    return [fmt.format(*header), rule, *(fmt.format(*r) for r in rows), *second, *(fmt.format(*r) for r in after_rule)]

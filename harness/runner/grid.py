@@ -20,6 +20,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness.failures import RunFailed
 from harness.runner.bounded_yaml import AliasBomb, load_bounded_yaml
 from harness.runner.config import RunConfig, positive_int
 from harness.store.lock import FolderBusy, lock_grid_cell, lock_run_folder
@@ -169,7 +170,7 @@ def run_grid(cells: list[RunConfig], plugins: Any = None, echo=print) -> list[Pa
             print(f"harness: cell {cfg.name} failed: pid {holder} left it unfinished", file=sys.stderr)
             failed.append(f"{cfg.name} (pid {holder} left it unfinished; rerun the grid to run it)")
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(cells)} grid cells failed: {'; '.join(failed)}")
+        raise RunFailed(f"{len(failed)} of {len(cells)} grid cells failed: {'; '.join(failed)}")
     return [done[i] for i in sorted(done)]
 
 

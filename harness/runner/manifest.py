@@ -16,6 +16,7 @@ from harness.plugins import Plugins
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
 from harness.store.run_identity import identity_differences
+from harness.types import data_card_of
 
 VERSIONED_PACKAGES = (
     "torch",
@@ -46,7 +47,9 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
         "harness_version": __version__,
         "command": sys.argv,
         "config": asdict(cfg),
-        "resolved_options": plan.options,
+        "resolved_options": plan.options,  # the plugins' own names: another library's given are resolved
+        # which of another library's names were given, and what each set here: {"trainer": {"learning_rate": "lr=1e-5"}}
+        **({"translated_options": plan.translated} if plan.translated else {}),
         "plugins": {
             kind: {"name": name, "plugin": plugins[kind].get(name).plugin} for kind, name in kinds if name != "none"
         }
@@ -71,6 +74,8 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
             "name": task.name,
             "version": task.version,
             "data_source": task.data_source(),
+            # the data in three fields (name, split, size): what summaries, leaderboards and legends show
+            "data_card": data_card_of(task),
             "eval_problems": len(plan.eval_problems),
             "train_problems": len(plan.train_problems),
             "reward_weights": task.reward_weights,

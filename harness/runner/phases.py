@@ -16,10 +16,12 @@ from typing import Any
 
 from harness.failures import PluginFailed, blame
 from harness.policy_export import save_policy
+from harness.report.data import answers_per_rollout, phase_intervals
 from harness.runner.during_training import DuringTraining
 from harness.runner.plan import Plan
+from harness.store.reading import read_jsonl
 from harness.store.run_folder import RunStore
-from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of
+from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of, data_card_line
 
 ERROR_FILE = "error.txt"
 # PluginFailed and blame live in harness/failures.py (scoring lets PluginFailed through); still importable from here
@@ -44,10 +46,15 @@ def execute(
         store.write_manifest(manifest)
 
     def evaluate(name: str) -> None:
-        echo(f"evaluating ({name}): {cfg.searcher} on {len(plan.eval_problems)} problems")
+        data = data_card_line((manifest.get("task") or {}).get("data_card"))
+        echo(
+            f"evaluating ({name}): {cfg.searcher} on {len(plan.eval_problems)} problems"
+            + (f" of {data}" if data else "")
+        )
         with blame("searcher", cfg.searcher, plugins["searcher"].get(cfg.searcher).plugin, f"evaluating ({name})"):
             metrics = plan.searcher.search(engine, plan.task, plan.eval_problems, phase=name, store=store)
         store.update_metrics({f"{name}/{key}": value for key, value in metrics.items()})
+        store.record_intervals(intervals(store, name, len(plan.eval_problems), manifest))
 
     def train() -> None:
         # --eval-every: the searcher on a few eval problems before the first step and after every N-th
@@ -90,6 +97,19 @@ def execute(
         if isinstance(exc, PluginFailed):
             raise PluginFailed(f"{exc} (traceback in {store.dir / ERROR_FILE})") from exc.__cause__
         raise
+
+
+def intervals(store: RunStore, phase: str, problems: int, manifest: dict) -> dict[str, list[float]]:
+    """The phase's 95% intervals over problems, from its samples as the report computes them
+    (harness/report/data.py ``phase_intervals``); none where the searcher wrote no samples."""
+    samples_file = store.dir / "samples.jsonl"
+    if not samples_file.exists():
+        return {}
+    try:  # intervals are an addition: records the report could not read either cost only them
+        samples = [r for r in read_jsonl(samples_file) if r.get("phase") == phase]
+        return phase_intervals(store.metrics, samples, phase, problems, answers_per_rollout(manifest))
+    except (ValueError, TypeError, KeyError):
+        return {}
 
 
 def train_precision(plan: Plan, engine: Any) -> contextlib.AbstractContextManager:

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -22,6 +23,7 @@ from packaging.version import Version
 
 from harness.multi_answer import rollout_budget
 from harness.plugins import Plugins
+from harness.plugins.aliases import aliases_of, resolve_aliases, translated_line
 from harness.plugins.contract import (
     check_engine_factory,
     check_score,
@@ -64,6 +66,10 @@ class Plan:
     train_problems: list[Problem]
     loggers: list[str]
     rewards: list[RewardFunction] = field(default_factory=list)  # --reward functions, in the task's vector
+    # another library's option names given and what each became here, by kind: {"trainer": {"learning_rate":
+    # "lr=1e-5"}} (TRL's names for GRPO: trainers/trl_names.py)
+    translated: dict[str, dict[str, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # warnings said before the model loads (train and eval overlap)
     # Decided when the model and engine are loaded (harness/run.py: load_model), recorded in the manifest:
     precision: RolloutPrecision | None = None  # what each phase samples in (--rollout-dtype)
     threads: dict[str, Any] = field(default_factory=dict)  # torch threads per phase (harness/threads.py)
@@ -84,17 +90,94 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     guarded = GuardedTask(task, cfg.task, plugin)  # whatever the task gets wrong from here on names it
     eval_problems = guarded.problems("eval", limit=limit, seed=cfg.seed)
     if not eval_problems:
-        raise ValueError(f"task {cfg.task!r} gave no eval problems")
-    rewards = task.rewards if isinstance(task, WithRewards) else []
+        raise ValueError(f"task {cfg.task!r} gave no eval problems{no_eval_hint(task, limit)}")
+    wrapped = isinstance(task, WithRewards)
+    rewards = task.rewards if wrapped else []
+    if capabilities_of(task, TaskCapabilities).takes_reward_functions:  # its own vector is the reward functions
+        rewards = list(task.reward_functions)
     # its scorer on one of its own problems: a plain float is refused now, not after the model loads and every
     # answer fails to score
-    require(check_score(task.unwrapped if rewards else task, eval_problems[0]), "task", cfg.task, plugin)
-    if rewards:
+    require(check_score(task.unwrapped if wrapped else task, eval_problems[0]), "task", cfg.task, plugin)
+    if wrapped:
         task.check_components(eval_problems[0])
     train_problems = guarded.problems("train", limit=train_limit, seed=cfg.seed) if trainer else []
+    notes = [line] if (line := overlap_warning(cfg.task, eval_problems, train_problems)) else []
     loggers = check_loggers([n for n in cfg.loggers.split(",") if n.strip()], plugins["logger"])
     check_writable_folder(cfg.out, "--out")  # a file or a read-only folder: said now, not after the model loads
-    return Plan(cfg, guarded, trainer, searcher, options, eval_problems, train_problems, loggers, rewards)
+    translated = {
+        kind: said
+        for kind, name in (("task", cfg.task), ("trainer", cfg.trainer), ("searcher", cfg.searcher))
+        if name != "none" and (said := given_options(cfg, plugins, kind, name)[1])
+    }
+    return Plan(
+        cfg,
+        guarded,
+        trainer,
+        searcher,
+        options,
+        eval_problems,
+        train_problems,
+        loggers,
+        rewards,
+        translated,
+        notes=notes,
+    )
+
+
+def overlap_warning(task: str, eval_problems: list[Problem], train_problems: list[Problem]) -> str:
+    """One line when the run's train and eval problems share problems (the same id, or the same question up to case
+    and whitespace): the after-training figures would then measure memory, not generalisation. "" when disjoint."""
+    if not train_problems:
+        return ""
+    ids = {p.id for p in train_problems}
+    texts = {" ".join(str(p.prompt).lower().split()) for p in train_problems}
+    shared = [p for p in eval_problems if p.id in ids or " ".join(str(p.prompt).lower().split()) in texts]
+    if not shared:
+        return ""
+    return (
+        f"warning: task {task!r}: {len(shared)} of its {len(eval_problems)} eval problems are also among its "
+        f"{len(train_problems)} train problems (e.g. {shared[0].id!r}); the after-training figures measure them "
+        "as trained on, not held out"
+    )
+
+
+def no_eval_hint(task: Any, limit: int | None) -> str:
+    """Why a task gave no eval problems, where its data source says: a pool cut by content hash that sent none of
+    its few rows to eval (a one-row file), an empty test split, or --limit 0."""
+    if limit == 0:
+        return " (--limit 0)"
+    try:
+        source = task.data_source()
+    except Exception:
+        return ""
+    if not isinstance(source, dict) or source.get("n_eval") != 0:
+        return ""
+    n_train = source.get("n_train")
+    if source.get("split") == "content-hash":
+        share = source.get("eval_fraction")
+        share = f"{share:.0%}" if isinstance(share, (int, float)) else "a share"
+        return (
+            f": its data's {n_train} problem(s) are cut into train and eval by a hash of each question's text, "
+            f"{share} to eval, and none went to eval; give it more rows, a folder with train and test files (kept "
+            "as they are), or a larger --set task.eval_fraction"
+        )
+    return f": its data hold {n_train} train problem(s) and no eval problem (an empty test split?)"
+
+
+def translated_lines(plan: Plan) -> list[str]:
+    """What a run prints before the model loads when it was given another library's names: which, and as what."""
+    names = {"task": plan.cfg.task, "trainer": plan.cfg.trainer, "searcher": plan.cfg.searcher}
+    return [translated_line(kind, names[kind], said) for kind, said in plan.translated.items()]
+
+
+def given_options(cfg: RunConfig, plugins: Plugins, kind: str, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The user's options for plugin ``name`` (--set, an experiment file's [set.KIND], the API's keywords) with the
+    names of another library's it declares (``option_aliases``) resolved to its own, so they are layered over the
+    presets as the options they stand for: ``learning_rate`` beats the preset's ``lr``. Also {alias: what it became}."""
+    given = cfg.options.get(kind, {})
+    if not given:
+        return {}, {}
+    return resolve_aliases(aliases_of(plugins[kind].get(name).load()), given, f"{kind} {name!r}")
 
 
 def build_plugins(
@@ -105,12 +188,26 @@ def build_plugins(
     ``with_task`` (a grid checking its cells) the task is resolved by name but not built."""
     rewards = load_rewards(cfg.rewards)
     task = None
-    task_options = {**preset_options(plugins, cfg.preset, "task", cfg.task), **cfg.options.get("task", {})}
+    task_options = {
+        **preset_options(plugins, cfg.preset, "task", cfg.task),
+        **given_options(cfg, plugins, "task", cfg.task)[0],
+    }
+    factory = plugins["task"].get(cfg.task).load()
+    takes_rewards = capabilities_of(factory, TaskCapabilities).takes_reward_functions
+    if takes_rewards and cfg.rewards:  # the task scores with them itself (the prompts task)
+        given = task_options.get("rewards") or []
+        task_options["rewards"] = [*([given] if isinstance(given, str) else given), *cfg.rewards]
+    # task.weights=NAME:W,...: the task's own components reweighted (0: reported only), whatever the task, unless it
+    # takes an option of that name itself
+    weights = task_options.get("weights") if "weights" not in factory_parameters(factory) else None
+    own_options = {k: v for k, v in task_options.items() if weights is None or k != "weights"}
     if with_task:
-        task = build_plugin(plugins, "task", cfg.task, task_options)
+        task = build_plugin(plugins, "task", cfg.task, own_options)
         require(check_task(task, cfg.task), "task", cfg.task, plugins["task"].get(cfg.task).plugin)
-    else:
-        plugins["task"].get(cfg.task)
+        if weights is not None:
+            reweigh(task, weights, cfg.task)
+    elif weights is not None:
+        parse_weights(weights, cfg.task)
     budget = capabilities_of(task, TaskCapabilities).max_new_tokens
     trainer, trainer_options = None, {}
     if cfg.trainer != "none":
@@ -118,8 +215,10 @@ def build_plugins(
         trainer = build_plugin(plugins, "trainer", cfg.trainer, trainer_options)
         require(check_trainer(trainer, cfg.trainer), "trainer", cfg.trainer, plugins["trainer"].get(cfg.trainer).plugin)
         if with_task and wants_hints(cfg, plugins, capabilities_of(trainer, TrainerCapabilities), task):
-            task_options["misleading_hint"] = True  # the behaviour means nothing without a hint to resist
-            task = build_plugin(plugins, "task", cfg.task, task_options)
+            task_options["misleading_hint"] = own_options["misleading_hint"] = True  # nothing to resist without it
+            task = build_plugin(plugins, "task", cfg.task, own_options)
+            if weights is not None:
+                reweigh(task, weights, cfg.task)
     searcher_options = plugin_options(
         cfg,
         plugins,
@@ -133,15 +232,47 @@ def build_plugins(
     require(
         check_searcher(searcher, cfg.searcher), "searcher", cfg.searcher, plugins["searcher"].get(cfg.searcher).plugin
     )
-    if task is not None and rewards:
+    if task is not None and rewards and not takes_rewards:
         task = WithRewards(task, rewards)
     return task, trainer, searcher, {"task": task_options, "trainer": trainer_options, "searcher": searcher_options}
+
+
+def parse_weights(value: Any, task: str) -> dict[str, float]:
+    """``task.weights``: "NAME:W,NAME:W" (or a table / dict) -> {component: weight}; a mistake is one line."""
+    if isinstance(value, str):
+        pairs = [part.partition(":") for part in value.split(",") if part.strip()]
+        if any(not sep or not name.strip() for name, sep, _ in pairs):
+            raise ValueError(f"task {task!r}: option weights={value!r}: expected NAME:WEIGHT,... e.g. correct:0")
+        value = {name.strip(): w.strip() for name, _, w in pairs}
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"task {task!r}: option weights={value!r}: expected NAME:WEIGHT,... e.g. correct:0")
+    out = {}
+    for name, weight in value.items():
+        try:
+            out[str(name)] = float(weight)
+        except (TypeError, ValueError):
+            out[str(name)] = float("nan")
+        if not math.isfinite(out[str(name)]):
+            raise ValueError(f"task {task!r}: option weights: the weight of {name} must be a number, got {weight!r}")
+    return out
+
+
+def reweigh(task: Any, value: Any, name: str) -> None:
+    """The task's ``reward_weights`` with ``task.weights`` applied: each named component must be one it weighs."""
+    weights = parse_weights(value, name)
+    unknown = [c for c in weights if c not in task.reward_weights]
+    if unknown:
+        raise ValueError(
+            f"task {name!r}: option weights: no component {', '.join(map(repr, unknown))} (its weighted "
+            f"components: {', '.join(task.reward_weights)})"
+        )
+    task.reward_weights = {**task.reward_weights, **weights}
 
 
 def wants_hints(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities, task: Any) -> bool:
     """Whether the trainer targets a behaviour about misleading hints (robustness) and the user left the task's
     hints unset: then the task must add them, or the run is refused."""
-    if not trainer.behaviour or "misleading_hint" in cfg.options.get("task", {}):
+    if not trainer.behaviour or "misleading_hint" in given_options(cfg, plugins, "task", cfg.task)[0]:
         return False
     if not plugins["behaviour"].get(trainer.behaviour).load().misleading_hint:
         return False
@@ -168,7 +299,7 @@ def plugin_options(
 
     A task's ``max_new_tokens`` (per answer) replaces the preset's budget; either is per answer, so rollouts of M
     answers get M times it plus room for the delimiter lines, up to the run preset's ``max_rollout_tokens``."""
-    given = cfg.options.get(kind, {})
+    given = given_options(cfg, plugins, kind, name)[0]
     options = preset_options(plugins, cfg.preset, kind, name)
     evaluates = evaluates or TrainerCapabilities()
     m = int(given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout)))

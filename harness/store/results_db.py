@@ -391,6 +391,17 @@ def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
     return problems, examples
 
 
+PROBLEM_COLUMNS = ("phase", "problem_id", "n", "successes", "scalars", "outcomes", "behaviours", "held_out")
+
+
+def problem_records(samples: list[dict]) -> list[dict[str, Any]]:
+    """The per-problem records the index's ``problems`` table would hold for these samples.jsonl records, as dicts
+    keyed by its columns (what harness/report/data.py reads), in the order written: a run's own summary computes
+    its intervals from exactly what a report will."""
+    problems, _ = _read_samples(samples)
+    return [dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems]
+
+
 def _behaviour_sums(records: list[dict], key: str = "behaviours") -> str | None:
     """{name: [sum, count]} of the behaviour scores the records hold under ``key`` ("behaviours": the training
     scorers', "held_out": the held-out evaluators'), as JSON; None when they hold none."""

@@ -215,6 +215,13 @@ class RunStore:
         for stage, values in by_stage.items():
             self._forward(values, None, stage)
 
+    def record_intervals(self, intervals: dict[str, list[float]]) -> None:
+        """95% intervals of evaluation figures, ``{"eval/pass@1": [low, high]}``: kept under the one key
+        ``intervals`` of metrics.json, beside the figures (which stay plain numbers; the index reads numbers and
+        lists, so it passes this object by). Not sent to the loggers, which take numbers."""
+        self.metrics.setdefault("intervals", {}).update(intervals)
+        write_json_atomic(self.dir / "metrics.json", self.metrics)
+
     def warn(self, line: str) -> None:
         """Record a one-line warning for the manifest (the caller shows it on the terminal)."""
         self.warnings.append(line)

@@ -12,6 +12,8 @@ from harness.types import Behaviour, Completion, Engine, Messages, Problem, Samp
 
 Pair = tuple["Messages | str", str]  # (prompt: chat messages or a user message's text, response text)
 
+MIN_PAIRS = 2  # a steering vector needs at least two pairs (harness steer, VSPO)
+
 REWRITE_TEMPLATE = """Here is a question and an answer to it.
 
 Question:
@@ -40,6 +42,7 @@ class ContrastivePairs:
     dropped: int  # prompts left out because the base answer or a rewrite came back empty
     disagreeing: int = 0  # pairs left out by ``agreeing_pairs``: the scorer ranked the two rewrites the wrong way
     problems: list[Problem | None] | None = None  # the problem behind each pair, for scorers that need it
+    resampled: int = 0  # prompts sampled again at temperature 1 because greedy decoding left too few pairs
 
     def provenance(self) -> dict[str, Any]:
         return {
@@ -48,6 +51,7 @@ class ContrastivePairs:
             "policy_tokens": self.policy_tokens,
             "dropped_pairs": self.dropped,
             "disagreeing_pairs": self.disagreeing,
+            **({"resampled_pairs": self.resampled} if self.resampled else {}),
         }
 
 
@@ -95,10 +99,34 @@ def contrastive_pairs(
     if problems is not None and len(problems) != len(prompts):
         raise ValueError(f"contrastive_pairs: {len(problems)} problems for {len(prompts)} prompts")
     messages = [as_messages(p) for p in prompts]
-    answers = policy_engine.generate(messages, answer_params, desc="base answers")
-    rewrites = rewrite_answers(
-        teacher, messages, [a.text for a in answers], (behaviour.towards, behaviour.away), rewrite_params
+    answers = list(policy_engine.generate(messages, answer_params, desc="base answers"))
+    rewrites = list(
+        rewrite_answers(
+            teacher, messages, [a.text for a in answers], (behaviour.towards, behaviour.away), rewrite_params
+        )
     )
+    spent_answers, spent_rewrites = list(answers), list(rewrites)  # every completion generated, for the counts
+    empty = [i for i in range(len(messages)) if not _whole(answers[i], *rewrites[2 * i : 2 * i + 2])]
+    resampled = 0
+    if len(messages) - len(empty) < MIN_PAIRS and empty:
+        # Greedy decoding can be degenerate: a random model (tiny-random) answers every prompt with newlines only,
+        # so no pair survives and the build fails. Those prompts are sampled once more at temperature 1 (seeded):
+        # a model that writes real text greedily never gets here.
+        again = [messages[i] for i in empty]
+        new_answers = policy_engine.generate(again, replace(answer_params, temperature=1.0), desc="base answers")
+        new_rewrites = rewrite_answers(
+            teacher,
+            again,
+            [a.text for a in new_answers],
+            (behaviour.towards, behaviour.away),
+            replace(rewrite_params, temperature=1.0),
+        )
+        for j, i in enumerate(empty):
+            answers[i] = new_answers[j]
+            rewrites[2 * i : 2 * i + 2] = new_rewrites[2 * j : 2 * j + 2]
+        spent_answers += new_answers
+        spent_rewrites += new_rewrites
+        resampled = len(empty)
     positive, negative, kept = [], [], []
     for i, (prompt, answer) in enumerate(zip(messages, answers, strict=True)):
         pos, neg = rewrites[2 * i].text.strip(), rewrites[2 * i + 1].text.strip()
@@ -111,12 +139,18 @@ def contrastive_pairs(
         positive=positive,
         negative=negative,
         base_answers=[a.text for a in answers],
-        teacher_calls=len(rewrites),
-        teacher_tokens=sum(len(r.token_ids) for r in rewrites),
-        policy_tokens=sum(len(a.token_ids) for a in answers),
+        teacher_calls=len(spent_rewrites),
+        teacher_tokens=sum(len(r.token_ids) for r in spent_rewrites),
+        policy_tokens=sum(len(a.token_ids) for a in spent_answers),
         dropped=len(messages) - len(positive),
         problems=[problems[i] for i in kept] if problems is not None else None,
+        resampled=resampled,
     )
+
+
+def _whole(*completions: Completion) -> bool:
+    """Whether an answer and its two rewrites all hold text."""
+    return all(c.text.strip() for c in completions)
 
 
 def rewrite_answers(
