@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,7 +223,9 @@ def block_env(folder: Path, shims: Path | None) -> dict[str, str]:
     return env
 
 
-def command(block: Block) -> list[str]:
+def command(block: Block, earlier_python: Sequence[str] = ()) -> list[str]:
+    """How a block runs. A python block is a notebook cell: it sees what the page's earlier python blocks defined,
+    so they run again before it, in one interpreter (``earlier_python``)."""
     if block.lang == "bash":
         return ["bash", "-euo", "pipefail", "-c", block.code]
-    return [sys.executable, "-c", block.code]
+    return [sys.executable, "-c", "\n".join([*earlier_python, block.code])]

@@ -22,15 +22,17 @@ def test_every_guide_block_runs_on_tiny_random(page, tmp_path):
     folder = tmp_path / "page"
     folder.mkdir()
     env = block_env(folder, shim_folder(tmp_path / "shims"))
-    ran = []
+    ran, cells = [], []  # cells: the page's python blocks so far (a notebook's state)
     for block in page_blocks(page):
         if block.file is not None and block.real_model_only is None:
             write_file(block, folder)
         if not block.runs or block.real_model_only is not None:
             continue
         done = subprocess.run(
-            command(block), cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
+            command(block, cells), cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
         )
+        if block.lang == "python":
+            cells.append(block.code)
         assert done.returncode == 0, (
             f"{block.name} ({block.lang}) exited {done.returncode}:\n{block.code}\n--- stderr:\n{done.stderr[-3000:]}"
             f"\n--- stdout:\n{done.stdout[-1500:]}"
