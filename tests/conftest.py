@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -86,3 +89,66 @@ def wide_head_folder(tmp_path_factory, tiny_policy_spec):
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+# --- The `runs` marker: tests that start a whole `harness run` or the harness CLI in a fresh process ----------------
+# `pytest -m "not slow and not runs"` is the quick lane (README, "Development"). Rather than a decorator on each of some
+# hundreds of tests, collection looks at what each test calls: its own source, the functions of tests/ it calls (one
+# module's helpers, tiny_runs.py's) and the fixtures of tests/ it uses, followed to any depth. A test is marked when
+# that code starts the CLI in a subprocess (`-m harness`, tiny_runs.harness/harness_env), runs the CLI's `run` in
+# process (`main(["run", ...])`, `main([*RUN, ...])`) or calls harness.run.run/resume or the Python API's
+# train/evaluate. A module may also say `pytestmark = pytest.mark.runs` for what the scan cannot see.
+_TESTS = Path(__file__).resolve().parent
+_RUN_SIGNS = re.compile(
+    r"""["']-m["'],\s*["']harness["']"""  # python -m harness ...
+    r"""|\bmain\(\s*\[\s*(["']run["']|\*)"""  # harness.cli.main(["run", ...]) or main([*RUN, ...]) in process
+    r"""|\b(run|resume)\(\s*(RunConfig|cfg|config|replace)\b"""  # harness.run.run(RunConfig(...))
+    r"""|\bharness\.(train|evaluate)\("""  # the Python API, a whole run
+    r"""|\bharness_env\("""  # tiny_runs: the environment of a CLI subprocess
+)
+_RUNNERS = ("harness.run:run", "harness.run:resume", "harness.api:train", "harness.api:evaluate", "tiny_runs:harness")
+
+
+def _ours(obj) -> bool:
+    """A function (or fixture) defined in a file under tests/."""
+    code = getattr(obj, "__code__", None)
+    return code is not None and Path(code.co_filename).resolve().is_relative_to(_TESTS)
+
+
+def _names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
+
+
+def _starts_runs(func, seen: set) -> bool:
+    func = inspect.unwrap(func)
+    if func in seen or not _ours(func):
+        return False
+    seen.add(func)
+    try:
+        if _RUN_SIGNS.search(inspect.getsource(func)):
+            return True
+    except (OSError, TypeError):
+        pass
+    for name in _names(func.__code__):
+        target = func.__globals__.get(name)
+        if callable(target) and f"{getattr(target, '__module__', '')}:{getattr(target, '__name__', '')}" in _RUNNERS:
+            return True
+        if inspect.isfunction(target) and _starts_runs(target, seen):
+            return True
+        if isinstance(target, str) and _RUN_SIGNS.search(target):  # a program for `python -c` kept in a constant
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("runs") or not isinstance(item, pytest.Function):
+            continue
+        seen: set = set()
+        fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
+        if any(_starts_runs(f, seen) for f in (item.obj, *fixtures)):
+            item.add_marker(pytest.mark.runs)

@@ -27,6 +27,8 @@ import torch
 from harness.cli import main
 
 STEP_SCRIPT = Path(__file__).parent / "fixtures" / "distributed" / "grpo_step.py"
+# Every test here starts ranks as processes (gloo, torchrun, accelerate launch): the quick lane skips them all
+pytestmark = pytest.mark.runs
 RUN = [
     "run",
     "--model",

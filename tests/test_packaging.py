@@ -186,6 +186,7 @@ def test_site_packages_gets_harness_subpackages_and_no_generic_names(venv):
     assert not any(origin and Path(origin).resolve().is_relative_to(REPO) for origin in found["generic"].values())
 
 
+@pytest.mark.runs  # `harness run` from the installed wheel, in a fresh process
 def test_the_installed_harness_lists_and_runs_away_from_the_checkout(venv):
     harness = venv["bin"] / "harness"
     listing = _run([harness, "list"], cwd=venv["root"], env=venv["env"])

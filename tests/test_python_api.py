@@ -39,6 +39,7 @@ def test_import_harness_stays_cheap():
     assert out.stdout.split() == ["False", "False"]  # harness.train is there; nothing heavy was imported for it
 
 
+@pytest.mark.runs  # a whole run through examples/trl_style_grpo.py, which tests/conftest.py cannot see
 def test_grpo_from_a_dataset_and_python_rewards_with_trl_names_then_the_report(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HARNESS_DISABLE_PLUGIN_AUTOLOAD", "1")
     example = _example()
