@@ -298,22 +298,7 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     other = data.other_columns(rows)
     records = []
     for row in rows:
-        record: dict[str, Any] = {
-            k: getattr(row, k)
-            for k in (
-                "task",
-                "dataset",
-                "trainer",
-                "arm",
-                "searcher",
-                "model",
-                "seed",
-                "phase",
-                "problems",
-                "run",
-                "warmup_steps",
-            )
-        }
+        record: dict[str, Any] = {k: getattr(row, k) for k in (*IDENTITY, "run", "warmup_steps")}
         record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
         record["note"] = row.note
         for name in columns:
