@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint clean browser sandbox
+.PHONY: setup demo test lint clean browser sandbox docs
 
 setup: $(STAMP)
 
@@ -46,6 +46,11 @@ browser:
 	@command -v chromium >/dev/null || apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		(apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) || \
 		echo "note: could not install chromium; the HTML report rendering test will be skipped"
+
+# The documentation's generated pages (docs/reference/cli.md's --help, hooks.md, options.md, trl-options.md's table),
+# rewritten from the code; `$(PY) docs/generate.py --check` names each stale page, as the tests do.
+docs: setup
+	$(PY) docs/generate.py
 
 lint: setup
 	$(VENV)/bin/ruff check .
