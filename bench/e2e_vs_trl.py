@@ -23,7 +23,7 @@ Methods (``--methods``, all by default):
 - ``trl-bf16``: TRL with ``bf16=True`` (mixed precision through accelerate; TRL's own default when fp16 is unset:
   the header says what ``GRPOConfig`` resolves to here).
 
-``--threads N`` runs every method at N torch threads; ``--threads auto`` runs ours with harness/threads.py's
+``--threads N`` runs every method at N torch threads; ``--threads auto`` runs ours with harness/runner/threads.py's
 per-phase counts (what ``harness run`` does without ``--threads``) and TRL at torch's default. ``--load N`` starts N
 busy-loop processes for the whole measurement (bench/threads_probe.py's ``BusyLoad``; killed at the end).
 
@@ -78,10 +78,10 @@ from grpo_step_vs_trl import (  # sibling scripts (bench/ is no package)
 )
 from threads_probe import BusyLoad
 
-from harness import threads as harness_threads
 from harness.engine.transformers_engine import TransformersEngine
 from harness.models import load_policy
 from harness.plugins import get_plugin_manager
+from harness.runner import threads as harness_threads
 from harness.runner.precision import cpu_flags, native_bf16
 
 METHODS = ("ours-fp32", "ours-bf16", "trl-fp32", "trl-bf16")
@@ -157,7 +157,7 @@ class StepStore(NullStore):
 
 @contextlib.contextmanager
 def thread_setting(setting: str, ours: bool):
-    """``--threads``: N for every method; "auto": ours per phase (harness/threads.py), TRL at torch's default."""
+    """``--threads``: N for every method; "auto": ours per phase (harness/runner/threads.py), TRL at torch's default."""
     default = torch.get_num_threads()
     if setting == "auto":
         if ours:
@@ -270,7 +270,7 @@ def run_method(
 ) -> dict:
     side, precision = method.split("-")
     with thread_setting(args.threads, ours=side == "ours"):
-        plan = harness_threads.current()  # ours at --threads auto: the counts harness/threads.py chose, kept
+        plan = harness_threads.current()  # ours at --threads auto: the counts harness/runner/threads.py chose, kept
         threads = plan.describe() if plan is not None else {"setting": torch.get_num_threads()}
         if side == "ours":
             result = run_ours(

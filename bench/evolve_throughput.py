@@ -19,7 +19,7 @@ the longest), the decoding steps (forward passes of one token per row) and their
 model's forward passes took in prefills and in decoding steps (hooks on the model), and the share of the time spent
 inside ``generate``.
 
-The goal (docs/performance.md): evolve at >= 0.5x best-of-k's model calls per second. Evolve pays for what
+The goal (docs/reference/performance.md): evolve at >= 0.5x best-of-k's model calls per second. Evolve pays for what
 best-of-k does not: each child's prompt (the question, the parent, the best and a diverse candidate, feedback,
 about 5x a plain prompt) is prefilled, children of different parents cannot share a prefill, and the search
 waits for each generation's scores before the next. One warm-up call of each method (2 problems, 8 tokens), then

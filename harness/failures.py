@@ -2,12 +2,12 @@
 'x' (plugin 'y') failed while ...: KeyError: ..."), which the runner records (harness/runner/phases.py) and the CLI
 prints as one line.
 
-``PluginFailed`` also means "stop the run": the places that forgive a scorer raising on one answer (one candidate
-lost, counted) let it through, so a broken reward function (harness/reward_functions.py) ends the run instead of
-silently scoring every answer as a failure. ``ScoreFailed`` is the opposite case: a task's scorer failed on one
-answer (harness/task_guard.py). It names the task, the places that forgive one lost answer forgive it, and ``blame``
-lets it through unchanged, so where nothing forgives it (a trainer reading a task's components) the line names the
-task, not the built-in that called it.
+``PluginFailed`` also means "stop the run": the places that forgive a scorer raising on one answer (one candidate lost,
+counted) let it through, so a broken reward function (harness/scoring/reward_functions.py) ends the run instead of
+silently scoring every answer as a failure. ``ScoreFailed`` is the opposite case: a task's scorer failed on one answer
+(harness/scoring/task_guard.py). It names the task, the places that forgive one lost answer forgive it, and ``blame``
+lets it through unchanged, so where nothing forgives it (a trainer reading a task's components) the line names the task,
+not the built-in that called it.
 """
 
 from __future__ import annotations

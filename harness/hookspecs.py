@@ -7,7 +7,7 @@ Registration hooks return nothing: they call ``registry.add(name, factory, descr
 callable or a ``"module:attribute"`` string; strings are imported only when the plugin is used, so listing plugins
 never imports torch. A factory that declares a parameter named ``plugins`` also receives the ``Plugins`` object (the
 registries), to look up behaviours or estimators by name. docs/reference/hooks.md is generated from these docstrings
-(``python -m harness.plugins.hook_reference``).
+(``python docs/generate.py``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
+import platform
+import subprocess
 from pathlib import Path
 
 # Bytes: a larger model folder is not hashed at every run (SmolLM2-135M's 0.54 GB took 0.45 s from the page cache
@@ -57,3 +60,54 @@ def folder_digest(folder: Path, limit: int = FOLDER_DIGEST_LIMIT) -> tuple[str |
             return None, total
         digest.update(f"{path.relative_to(folder).as_posix()}\0{content}\n".encode())
     return "sha256:" + digest.hexdigest()[:16], total
+
+
+# Instruction sets named in every figure's machine, by /proc/cpuinfo flag
+ISA = (("avx2", "avx2"), ("avx512", "avx512f"), ("bf16", "avx512_bf16"), ("amx", "amx_tile"))
+
+
+def machine() -> dict[str, object]:
+    """The CPU a figure came from: its model name, cores, and the instruction sets that change float rounding and
+    speed (AVX2, AVX-512, native bf16, AMX). Figures compare only between machines that agree on these."""
+    cpu, flags = "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and cpu == "unknown":
+                cpu = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        cpu = platform.processor() or platform.machine()
+    isa = [name for name, flag in ISA if flag in flags]
+    return {"cpu": cpu, "cores": os.cpu_count(), "isa": isa}
+
+
+def machine_line(info: dict[str, object] | None = None) -> str:
+    """``machine()`` in one line: "Intel Xeon, 2 cores, avx2+avx512+bf16+amx"."""
+    info = info or machine()
+    isa = "+".join(info.get("isa") or []) or "no AVX2"
+    return f"{info.get('cpu')}, {info.get('cores')} cores, {isa}"
+
+
+def source_commit() -> str | None:
+    """The commit of the harness's own source when it runs from a git checkout (with "+dirty" when files differ
+    from it); None for an installed wheel or where git is missing."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

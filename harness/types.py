@@ -39,7 +39,7 @@ class Problem:
     # Own data in TRL's formats (tasks/chat_data.py). ``messages``: the conversation the data asks, system turns
     # included, its last user turn being ``prompt`` (None: the task writes the messages). ``completion``: the data's
     # reference completion, SFT's target. ``columns``: the data row's other columns under their own names, what a
-    # batch reward function receives by name (harness/reward_functions.py), as TRL's reward functions do.
+    # batch reward function receives by name (harness/scoring/reward_functions.py), as TRL's reward functions do.
     messages: Messages | None = None
     completion: str | None = None
     columns: dict[str, Any] = field(default_factory=dict)

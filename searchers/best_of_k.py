@@ -1,12 +1,12 @@
 """Best-of-k: n candidate answers per problem, each scored; unbiased pass@k and best@k for each k <= n, the
 diversity of the candidates and the budget spent.
 
-Multi-answer policies (VPO): with ``answers_per_rollout`` M > 1 the prompt asks for M answers separated by
-``delimiter`` (harness/multi_answer.py), each rollout is split into its answers, and every answer is a candidate.
-The budget counts candidates, not rollouts, so a policy is compared with its M=1 self at the same n: the searcher
-samples ceil(n / M) rollouts per problem and keeps the first n answers (rollout-major). A rollout with fewer than M
-answers is malformed; its missing answers are still candidates (failures, scalar 0, text "", marked ``missing``),
-so every problem has exactly n candidates and the budget is charged honestly.
+Multi-answer policies (VPO): with ``answers_per_rollout`` M > 1 the prompt asks for M answers separated by ``delimiter``
+(harness/scoring/multi_answer.py), each rollout is split into its answers, and every answer is a candidate. The budget
+counts candidates, not rollouts, so a policy is compared with its M=1 self at the same n: the searcher samples ceil(n /
+M) rollouts per problem and keeps the first n answers (rollout-major). A rollout with fewer than M answers is malformed;
+its missing answers are still candidates (failures, scalar 0, text "", marked ``missing``), so every problem has exactly
+n candidates and the budget is charged honestly.
 
 pass@k and best@k are SET-LEVEL: the rollout is the unit (harness/metrics/unbiased.py ``set_pass_at_ks``). The M
 answers of one rollout are written together, not drawn independently, so k candidates are the answers of k/M whole
@@ -28,7 +28,7 @@ distinct_1, distinct_2, coverage (problems whose task has components besides the
 ``embedding_diversity``).
 
 Behaviour control (option ``behaviours``, a comma string of names from ``plugins["behaviour"]``; the searcher is
-built with ``plugins=``, which ``harness.run.build_plugin`` passes): every written answer is scored by each named
+built with ``plugins=``, which ``build_plugin`` passes): every written answer is scored by each named
 behaviour scorer (text, problem) -> [0, 1], whatever its task score; ``behaviour/<name>`` is the mean over those
 candidates (missing answers are not text and are left out, as is a value whose scorer raised). That scorer is the
 one VSPO and reward-shaped GRPO train on, so each behaviour that declares a held-out evaluator
@@ -64,9 +64,9 @@ from harness.metrics.unbiased import (
     set_level_ks,
     set_pass_at_ks,
 )
-from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.options import coerce
-from harness.scoring import score_all
+from harness.scoring.batch import score_all
+from harness.scoring.multi_answer import DELIMITER, instruct, split_answers
 from harness.types import (
     Behaviour,
     Completion,

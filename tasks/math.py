@@ -53,6 +53,7 @@ from harness.tasks.behaviours import with_hints
 from harness.tasks.chat_data import COMPLETION, ask, other_columns, question_column, read_completion, read_prompt
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
+from harness.tasks.jsonl import read_jsonl
 from harness.tasks.math_answers import (
     HEDGED,
     answers_match,
@@ -160,7 +161,7 @@ class MathTask:
         self.misleading_hint = coerce(misleading_hint, False)
         # the reference completion works the arithmetic out before the box (`4 + 3 = 7, so the result is
         # \boxed{7}`) where a problem carries it: SmolLM2-135M's bare `\boxed{X}` and `4 + 3 = \boxed{X}` are right
-        # far less often than a sum it writes out (docs/results.md#the-demo)
+        # far less often than a sum it writes out (docs/results/history.md#the-demo-at-math-v6)
         self.worked_reference = coerce(worked_reference, False)
         self.hub_id = hub_id
         self.hub_config = hub_config
@@ -368,22 +369,7 @@ class MathTask:
 
     def _load_jsonl(self) -> dict[str, list[Problem]]:
         path = Path(str(self.path))
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: cannot read: {exc}") from None
-        rows: list[Any] = []
-        line_numbers: list[int] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path} row {len(rows)} (line {number}): invalid JSON: {exc.msg}") from None
-            line_numbers.append(number)
-        if not rows:
-            raise ValueError(f"{path}: no rows")
+        rows, line_numbers = read_jsonl(path)
         rows, kept, dropped = self.columns.rows(rows, str(path), label=lambda i: f"row {i} (line {line_numbers[i]})")
         self._note_dropped(dropped)
         return {

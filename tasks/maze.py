@@ -48,7 +48,7 @@ class MazeTask:
     name = "maze"
     version = "maze-v1"  # bump on any change of data, prompt, extraction or scoring
     # max_new_tokens: a short plan and a path of up to ~15 moves; reference completions: the path line alone
-    # warm-up targets: the path alone; the policy's own maze answers ramble past the budget (docs/trainers.md)
+    # warm-up targets: the path alone; the policy's own maze answers ramble past the budget (docs/reference/trainers.md)
     capabilities = TaskCapabilities(max_new_tokens=160, reference_completions=True, warmup_targets="extracted")
 
     def __init__(

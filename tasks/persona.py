@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from harness.metrics.embeddings import embed
 from harness.metrics.embeddings import embedding_model_path as embedding_model_path  # re-exported: tests and users
 from harness.tasks import text_signals
+from harness.tasks.jsonl import jsonl_rows
 from harness.tasks.provenance import file_digest, package_version
 from harness.tasks.splits import bucket, digest, eval_split, normalise
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -323,23 +324,11 @@ def _names(value: str | Sequence[str]) -> list[str]:
 @functools.lru_cache(maxsize=8)
 def _load_prompts(path: Path) -> list[Problem]:
     """Rows {"prompt", "id"?, ...rest -> meta}; a malformed row is a one-line ValueError naming file and row."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
     problems: list[Problem] = []
     seen: set[str] = set()
     ids: set[str] = set()
-    row = -1
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        row += 1
+    for row, number, item in jsonl_rows(path):
         at = f"{path} row {row} (line {number})"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{at}: invalid JSON: {exc.msg}") from None
         if not isinstance(item, dict):
             raise ValueError(f"{at}: expected an object with 'prompt', got {type(item).__name__}")
         prompt = item.get("prompt")
@@ -355,9 +344,7 @@ def _load_prompts(path: Path) -> list[Problem]:
         ids.add(pid)
         meta = {k: v for k, v in item.items() if k not in ("id", "prompt") and v is not None}
         problems.append(Problem(id=pid, prompt=prompt.strip(), answer=None, meta=meta))
-    if not problems:
-        raise ValueError(f"{path}: no rows")
-    return problems
+    return problems  # (a file without rows: "PATH: no rows", from jsonl_rows)
 
 
 def _clean(text: Any) -> str:

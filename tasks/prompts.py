@@ -31,7 +31,7 @@ from typing import Any
 
 from harness import in_process
 from harness.failures import blame
-from harness.reward_functions import RewardFunction, load_rewards
+from harness.scoring.reward_functions import RewardFunction, load_rewards
 from harness.tasks.chat_data import COMPLETION, other_columns, read_completion, read_prompt
 from harness.tasks.hub_data import id_prefix, load_splits, local_path, local_version
 from harness.tasks.provenance import resolved_revision

@@ -96,13 +96,14 @@ def wide_head_folder(tmp_path_factory, tiny_policy_spec):
 # hundreds of tests, collection looks at what each test calls: its own source, the functions of tests/ it calls (one
 # module's helpers, tiny_runs.py's) and the fixtures of tests/ it uses, followed to any depth. A test is marked when
 # that code starts the CLI in a subprocess (`-m harness`, tiny_runs.harness/harness_env), runs the CLI's `run` in
-# process (`main(["run", ...])`, `main([*RUN, ...])`) or calls harness.run.run/resume or the Python API's
-# train/evaluate. A module may also say `pytestmark = pytest.mark.runs` for what the scan cannot see.
+# process (`main(["run", ...])`, `main([*RUN, ...])`, `main(tiny_argv(...))`) or calls harness.run.run/resume (on
+# `RunConfig(...)`, `tiny_config(...)`, ...) or the Python API's train/evaluate. A module may also say
+# `pytestmark = pytest.mark.runs` for what the scan cannot see.
 _TESTS = Path(__file__).resolve().parent
 _RUN_SIGNS = re.compile(
     r"""["']-m["'],\s*["']harness["']"""  # python -m harness ...
-    r"""|\bmain\(\s*\[\s*(["']run["']|\*)"""  # harness.cli.main(["run", ...]) or main([*RUN, ...]) in process
-    r"""|\b(run|resume)\(\s*(RunConfig|cfg|config|replace)\b"""  # harness.run.run(RunConfig(...))
+    r"""|\bmain\(\s*(\[\s*(["']run["']|\*)|tiny_argv\()"""  # main(["run", ...]), main([*RUN, ...]), main(tiny_argv(
+    r"""|\b(run|resume)\(\s*(RunConfig|cfg|config|replace|tiny_config)\b"""  # harness.run.run(RunConfig(...))
     r"""|\bharness\.(train|evaluate)\("""  # the Python API, a whole run
     r"""|\bharness_env\("""  # tiny_runs: the environment of a CLI subprocess
 )

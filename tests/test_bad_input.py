@@ -12,18 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tiny_runs import tiny_argv
 
 from harness.cli import main
 from harness.store.results_db import index_run
 
-TINY = [
-    ("--model", "tiny-random"),
-    ("--trainer", "none"),
-    ("--limit", "1"),
-    ("--k", "1"),
-    ("--set", "searcher.n=1"),
-    ("--set", "searcher.max_new_tokens=2"),
-]
+EVAL = tiny_argv("none", limit=1, k=1, threads=None, sets={"searcher.n": 1, "searcher.max_new_tokens": 2})
+TINY = list(zip(EVAL[1::2], EVAL[2::2], strict=True))  # (flag, value) pairs, for a case to replace its own
 SEEN: list[tuple[str, str]] = []
 
 
@@ -230,7 +225,7 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, capsys, ti
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(disk)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
-        assert main(["run", *[a for pair in TINY for a in pair], "--out", str(disk)]) == 1  # a run that failed
+        assert main([*EVAL, "--out", str(disk)]) == 1  # a run that failed
         err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("harness:")]
         assert len(err) == 1 and "no space left writing" in err[0] and "--resume" in err[0], err
         SEEN.append(("disk full", err[0]))
@@ -253,7 +248,7 @@ def test_a_read_only_out_is_one_line_before_the_model_loads(tmp_path, capsys, ti
     disk = tmp_path / "read-only"
     _mount_tmpfs(disk, "ro,size=64k")
     try:
-        assert main(["run", *[a for pair in TINY for a in pair], "--out", str(disk / "runs")]) == 2
+        assert main([*EVAL, "--out", str(disk / "runs")]) == 2
         assert main(["report", str(tmp_path), "--out", str(disk / "report")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 2 and all("cannot write in" in line and str(disk) in line for line in err), err
@@ -268,31 +263,8 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial_copy(
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "size=24m")
     try:
-        argv = [
-            "run",
-            "--model",
-            "tiny-random",
-            "--trainer",
-            "grpo",
-            "--steps",
-            "1",
-            "--limit",
-            "1",
-            "--k",
-            "1",
-            "--train-limit",
-            "1",
-            "--set",
-            "trainer.group_size=2",
-            "--set",
-            "trainer.prompts_per_step=1",
-            "--set",
-            "trainer.max_new_tokens=2",
-            "--set",
-            "searcher.n=1",
-            "--set",
-            "searcher.max_new_tokens=2",
-        ]
+        sizes = {"trainer.max_new_tokens": 2, "searcher.n": 1, "searcher.max_new_tokens": 2}
+        argv = tiny_argv(limit=1, train_limit=1, k=1, threads=None, sets=sizes)
         assert main([*argv, "--out", str(disk)]) == 1  # the run had started: its folder says failed
         err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("harness:")]
         assert len(err) == 1 and "no space left writing" in err[0] and ".checkpoint.tmp/optimizer.pt" in err[0], err
@@ -308,7 +280,7 @@ def test_index_and_report_on_a_full_disk_are_one_line_each(tmp_path, capsys, tin
     """A folder of runs on a disk with no space left: `harness index` and `harness report` each end in one line
     (before: a sqlite3.OperationalError traceback from the results store), and the run folders are untouched."""
     runs = tmp_path / "runs"
-    assert main(["run", *[a for pair in TINY for a in pair], "--out", str(runs)]) == 0
+    assert main([*EVAL, "--out", str(runs)]) == 0
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "size=512k")
     try:

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from harness.metrics import best_at_k, best_at_ks, diversity, pass_at_k, pass_at_ks
-from harness.multi_answer import DELIMITER, instruct, join_answers
 from harness.plugins.registry import Registry
+from harness.scoring.multi_answer import DELIMITER, instruct, join_answers
 from harness.searchers import harness_register_searchers
 from harness.searchers.best_of_k import BestOfK
 from harness.store.run_folder import RunStore

@@ -41,7 +41,7 @@ def test_the_default_is_ten_minutes_and_values_are_checked():
 def test_a_short_run_at_the_default_interval_writes_one_state(tmp_path, monkeypatch):
     """A 3-step run that takes seconds writes its state once, after the last step (the old default wrote it after
     every step: 1.6 GB each on the default model, many GB for a 1.5B one)."""
-    from tiny_runs import RUN
+    from tiny_runs import tiny_argv
 
     from harness.cli import main
 
@@ -50,7 +50,7 @@ def test_a_short_run_at_the_default_interval_writes_one_state(tmp_path, monkeypa
     monkeypatch.setattr(
         Checkpointer, "save", lambda self, step, *a, **k: (saves.append(step), real_save(self, step, *a, **k))
     )
-    default_interval = RUN[: RUN.index("--checkpoint-every")]  # the same tiny run, at the default interval
+    default_interval = tiny_argv(steps=3)  # tiny_runs.RUN, at the default interval
     assert main([*default_interval, "--out", str(tmp_path)]) == 0
     assert saves == [2]
 
@@ -62,7 +62,7 @@ def test_save_every_keeps_a_loadable_model_per_interval_that_harness_run_evaluat
 
     import torch
     from safetensors.torch import load_file
-    from tiny_runs import RUN
+    from tiny_runs import RUN, tiny_argv
 
     from harness.cli import main
 
@@ -77,25 +77,7 @@ def test_save_every_keeps_a_loadable_model_per_interval_that_harness_run_evaluat
     final = load_file(run_dir / "model/model.safetensors")
     assert last.keys() == final.keys() and all(torch.equal(last[k], final[k]) for k in last)
     step2 = run_dir / "checkpoints" / "step-2"
-    evaluate = [
-        "run",
-        "--model",
-        str(step2),
-        "--trainer",
-        "none",
-        "--limit",
-        "2",
-        "--k",
-        "1",
-        "--threads",
-        "1",
-        "--set",
-        "searcher.n=1",
-        "--set",
-        "searcher.max_new_tokens=4",
-        "--out",
-        str(tmp_path / "eval"),
-    ]
+    evaluate = tiny_argv("none", model=step2, k=1, sets={"searcher.n": 1}, out=tmp_path / "eval")
     assert main(evaluate) == 0
     (eval_dir,) = (p for p in (tmp_path / "eval").iterdir() if p.is_dir())
     manifest = json.loads((eval_dir / "manifest.json").read_text())

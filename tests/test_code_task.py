@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.tasks import code as code_module
+from harness.tasks import code_data
 from harness.tasks.code import LCB, MBPP, CodeTask, build_program, extract_code, outputs_match, slot_values
 from harness.tasks.code_tests import split_check
 from harness.types import Problem, Task, scalarize
@@ -392,21 +393,21 @@ def test_hub_livecodebench_versions_pick_files(fake_hub: list[tuple]) -> None:
 @pytest.mark.parametrize(
     ("convert", "row", "message"),
     [
-        (code_module.humaneval_problem, {"task_id": "HumanEval/0", "prompt": "def f():\n", "test": ""}, "'test'"),
-        (code_module.humaneval_problem, ["not", "a", "row"], "expected an object"),
+        (code_data.humaneval_problem, {"task_id": "HumanEval/0", "prompt": "def f():\n", "test": ""}, "'test'"),
+        (code_data.humaneval_problem, ["not", "a", "row"], "expected an object"),
         (
-            code_module.mbpp_problem,
+            code_data.mbpp_problem,
             {"text": "Add.", "code": "def add(a, b): return a + b", "test_list": []},
             "'test_list'",
         ),
-        (code_module.mbpp_problem, {"text": "Add.", "code": "x = 1", "test_list": ["assert True"]}, "which function"),
+        (code_data.mbpp_problem, {"text": "Add.", "code": "x = 1", "test_list": ["assert True"]}, "which function"),
         (
-            code_module.lcb_problem,
+            code_data.lcb_problem,
             {"question_content": "Q", "question_id": "1", "public_test_cases": "[{"},
             "unreadable test cases",
         ),
         (
-            code_module.lcb_problem,
+            code_data.lcb_problem,
             {"question_content": "Q", "question_id": "1", "public_test_cases": "[]", "private_test_cases": "[]"},
             "no test cases",
         ),
@@ -427,7 +428,7 @@ def test_livecodebench_pickles_may_hold_data_only() -> None:
     hostile = base64.b64encode(zlib.compress(pickle.dumps(Boom()))).decode()
     row = json.loads((FIXTURES / "code_generation_lite" / "test.jsonl").read_text().splitlines()[0])
     with pytest.raises(ValueError, match=r"^hub row 0: unreadable test cases: refusing to load builtins.print$"):
-        code_module.lcb_problem({**row, "private_test_cases": hostile}, "hub row 0")
+        code_data.lcb_problem({**row, "private_test_cases": hostile}, "hub row 0")
 
 
 def test_hub_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -446,7 +447,7 @@ def test_the_stdio_crosscheck_set_reads_as_livecodebench_rows_and_scores_as_writ
     --dataset stdio compares with LiveCodeBench's rule: every row is a valid LiveCodeBench row, and (a sample of it
     here; the bench runs all) its canonical solutions pass and its wrong ones fail through the code task."""
     rows = [json.loads(line) for line in (FIXTURES / "stdio_crosscheck.jsonl").read_text().splitlines()]
-    problems = {r["question_id"]: code_module.lcb_problem(r, r["question_id"]) for r in rows}
+    problems = {r["question_id"]: code_data.lcb_problem(r, r["question_id"]) for r in rows}
     assert len(rows) >= 12 and all(p.meta["kind"] == "stdio" and len(p.meta["inputs"]) == 3 for p in problems.values())
     task = CodeTask(timeout_s=60)
     for row in rows:

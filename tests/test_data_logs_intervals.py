@@ -14,19 +14,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_runs import tiny_argv, tiny_config
 
 from harness.report import data
 from harness.report.build import build_report
 from harness.report.summary import summary_table
-from harness.run import RunConfig, run
+from harness.run import run
+from harness.scoring.task_guard import GuardedTask
 from harness.store.results_db import RESULTS_DB, connect
-from harness.task_guard import GuardedTask
 from harness.types import Problem, Score, data_card_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "math"
-# 8 problems in 4 engine calls of 2: the phase's bar must count all 32 samples, not restart at each call
-EVAL = ["run", "--task", "math", "--trainer", "none", "--model", "tiny-random", "--limit", "8", "--threads", "1"]
-EVAL += ["--set", "searcher.batch_prompts=2", "--set", "searcher.max_new_tokens=4"]
+# 8 problems in 4 engine calls of 2, at the preset's n (4) and k: the phase's bar must count all 32 samples, not
+# restart at each call
+EVAL = tiny_argv("none", task="math", limit=8, k=None, sets={"searcher.n": None, "searcher.batch_prompts": 2})
 PROGRESS = re.compile(r"^eval best-of-k: (\d+)/32 sample \(\d+%\)", re.M)
 
 
@@ -196,17 +197,16 @@ def test_a_task_without_a_data_card_gets_its_name_and_unknown():
 
 def test_two_evaluations_of_math_on_different_data_are_two_rows_that_say_so(plugins, tmp_path):
     runs = tmp_path / "runs"
-    for options in ({}, {"source": "jsonl", "path": str(FIXTURES / "tiny.jsonl"), "eval_fraction": 0.5}):
+    from_file = {"task.source": "jsonl", "task.path": str(FIXTURES / "tiny.jsonl"), "task.eval_fraction": 0.5}
+    for data_sets in ({}, from_file):
         folder = run(
-            RunConfig(
+            tiny_config(
+                "none",
                 task="math",
-                trainer="none",
-                model="tiny-random",
-                limit=2,
-                k="1",
+                k=1,
                 threads=1,
                 out=str(runs),
-                options={"task": options, "searcher": {"n": 1, "max_new_tokens": 2}},
+                sets={**data_sets, "searcher.n": 1, "searcher.max_new_tokens": 2},
             ),
             plugins=plugins,
             echo=lambda _: None,

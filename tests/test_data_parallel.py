@@ -23,39 +23,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import tiny_argv
 
 from harness.cli import main
 
 STEP_SCRIPT = Path(__file__).parent / "fixtures" / "distributed" / "grpo_step.py"
 # Every test here starts ranks as processes (gloo, torchrun, accelerate launch): the quick lane skips them all
 pytestmark = pytest.mark.runs
-RUN = [
-    "run",
-    "--model",
-    "tiny-random",
-    "--task",
-    "math",
-    "--trainer",
-    "grpo",
-    "--steps",
-    "3",
-    "--limit",
-    "2",
-    "--train-limit",
-    "4",
-    "--k",
-    "1,2",
-    "--set",
-    "trainer.prompts_per_step=2",
-    "--set",
-    "trainer.group_size=2",
-    "--set",
-    "trainer.max_new_tokens=6",
-    "--set",
-    "searcher.n=2",
-    "--set",
-    "searcher.max_new_tokens=6",
-]
+RUN = tiny_argv(
+    task="math",
+    steps=3,
+    threads=None,
+    sets={"trainer.prompts_per_step": 2, "trainer.max_new_tokens": 6, "searcher.max_new_tokens": 6},
+)
 
 
 def _free_port() -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from guide_blocks import GUIDE, page_blocks, write_file
 from test_readme_plugin import readme_files
-from tiny_runs import CEILING, harness, harness_env, only_run
+from tiny_runs import CEILING, harness, harness_env, only_run, tiny_argv
 
 TINY = ["--model", "tiny-random", "--threads", "1"]
 
@@ -156,32 +156,8 @@ def conciseness_behaviour():
 def test_vspo_builds_its_vector_in_the_run_on_tiny_random(tmp_path):
     """Before: `vspo: only 0 usable contrastive pairs from 16 problems` after the before-evaluation."""
     out = tmp_path / "runs"
-    done = harness(
-        [
-            "run",
-            *TINY,
-            "--trainer",
-            "vspo",
-            "--steps",
-            "1",
-            "--limit",
-            "1",
-            "--k",
-            "1",
-            "--out",
-            str(out),
-            "--set",
-            "searcher.n=1",
-            "--set",
-            "searcher.max_new_tokens=4",
-            "--set",
-            "trainer.max_new_tokens=4",
-            "--set",
-            "trainer.prompts_per_step=1",
-            "--set",
-            "trainer.vector_prompts=4",
-        ]
-    )
+    sets = {"searcher.n": 1, "trainer.vector_prompts": 4}
+    done = harness(tiny_argv("vspo", limit=1, train_limit=None, k=1, out=out, sets=sets))  # the preset's train problems
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((only_run(out) / "manifest.json").read_text())["status"] == "complete"
 

@@ -16,6 +16,7 @@ import json
 
 import pytest
 import torch
+from tiny_runs import tiny_argv
 
 from harness.cli import main
 from harness.types import EngineCapabilities, SamplingParams
@@ -237,36 +238,18 @@ def test_sync_weights_makes_vllm_follow_the_trainer(vllm_setup):
 
 def test_harness_run_grpo_on_vllm(wide_head_folder, tmp_path):
     pytest.importorskip("vllm")
+    sets = {"trainer.prompts_per_step": None, "trainer.max_new_tokens": 8, "searcher.max_new_tokens": 8}
     code = main(
-        [
-            "run",
-            "--engine",
-            "vllm",
-            "--model",
-            wide_head_folder,
-            "--task",
-            "math",
-            "--trainer",
-            "grpo",
-            "--steps",
-            "2",
-            "--limit",
-            "2",
-            "--train-limit",
-            "2",
-            "--k",
-            "1,2",
-            "--out",
-            str(tmp_path),
-            "--set",
-            "trainer.group_size=2",
-            "--set",
-            "trainer.max_new_tokens=8",
-            "--set",
-            "searcher.n=2",
-            "--set",
-            "searcher.max_new_tokens=8",
-        ]
+        tiny_argv(
+            engine="vllm",
+            model=wide_head_folder,
+            task="math",
+            steps=2,
+            train_limit=2,
+            threads=None,
+            out=tmp_path,
+            sets=sets,
+        )
     )
     assert code == 0
     (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]

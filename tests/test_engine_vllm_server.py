@@ -32,6 +32,7 @@ from test_engine_vllm import (
     check_seeded_sampling_is_batch_invariant,
     forward_logprobs,
 )
+from tiny_runs import tiny_argv
 
 from harness.engine.vllm_engine import STEERING_ERROR
 from harness.types import SamplingParams
@@ -325,39 +326,17 @@ def test_harness_run_trains_with_rollouts_on_the_server(server, served, wide_hea
     trainer's weights)."""
     from harness.cli import main
 
-    args = [
-        "run",
-        "--model",
-        wide_head_folder,
-        "--task",
-        "math",
-        "--trainer",
-        "grpo",
-        "--steps",
-        "2",
-        "--limit",
-        "2",
-        "--k",
-        "1,2",
-        "--engine",
-        "vllm-server",
-        "--engine-url",
-        server,
-        "--out",
-        str(tmp_path),
-        "--set",
-        "trainer.prompts_per_step=1",
-        "--set",
-        "trainer.group_size=2",
-        "--set",
-        "trainer.lr=1e-3",
-        "--set",
-        "trainer.max_new_tokens=8",
-        "--set",
-        "searcher.n=2",
-        "--set",
-        "searcher.max_new_tokens=8",
-    ]
+    args = tiny_argv(
+        model=wide_head_folder,
+        task="math",
+        steps=2,
+        train_limit=None,  # the preset's
+        threads=None,
+        engine="vllm-server",
+        engine_url=server,
+        out=tmp_path,
+        sets={"trainer.lr": "1e-3", "trainer.max_new_tokens": 8, "searcher.max_new_tokens": 8},
+    )
     assert main(args) == 0
     (folder,) = (p for p in tmp_path.iterdir() if p.is_dir())
     manifest = json.loads((folder / "manifest.json").read_text())

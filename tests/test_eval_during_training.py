@@ -7,20 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_runs import RUN, harness, only_run, outcome
+from tiny_runs import harness, only_run, outcome, tiny_argv
 
 from harness.cli import main
 
-EVERY = [
-    *RUN[: RUN.index("--steps")],
-    "--steps",
-    "4",
-    *RUN[RUN.index("--steps") + 2 :],
-    "--eval-every",
-    "2",
-    "--eval-every-limit",
-    "1",
-]
+FOUR = tiny_argv(steps=4, checkpoint_every=1)  # tiny_runs.RUN over 4 steps
+EVERY = [*FOUR, "--eval-every", "2", "--eval-every-limit", "1"]
 
 
 def lines(path, **match):
@@ -65,9 +57,7 @@ def test_points_before_training_and_every_n_steps(evaluated, tmp_path):
 
 def test_training_is_the_same_without_it(evaluated, tmp_path):
     folder, _ = evaluated
-    plain = harness(
-        [*RUN[: RUN.index("--steps")], "--steps", "4", *RUN[RUN.index("--steps") + 2 :], "--out", str(tmp_path)]
-    )
+    plain = harness([*FOUR, "--out", str(tmp_path)])
     assert plain.returncode == 0, plain.stderr[-2000:]
     expected = outcome(only_run(tmp_path))
     got = outcome(folder)

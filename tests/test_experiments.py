@@ -14,8 +14,10 @@ from harness.report import compare
 from harness.report.build import build_report
 from harness.report.data import leaderboard
 from harness.runner.config import RunConfig
-from harness.runner.grid import cells_for, check_cell, expand, load_experiment, run_grid
+from harness.runner.experiment_file import load_experiment
+from harness.runner.grid import cells_for, check_cell, name_cells, run_grid
 from harness.runner.plan import build_plugins
+from harness.runner.run_settings import expand
 from harness.store.results_db import connect, find_runs, rebuild
 
 DEMO = Path(__file__).resolve().parent.parent / "experiments" / "demo.toml"  # `make demo`: one run, not a claim
@@ -230,7 +232,7 @@ def test_a_file_without_arms_gives_the_cells_it_gave_before(tmp_path):
         k="1,2",
         options={"task": {}, "trainer": {"group_size": 2}, "searcher": {"n": 2}},
     )
-    assert cells == expand(base, {"trainer": ["none", "grpo"], "seed": [0, 1]})
+    assert cells == name_cells(expand(base, {"trainer": ["none", "grpo"], "seed": [0, 1]}))
 
 
 @pytest.mark.parametrize(
@@ -399,7 +401,7 @@ def test_every_arm_of_vpo_vs_grpo_gets_equal_tokens_per_candidate_and_per_step(s
     """The file's "Fair budget": built as the runner builds each cell (its options layered by harness/runner/plan.py),
     every arm's candidate has the same token cap T on a task, in training and at evaluation; a VPO rollout is M
     candidates, M x T plus the delimiter lines; and the candidate tokens sampled per step and per problem match."""
-    from harness.multi_answer import DELIMITER_TOKENS, answer_budget, rollout_budget
+    from harness.scoring.multi_answer import DELIMITER_TOKENS, answer_budget, rollout_budget
 
     header = (DEMO.parent / "vpo_vs_grpo.toml").read_text()
     cells = cells_for(load_experiment(DEMO.parent / "vpo_vs_grpo.toml", size=size), {"seed": "0"}, NO_SET)

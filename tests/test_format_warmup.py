@@ -8,7 +8,7 @@ import re
 import pytest
 
 from harness.engine.transformers_engine import TransformersEngine
-from harness.multi_answer import join_answers
+from harness.scoring.multi_answer import join_answers
 from harness.testing import FakeEngine, FakeStore, FakeTask, UppercaseTask
 from harness.trainers.format_warmup import WarmupPlan, format_warmup, well_formed_rate
 from harness.trainers.sft import SFTTrainer

@@ -14,7 +14,9 @@ import pytest
 
 from harness.cli import main
 from harness.run import RunConfig
-from harness.runner.grid import cell_name, expand, load_experiment, run_grid, split_names
+from harness.runner.experiment_file import load_experiment
+from harness.runner.grid import cell_name, name_cells, run_grid
+from harness.runner.run_settings import expand, split_names
 
 TINY = {
     "task": {},
@@ -38,7 +40,9 @@ def _base(tmp_path, **kw):
 
 
 def test_expand_crosses_the_axes_and_names_cells_by_configuration(tmp_path):
-    cells = expand(_base(tmp_path), {"task": ["math", "code"], "trainer": ["none", "grpo"], "seed": ["0", "1"]})
+    cells = name_cells(
+        expand(_base(tmp_path), {"task": ["math", "code"], "trainer": ["none", "grpo"], "seed": ["0", "1"]})
+    )
     assert len(cells) == 8
     assert [(c.task, c.trainer, c.seed) for c in cells[:3]] == [
         ("math", "none", 0),
@@ -86,7 +90,7 @@ def test_experiment_file_is_read_and_checked(tmp_path):
 
 
 def test_grid_runs_cells_on_the_same_problems_and_skips_finished_ones(tmp_path, plugins, tiny_policy_spec):
-    cells = expand(_base(tmp_path), {"trainer": ["none", "grpo"]})
+    cells = name_cells(expand(_base(tmp_path), {"trainer": ["none", "grpo"]}))
     folders = run_grid(cells, plugins=plugins, echo=lambda _: None)
     assert [f.name for f in folders] == [c.name for c in cells]
     problems = []
@@ -103,7 +107,7 @@ def test_grid_runs_cells_on_the_same_problems_and_skips_finished_ones(tmp_path, 
 
 
 def test_an_unfinished_cell_is_moved_aside_and_rerun(tmp_path, plugins, tiny_policy_spec):
-    (cell,) = expand(_base(tmp_path, trainer="none"), {})
+    (cell,) = name_cells(expand(_base(tmp_path, trainer="none"), {}))
     dead = tmp_path / str(cell.name)
     dead.mkdir()
     (dead / "manifest.json").write_text(json.dumps({"status": "running"}))
@@ -178,7 +182,7 @@ def test_cli_refuses_a_broken_config_in_one_line(tmp_path, capsys):
 def test_results_land_in_the_store_beside_the_runs(tmp_path, plugins, tiny_policy_spec):
     import sqlite3
 
-    (folder,) = run_grid(expand(_base(tmp_path, trainer="none"), {}), plugins=plugins, echo=lambda _: None)
+    (folder,) = run_grid(name_cells(expand(_base(tmp_path, trainer="none"), {})), plugins=plugins, echo=lambda _: None)
     conn = sqlite3.connect(tmp_path / "results.sqlite")
     assert conn.execute("SELECT name, status FROM runs").fetchall() == [(folder.name, "complete")]
     assert Path(conn.execute("SELECT run_dir FROM runs").fetchone()[0]) == folder.resolve()

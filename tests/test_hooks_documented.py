@@ -8,13 +8,15 @@ import re
 from pathlib import Path
 
 import pytest
+from docs_generator import generate
 
 from harness import hookspecs
-from harness.plugins import hook_reference
 from harness.plugins.manager import KINDS
 
 TESTS = Path(__file__).parent
-HOOKS = hook_reference.hook_names()
+PATH = "docs/reference/hooks.md"
+PAGE = generate.ROOT / PATH
+HOOKS = generate.hook_names()
 
 
 def test_the_hooks_are_found_and_each_fills_a_registry():
@@ -29,22 +31,20 @@ def test_every_hook_has_a_docstring(hook):
 
 
 def test_docs_hooks_md_is_up_to_date():
-    page = hook_reference.PAGE.read_text()
-    assert hook_reference.update(page) == page, (
-        "docs/reference/hooks.md is out of date: python -m harness.plugins.hook_reference"
-    )
+    assert generate.stale([PATH]) == []
+    page = PAGE.read_text()
     for hook in HOOKS:
         assert f"### `{hook}`" in page
     assert "- `batch_scoring: bool = False`: has ``score_many``" in page  # a field comment from harness/types.py
 
 
-def test_a_changed_docstring_makes_the_page_stale(monkeypatch):
-    page = hook_reference.PAGE.read_text()
+def test_a_changed_docstring_makes_the_page_stale(monkeypatch, capsys):
     monkeypatch.setattr(hookspecs.harness_register_models, "__doc__", "Add model aliases; a changed docstring.")
-    assert hook_reference.update(page) != page
-    assert hook_reference.main(["--check"]) == 1
-    with pytest.raises(ValueError, match=r"^docs/reference/hooks.md has no section <!-- generated: hooks -->"):
-        hook_reference.update("# a page without markers\n")
+    assert generate.stale([PATH]) == [f"{PATH} is stale: run python docs/generate.py (or make docs)"]
+    assert generate.main(["--check"]) == 1
+    assert capsys.readouterr().err == f"{PATH} is stale: run python docs/generate.py (or make docs)\n"
+    with pytest.raises(ValueError, match=r"^no section <!-- generated: hooks -->"):
+        generate.hooks_page("# a page without markers\n")
 
 
 @pytest.mark.parametrize("hook", HOOKS)
@@ -54,10 +54,8 @@ def test_every_hook_has_a_test_of_its_own(hook):
 
 
 def test_the_pages_worked_example_is_right():
-    blocks = re.findall(r"^```python\n(>>> .*?)^```", hook_reference.PAGE.read_text(), re.S | re.M)
-    test = doctest.DocTestParser().get_doctest(
-        "".join(blocks), {}, "docs/reference/hooks.md", str(hook_reference.PAGE), 0
-    )
+    blocks = re.findall(r"^```python\n(>>> .*?)^```", PAGE.read_text(), re.S | re.M)
+    test = doctest.DocTestParser().get_doctest("".join(blocks), {}, PATH, str(PAGE), 0)
     assert len(test.examples) == 3
     result = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS).run(test)
     assert result.failed == 0

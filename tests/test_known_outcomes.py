@@ -55,7 +55,7 @@ import harness.searchers.evolve as evolve_module
 from harness.engine.transformers_engine import TransformersEngine
 from harness.metrics.unbiased import best_at_k
 from harness.models import load_policy
-from harness.multi_answer import instruct, split_answers
+from harness.scoring.multi_answer import instruct, split_answers
 from harness.searchers.evolve import Evolve
 from harness.steering.vectors import SteeringVector
 from harness.testing import FakeEngine, FakeStore

@@ -408,32 +408,11 @@ def test_harness_run_streams_to_the_loggers_it_is_given(tmp_path, tiny_policy_sp
     metrics.json; an unknown logger fails before the model loads or a folder is made."""
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tiny_runs import tiny_argv
 
     from harness.cli import main
 
-    common = [
-        "run",
-        "--model",
-        "tiny-random",
-        "--steps",
-        "2",
-        "--limit",
-        "2",
-        "--train-limit",
-        "2",
-        "--k",
-        "1",
-        "--set",
-        "trainer.group_size=2",
-        "--set",
-        "trainer.prompts_per_step=1",
-        "--set",
-        "trainer.max_new_tokens=4",
-        "--set",
-        "searcher.n=1",
-        "--set",
-        "searcher.max_new_tokens=4",
-    ]
+    common = tiny_argv(steps=2, train_limit=2, k=1, threads=None, sets={"searcher.n": 1})
     assert main([*common, "--out", str(tmp_path / "bad"), "--log", "tensorbored"]) == 2
     assert not (tmp_path / "bad").exists()
     assert main([*common, "--out", str(tmp_path), "--log", "tensorboard", "--log-completions-every", "1"]) == 0

@@ -1,4 +1,4 @@
-"""The memory plan (harness/memory_plan.py, `harness memory`): parameter and LoRA counts from the architecture
+"""The memory plan (harness/runner/memory_plan.py, `harness memory`): parameter and LoRA counts from the architecture
 against the real model's and peft's, each part against a hand computation, and one-line errors. Its agreement with
 measured peaks is a bench (bench/memory_plan_check.py), not a test."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cli import main
-from harness.memory_plan import GIB, TrainingShape, model_config, model_shape, plan
+from harness.runner.memory_plan import GIB, TrainingShape, model_config, model_shape, plan
 
 
 def test_counts_come_from_the_architecture_and_match_the_model_and_peft(tiny_policy, plugins):

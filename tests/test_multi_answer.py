@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.multi_answer import DELIMITER, instruct, join_answers, split_answers
+from harness.scoring.multi_answer import DELIMITER, instruct, join_answers, split_answers
 
 
 def test_round_trip_and_malformed_rollouts():

@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tiny_runs import tiny_argv
 
 REPO = Path(__file__).resolve().parents[1]
 # Top-level folders of the checkout that are no part of a source tree (the .gitignore's, and git's own)
@@ -205,29 +206,9 @@ def test_the_installed_harness_lists_and_runs_away_from_the_checkout(venv):
         )
 
     out = venv["root"] / "runs"
+    argv = tiny_argv("none", task="math", searcher="best-of-k", k=1, threads=None, sets={"searcher.max_new_tokens": 8})
     done = _run(
-        [
-            harness,
-            "run",
-            "--task",
-            "math",
-            "--trainer",
-            "none",
-            "--searcher",
-            "best-of-k",
-            "--model",
-            "tiny-random",
-            "--limit",
-            "2",
-            "--k",
-            "1",
-            "--set",
-            "searcher.n=2",
-            "--set",
-            "searcher.max_new_tokens=8",
-            "--out",
-            out,
-        ],
+        [harness, *argv, "--out", out],
         timeout_min=20,
         cwd=venv["root"],
         env=venv["env"],

@@ -9,13 +9,14 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from tiny_runs import OWN_SIZES, tiny_argv
 
 from harness.cli import main
 from harness.hookspecs import hookimpl
 from harness.plugins import manager
 from harness.testing import FakeTask
 
-RUN = ["run", "--model", "tiny-random", "--trainer", "none", "--limit", "2", "--k", "1"]
+RUN = tiny_argv("none", k=1, threads=None, sets=OWN_SIZES)  # no best-of-k sizes: majority takes neither
 
 
 class Majority:

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import OWN_SIZES, tiny_config
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.hookspecs import hookimpl
 from harness.models import load_policy
 from harness.plugins import get_plugin_manager
-from harness.policy_export import push_to_hub, save_policy
-from harness.run import RunConfig, run
+from harness.run import run
+from harness.store.policy_export import push_to_hub, save_policy
 from harness.store.run_folder import RunStore
 from harness.testing import UppercaseTask
 from harness.trainers.grpo import GRPOTrainer
@@ -243,14 +244,11 @@ def _uppercase_plugins():
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_trained_policy_is_saved_and_evaluates_to_the_after_metrics(tmp_path, lora):
     plugins = _uppercase_plugins()
-    options = {
-        "task": {},
-        "trainer": {"lr": "1e-2", **({"lora_r": "4", "save_merged": "true"} if lora else {})},
-        "searcher": {"n": "2"},
-    }
-    common = dict(task="uppercase", limit=2, k="1,2", out=str(tmp_path), seed=3)
+    evaluation = {**OWN_SIZES, "searcher.n": "2"}  # the task's own budgets
+    lora_sets = {"trainer.lora_r": "4", "trainer.save_merged": "true"} if lora else {}
+    common = dict(task="uppercase", out=str(tmp_path), seed=3)
     folder = run(
-        RunConfig(**common, model="tiny-random", trainer="grpo", steps=2, train_limit=4, options=options),
+        tiny_config(**common, steps=2, sets={**evaluation, "trainer.lr": "1e-2", **lora_sets}),
         plugins=plugins,
         echo=lambda _: None,
     )
@@ -270,7 +268,7 @@ def test_the_trained_policy_is_saved_and_evaluates_to_the_after_metrics(tmp_path
     pad = base.tokenizer.pad_token_id
     assert not torch.allclose(_logp(trained.model, completions, pad)[0], _logp(base.model, completions, pad)[0])
     again = run(
-        RunConfig(**common, trainer="none", model=str(saved), options={**options, "trainer": {}}),
+        tiny_config("none", **common, model=str(saved), sets=evaluation),
         plugins=plugins,
         echo=lambda _: None,
     )
@@ -369,20 +367,9 @@ def test_a_lora_run_resumed_after_training_evaluates_its_trained_adapters(tmp_pa
 
     plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
     assert capabilities_of(plugins["trainer"].get("grpo").create(lora_r="4"), TrainerCapabilities).prepares_policy
-    options = {"task": {}, "trainer": {"lr": "1e-2", "lora_r": "4"}, "searcher": {"n": "2"}}
-    cfg = RunConfig(
-        task="uppercase",
-        trainer="grpo",
-        searcher="fails-after-once",
-        model="tiny-random",
-        limit=2,
-        k="1,2",
-        steps=2,
-        train_limit=4,
-        out=str(tmp_path),
-        seed=3,
-        save_model=False,
-        options=options,
+    sets = {**OWN_SIZES, "trainer.lr": "1e-2", "trainer.lora_r": "4", "searcher.n": "2"}
+    cfg = tiny_config(
+        task="uppercase", searcher="fails-after-once", steps=2, out=str(tmp_path), seed=3, save_model=False, sets=sets
     )
     with pytest.raises(Exception, match="the after evaluation failed once"):
         run(cfg, plugins=plugins, echo=lambda _: None)

@@ -1,4 +1,4 @@
-"""The prompts task (tasks/prompts.py) and TRL's reward contract (harness/reward_functions.py) without a model:
+"""The prompts task (tasks/prompts.py) and TRL's reward contract (harness/scoring/reward_functions.py) without a model:
 prompts sent as written, columns reaching the functions, None as NaN, async functions, the success rule and pass@k,
 a built-in task's component weighted to 0, and each mistake in one line."""
 
@@ -16,9 +16,9 @@ import pytest
 from harness import in_process
 from harness.failures import PluginFailed
 from harness.plugins import get_plugin_manager
-from harness.reward_functions import TrainerState, reward_context
 from harness.runner.config import RunConfig
 from harness.runner.plan import build_plugins, plan_run
+from harness.scoring.reward_functions import TrainerState, reward_context
 from harness.searchers.best_of_k import BestOfK
 from harness.tasks.prompts import PromptsTask
 from harness.testing import FakeEngine, fake_token_ids, run_searcher

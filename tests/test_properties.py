@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cli import parse_overrides
-from harness.multi_answer import DELIMITER, join_answers, split_answers
-from harness.runner.grid import load_experiment
+from harness.runner.experiment_file import load_experiment
+from harness.scoring.multi_answer import DELIMITER, join_answers, split_answers
 from harness.searchers.evolve_prompt import apply_diff, child_text
 from harness.store.reading import read_jsonl
 from harness.store.results_db import _read_samples

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tiny_runs import tiny_argv
+
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "write-a-plugin.md"
 
 
@@ -41,35 +43,10 @@ def test_readme_plugin_installs_lists_and_runs(tmp_path):
     assert re.search(r"^\s+echo\s+Repeat a word back\s+\[harness-echo:echo\]$", listing, re.M), listing
 
     out = tmp_path / "runs"
+    # the preset's train problems and prompts per step
+    argv = tiny_argv(task="echo", train_limit=None, threads=None, out=out, sets={"trainer.prompts_per_step": None})
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "run",
-            "--task",
-            "echo",
-            "--trainer",
-            "grpo",
-            "--model",
-            "tiny-random",
-            "--steps",
-            "1",
-            "--limit",
-            "2",
-            "--k",
-            "1,2",
-            "--out",
-            str(out),
-            "--set",
-            "searcher.n=2",
-            "--set",
-            "searcher.max_new_tokens=4",
-            "--set",
-            "trainer.max_new_tokens=4",
-            "--set",
-            "trainer.group_size=2",
-        ],
+        [sys.executable, "-m", "harness", *argv],
         env=env,
         capture_output=True,
         text=True,

@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tiny_runs import tiny_config
 
 from harness.cli import main
 from harness.metrics.unbiased import best_at_k, pass_at_k
@@ -19,14 +20,12 @@ from harness.report.build import build_report, verdict
 from harness.report.data import Estimate, bootstrap, leaderboard, wilson
 from harness.report.screenshot import find_chromium, screenshot
 from harness.report.summary import example_samples, paired_change
-from harness.run import RunConfig, run
+from harness.run import run
 from harness.store.results_db import connect, find_runs, index_run, rebuild
 
-TINY = {
-    "task": {},
-    "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
-    "searcher": {"n": 4, "max_new_tokens": 4},
-}
+# Both runs carry the trainer's sizes and steps (the evaluation-only one unread, as a grid's cell does): the two
+# differ in their trainer alone.
+TINY = {"trainer.group_size": 2, "trainer.prompts_per_step": 1, "trainer.max_new_tokens": 4, "searcher.n": 4}
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +34,7 @@ def two_runs(tmp_path_factory, plugins, tiny_policy_spec):
     out = tmp_path_factory.mktemp("runs")
     folders = [
         run(
-            RunConfig(
-                trainer=trainer,
-                model="tiny-random",
-                steps=2,
-                limit=3,
-                train_limit=2,
-                k="1,2,4",
-                out=str(out),
-                options=json.loads(json.dumps(TINY)),
-            ),
+            tiny_config(trainer, steps=2, limit=3, train_limit=2, k="1,2,4", out=str(out), sets=TINY),
             plugins=plugins,
             echo=lambda _: None,
         )

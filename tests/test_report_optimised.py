@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_runs import tiny_argv
 
 from harness.cli import main
 from harness.report.optimised import what_was_optimised
@@ -59,42 +60,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_report_names_the_added_reward_and_its_weight(folder, tiny_policy_spec):
     out = folder / "runs"
-    assert (
-        main(
-            [
-                "run",
-                "--model",
-                "tiny-random",
-                "--steps",
-                "1",
-                "--limit",
-                "2",
-                "--train-limit",
-                "2",
-                "--k",
-                "1",
-                "--set",
-                "trainer.group_size=2",
-                "--set",
-                "trainer.prompts_per_step=1",
-                "--set",
-                "trainer.max_new_tokens=4",
-                "--set",
-                "searcher.n=1",
-                "--set",
-                "searcher.max_new_tokens=4",
-                "--reward",
-                "m:f=0.5",
-                "--plugin",
-                "./quiet_logger.py",
-                "--log",
-                "quiet",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = tiny_argv(train_limit=2, k=1, threads=None, sets={"searcher.n": 1}, out=out)
+    assert main([*argv, "--reward", "m:f=0.5", "--plugin", "./quiet_logger.py", "--log", "quiet"]) == 0
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     manifest = json.loads((run / "manifest.json").read_text())
     # the package behind every plugin the run used, loggers and the trainer's estimator included

@@ -1,5 +1,5 @@
 """Rewards and plugins without packaging, from a plain folder as a user has one: ``--reward mymodule:fn[=W]``
-(harness/reward_functions.py) and ``--plugin ./file.py`` (harness/plugins/local.py), through the CLI on the tiny
+(harness/scoring/reward_functions.py) and ``--plugin ./file.py`` (harness/plugins/local.py), through the CLI on the tiny
 model. Every mistake is one line; a reward function that raises mid-run fails the run as a failing plugin does."""
 
 from __future__ import annotations
@@ -12,24 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_runs import tiny_argv
 
 from harness.cli import main
 
-RUN = [
-    "run",
-    "--model",
-    "tiny-random",
-    "--trainer",
-    "none",
-    "--limit",
-    "2",
-    "--k",
-    "1",
-    "--set",
-    "searcher.n=2",
-    "--set",
-    "searcher.max_new_tokens=4",
-]
+RUN = tiny_argv("none", k=1, threads=None)
 
 REWARDS = """
 def brevity(prompt, completion, reference):
@@ -159,41 +146,8 @@ def test_reward_functions_become_weighted_components_of_the_reward_vector(folder
 
 def test_grpo_trains_on_a_reward_function(folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "runs"
-    assert (
-        main(
-            [
-                "run",
-                "--model",
-                "tiny-random",
-                "--trainer",
-                "grpo",
-                "--steps",
-                "1",
-                "--limit",
-                "1",
-                "--k",
-                "1",
-                "--train-limit",
-                "2",
-                "--set",
-                "searcher.n=1",
-                "--set",
-                "searcher.max_new_tokens=4",
-                "--set",
-                "trainer.group_size=2",
-                "--set",
-                "trainer.prompts_per_step=1",
-                "--set",
-                "trainer.max_new_tokens=4",
-                "--no-save-model",
-                "--reward",
-                "myrewards:brevity",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = tiny_argv(limit=1, train_limit=2, k=1, threads=None, no_save_model=True, sets={"searcher.n": 1})
+    assert main([*argv, "--reward", "myrewards:brevity", "--out", str(out)]) == 0
     run = _run_folder(out)
     train = [s for s in _samples(run) if s["phase"] == "train"]
     assert len(train) == 2
@@ -274,7 +228,7 @@ def test_a_batch_reward_returning_the_wrong_number_of_values_fails_the_run_namin
 
 def test_reward_functions_keep_the_task_s_capabilities(folder: Path) -> None:
     """Code scores a batch at once (score_many) and gives feedback (check): both keep working, extended."""
-    from harness.reward_functions import WithRewards, load_rewards
+    from harness.scoring.reward_functions import WithRewards, load_rewards
     from harness.tasks.code import CodeTask
     from harness.types import TaskCapabilities, capabilities_of
 
@@ -296,7 +250,8 @@ def test_reward_functions_keep_the_task_s_capabilities(folder: Path) -> None:
 
 
 def test_an_experiment_file_takes_rewards_and_they_name_the_cell(folder: Path, tmp_path: Path) -> None:
-    from harness.runner.grid import cell_name, cells_for, load_experiment
+    from harness.runner.experiment_file import load_experiment
+    from harness.runner.grid import cell_name, cells_for
 
     path = tmp_path / "exp.toml"
     path.write_text('rewards = ["myrewards:brevity=0.5"]\nplugins = ["./my_plugin.py"]\n')

@@ -16,6 +16,7 @@ from dataclasses import replace
 from http.server import ThreadingHTTPServer
 
 import pytest
+from tiny_runs import tiny_config
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.hookspecs import hookimpl
@@ -127,22 +128,20 @@ def _run(tmp_path, monkeypatch, **config) -> tuple[dict, list, dict]:
     monkeypatch.setattr(GRPOTrainer, "train", flagged_train)
     plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
     folder = run(
-        RunConfig(
+        tiny_config(
             task="uppercase",
-            model="tiny-random",
-            trainer="grpo",
-            steps=1,
-            limit=2,
             train_limit=2,
-            k="1",
+            k=1,
             out=str(tmp_path),
             save_model=False,
             threads=1,
             **config,
-            options={
-                "task": {},
-                "trainer": {"group_size": "4", "max_new_tokens": "6"},
-                "searcher": {"n": "1", "max_new_tokens": "6"},
+            sets={
+                "trainer.group_size": "4",
+                "trainer.prompts_per_step": None,
+                "trainer.max_new_tokens": "6",
+                "searcher.n": "1",
+                "searcher.max_new_tokens": "6",
             },
         ),
         plugins=plugins,

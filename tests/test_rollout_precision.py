@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from tiny_runs import with_uppercase_task
+from tiny_runs import tiny_config, with_uppercase_task
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.plugins import get_plugin_manager
@@ -229,21 +229,19 @@ def test_a_run_with_rollout_dtype_samples_in_it_and_records_it(tmp_path):
 
     plugins = with_uppercase_task()
     folder = run(
-        RunConfig(
+        tiny_config(
             task="uppercase",
-            model="tiny-random",
-            trainer="grpo",
-            steps=1,
-            limit=2,
             train_limit=2,
-            k="1",
+            k=1,
             out=str(tmp_path),
             rollout_dtype="bfloat16",
             save_model=False,
-            options={
-                "task": {},
-                "trainer": {"group_size": "4", "max_new_tokens": "6"},
-                "searcher": {"n": "1", "max_new_tokens": "6"},
+            sets={
+                "trainer.group_size": "4",
+                "trainer.prompts_per_step": None,
+                "trainer.max_new_tokens": "6",
+                "searcher.n": "1",
+                "searcher.max_new_tokens": "6",
             },
         ),
         plugins=plugins,

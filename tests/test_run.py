@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_runs import tiny_config
 
 from harness.hookspecs import hookimpl
 from harness.report.summary import summary_table
@@ -16,19 +17,13 @@ def _read_jsonl(path):
 
 
 def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
-    cfg = RunConfig(
-        model="tiny-random",
-        steps=2,
-        limit=3,
-        train_limit=8,
-        k="1,2",
-        out=str(tmp_path),
-        options={
-            "task": {},
-            "trainer": {"group_size": 4, "max_new_tokens": 8},
-            "searcher": {"n": 2, "max_new_tokens": 8},
-        },
-    )
+    sets = {
+        "trainer.group_size": 4,
+        "trainer.prompts_per_step": None,  # the preset's
+        "trainer.max_new_tokens": 8,
+        "searcher.max_new_tokens": 8,
+    }
+    cfg = tiny_config(steps=2, limit=3, train_limit=8, out=str(tmp_path), sets=sets)
     lines = []
     folder = run(cfg, plugins=plugins, echo=lines.append)
 
@@ -63,20 +58,7 @@ def test_run_writes_a_complete_folder(tmp_path, plugins, tiny_policy_spec):
 def test_a_behaviour_trainer_is_evaluated_on_its_behaviour(tmp_path, plugins, tiny_policy_spec):
     """RLAIF (quick preset: behaviour=conciseness) -> the searcher scores conciseness before and after, unasked."""
     folder = run(
-        RunConfig(
-            trainer="rlaif",
-            model="tiny-random",
-            steps=1,
-            limit=2,
-            train_limit=4,
-            k="1",
-            out=str(tmp_path),
-            options={
-                "task": {},
-                "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
-                "searcher": {"n": 1, "max_new_tokens": 4},
-            },
-        ),
+        tiny_config("rlaif", k=1, out=str(tmp_path), sets={"searcher.n": 1}),
         plugins=plugins,
         echo=lambda _: None,
     )
@@ -93,25 +75,22 @@ def test_a_vpo_run_says_its_warm_up_budget_first_and_records_the_warm_up(tmp_pat
     """`--steps 2` bounds RL, not the warm-up: the budget line before the model loads says both; metrics.json holds
     the warm-up's figures (warmup/*) and the summary prints them in one line."""
     folder = run(
-        RunConfig(
-            trainer="vpo",
-            model="tiny-random",
+        tiny_config(
+            "vpo",
             steps=2,
-            limit=2,
             train_limit=8,
-            k="4",
+            k=4,
             out=str(tmp_path),
-            options={
-                "task": {},
-                "trainer": {
-                    "warmup_steps": "2",
-                    "warmup_check_every": "1",
-                    "warmup_problems": "2",
-                    "warmup_check_problems": "2",
-                    "max_new_tokens": "16",
-                    "prompts_per_step": "1",
-                },
-                "searcher": {"n": 4, "max_new_tokens": "16"},
+            sets={
+                "trainer.group_size": None,  # VPO's own
+                "trainer.warmup_steps": "2",
+                "trainer.warmup_check_every": "1",
+                "trainer.warmup_problems": "2",
+                "trainer.warmup_check_problems": "2",
+                "trainer.max_new_tokens": "16",
+                "trainer.prompts_per_step": "1",
+                "searcher.n": 4,
+                "searcher.max_new_tokens": "16",
             },
         ),
         plugins=plugins,
@@ -136,14 +115,7 @@ def test_a_vpo_run_says_its_warm_up_budget_first_and_records_the_warm_up(tmp_pat
 
 def test_trainer_none_only_evaluates(tmp_path, plugins, tiny_policy_spec):
     folder = run(
-        RunConfig(
-            model="tiny-random",
-            trainer="none",
-            limit=2,
-            k="1",
-            out=str(tmp_path),
-            options={"task": {}, "trainer": {}, "searcher": {"n": 1, "max_new_tokens": 4}},
-        ),
+        tiny_config("none", k=1, out=str(tmp_path), sets={"searcher.n": 1}),
         plugins=plugins,
         echo=lambda _: None,
     )
@@ -156,17 +128,12 @@ def test_evolve_searcher_through_run(tmp_path, plugins, tiny_policy_spec):
     """--searcher evolve with its quick preset (cut down): the phase's metrics, curve and checkpoints land in the
     run folder, and every candidate is a sample."""
     folder = run(
-        RunConfig(
-            model="tiny-random",
-            trainer="none",
+        tiny_config(
+            "none",
             searcher="evolve",
-            limit=2,
+            k=None,  # the preset's
             out=str(tmp_path),
-            options={
-                "task": {},
-                "trainer": {},
-                "searcher": {"calls": 6, "seeds": 2, "children": 2, "max_new_tokens": 6},
-            },
+            sets={"searcher.calls": 6, "searcher.seeds": 2, "searcher.children": 2, "searcher.max_new_tokens": 6},
         ),
         plugins=plugins,
         echo=lambda _: None,

@@ -9,6 +9,7 @@ import os
 import stat
 
 import pytest
+from tiny_runs import tiny_argv, tiny_config
 
 from harness.run import RunConfig, run
 from harness.store.run_folder import current_umask, new_file_mode, write_json_atomic
@@ -45,19 +46,7 @@ def test_atomic_json_follows_the_umask(tmp_path):
 def test_a_tiny_run_folder_is_readable_by_others(tmp_path, plugins, tiny_policy_spec):
     """With umask 022 every file of a training run's folder is 0644 and every folder 0755 (the checkpoint, written
     and removed during the run, included while it existed: its state.json goes through the same atomic write)."""
-    cfg = RunConfig(
-        model="tiny-random",
-        steps=1,
-        limit=2,
-        train_limit=2,
-        k="1",
-        out=str(tmp_path),
-        options={
-            "task": {},
-            "trainer": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 4},
-            "searcher": {"n": 1, "max_new_tokens": 4},
-        },
-    )
+    cfg = tiny_config(train_limit=2, k=1, out=str(tmp_path), sets={"searcher.n": 1})
     with umask(0o022):
         folder = run(cfg, plugins=plugins, echo=lambda _: None)
     files = [p for p in folder.rglob("*") if p.is_file()]
@@ -104,16 +93,8 @@ def test_published_folders_and_weights_are_not_private(tmp_path):
 
 
 def _eval_run(tmp_path, plugins, name, **config):
-    cfg = RunConfig(
-        model="tiny-random",
-        trainer="none",
-        limit=3,
-        k="1",
-        out=str(tmp_path),
-        name=name,
-        options={"task": {}, "trainer": {}, "searcher": {"n": 2, "max_new_tokens": 8, "temperature": 1.0}},
-        **config,
-    )
+    sets = {"searcher.max_new_tokens": 8, "searcher.temperature": 1.0}
+    cfg = tiny_config("none", limit=3, k=1, out=str(tmp_path), name=name, sets=sets, **config)
     return run(cfg, plugins=plugins, echo=lambda _: None)
 
 
@@ -146,7 +127,8 @@ def test_batch_size_reaches_the_engine_and_results_agree(tmp_path, plugins, tiny
 
 def test_batch_size_is_checked(tmp_path, plugins, capsys):
     from harness.cli import main
-    from harness.runner.grid import cell_name, load_experiment
+    from harness.runner.experiment_file import load_experiment
+    from harness.runner.grid import cell_name
     from harness.runner.plan import check_engine
     from harness.types import TrainerCapabilities
 
@@ -216,31 +198,19 @@ def test_model_revision_loads_that_snapshot_and_is_recorded(tmp_path, tiny_polic
         (repo / "refs" / ref).write_text(commit)
     (repo / "snapshots" / commits["main"] / "model.safetensors").unlink()  # only v1's snapshot loads
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    argv = tiny_argv(
+        "none",
+        model="someone/tiny",
+        model_revision="v1",
+        batch_size=2,
+        limit=1,
+        k=1,
+        threads=None,
+        out=tmp_path / "runs",
+        sets={"searcher.n": 1, "searcher.max_new_tokens": 2},
+    )
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            "--model",
-            "someone/tiny",
-            "--model-revision",
-            "v1",
-            "--batch-size",
-            "2",
-            "--trainer",
-            "none",
-            "--limit",
-            "1",
-            "--k",
-            "1",
-            "--set",
-            "searcher.n=1",
-            "--set",
-            "searcher.max_new_tokens=2",
-            "--out",
-            str(tmp_path / "runs"),
-        ],
+        [sys.executable, "-m", "harness.cli", *argv],
         env=env,
         capture_output=True,
         text=True,

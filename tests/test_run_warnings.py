@@ -1,4 +1,4 @@
-"""What a finished run warns about (harness/report/health.py, harness/run.py ``finish``): the trainer's own lines,
+"""What a finished run warns about (harness/report/health.py, harness/runner/finish.py): the trainer's own lines,
 a training reward that fell beyond its noise, a score the trained policy lost beyond its paired interval; in the
 manifest, at the end of the printed summary and in `harness report`. And nothing after "complete" fails the run."""
 
@@ -11,13 +11,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from test_report import ALL, NONE, _fake_run, _trained_run
+from tiny_runs import tiny_argv
 
 from harness.cli import main
 from harness.report import health
 from harness.report.build import build_report
 from harness.report.data import Estimate, manifest
 from harness.report.student_t import t_cdf, t_quantile
-from harness.run import finish, health_warnings
+from harness.runner.finish import finish, health_warnings
 from harness.store.results_db import connect, index_run
 from harness.store.run_folder import RunStore
 
@@ -183,13 +184,13 @@ def test_nothing_after_complete_fails_the_run(tmp_path, monkeypatch):
     def boom(*_, **__):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("harness.run.summary_table", boom)
-    monkeypatch.setattr("harness.run.paired_difference", boom)  # the paired check: skipped silently
+    monkeypatch.setattr("harness.runner.finish.summary_table", boom)
+    monkeypatch.setattr("harness.runner.finish.paired_difference", boom)  # the paired check: skipped silently
     said: list[str] = []
     folder = _finish(tmp_path, [], said.append)
     assert "warning: could not print the summary: RuntimeError: boom" in said
     assert json.loads((folder / "manifest.json").read_text())["warnings"] == [health.reward_went_down(FALLING)]
-    monkeypatch.setattr("harness.run.health_warnings", boom)
+    monkeypatch.setattr("harness.runner.finish.health_warnings", boom)
     said.clear()
     _finish(tmp_path / "again", [], said.append)
     assert "warning: could not check the run's figures: RuntimeError: boom" in said
@@ -199,26 +200,9 @@ def test_the_command_line_exits_0_when_the_summary_raises(tmp_path, monkeypatch,
     def boom(metrics):
         raise IndexError("list index out of range")
 
-    monkeypatch.setattr("harness.run.summary_table", boom)
-    code = main(
-        [
-            "run",
-            "--model",
-            "tiny-random",
-            "--trainer",
-            "none",
-            "--limit",
-            "1",
-            "--k",
-            "1",
-            "--set",
-            "searcher.n=1",
-            "--set",
-            "searcher.max_new_tokens=2",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    monkeypatch.setattr("harness.runner.finish.summary_table", boom)
+    sets = {"searcher.n": 1, "searcher.max_new_tokens": 2}
+    code = main(tiny_argv("none", limit=1, k=1, threads=None, sets=sets, out=tmp_path))
     out = capsys.readouterr().out
     assert code == 0
     assert "warning: could not print the summary: IndexError: list index out of range" in out.splitlines()

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from harness.multi_answer import instruct, join_answers, split_answers
+from harness.scoring.multi_answer import instruct, join_answers, split_answers
 from harness.store.run_folder import RunStore
 from harness.testing import FakeEngine, FakeTask
 from harness.trainers.sft import SFTTrainer, target_batch, target_nll

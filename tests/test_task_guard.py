@@ -1,7 +1,7 @@
-"""A task plugin's mistakes are named (harness/task_guard.py, harness/plugins/contract.py ``check_score``): a scorer
-returning a plain float is refused before the model loads, a run whose answers mostly fail to score ends ``failed``,
-an error inside the task's method names the task rather than the trainer that called it, and a missing data file
-names the task. Through the CLI in fresh processes on the tiny model, and the pieces in process."""
+"""A task plugin's mistakes are named (harness/scoring/task_guard.py, harness/plugins/contract.py ``check_score``): a
+scorer returning a plain float is refused before the model loads, a run whose answers mostly fail to score ends
+``failed``, an error inside the task's method names the task rather than the trainer that called it, and a missing data
+file names the task. Through the CLI in fresh processes on the tiny model, and the pieces in process."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_runs import CEILING, harness_env
+from tiny_runs import CEILING, harness_env, tiny_argv
 
 from harness import testing
 from harness.failures import PluginFailed, ScoreFailed
 from harness.plugins import contract
-from harness.scoring import score_all
-from harness.task_guard import GuardedTask
+from harness.scoring.batch import score_all
+from harness.scoring.task_guard import GuardedTask
 from harness.testing import FakeTask
 from harness.types import Score
 
@@ -59,36 +59,7 @@ def harness_register_tasks(registry):
     registry.add("empty-train", EmptyTrain, "raises on an empty train answer")
 '''
 
-TINY = [
-    "run",
-    "--model",
-    "tiny-random",
-    "--trainer",
-    "grpo",
-    "--steps",
-    "1",
-    "--limit",
-    "2",
-    "--train-limit",
-    "2",
-    "--k",
-    "1",
-    "--threads",
-    "1",
-    "--no-save-model",
-    "--set",
-    "searcher.n=2",
-    "--set",
-    "searcher.max_new_tokens=4",
-    "--set",
-    "trainer.group_size=2",
-    "--set",
-    "trainer.prompts_per_step=1",
-    "--set",
-    "trainer.max_new_tokens=4",
-    "--out",
-    "runs",
-]
+TINY = tiny_argv(train_limit=2, k=1, no_save_model=True, out="runs")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Threads per phase (harness/threads.py): ``--threads N`` pins every phase to N; without it a run decodes and
+"""Threads per phase (harness/runner/threads.py): ``--threads N`` pins every phase to N; without it a run decodes and
 updates at the counts ``choose`` picks from torch's default, restoring the count after each phase; outside a run
 nothing changes. No wall-clock assertion: only which count each phase ran at."""
 
@@ -8,10 +8,10 @@ import json
 
 import pytest
 import torch
-from tiny_runs import with_uppercase_task
+from tiny_runs import tiny_config, with_uppercase_task
 
-from harness import threads
 from harness.engine.transformers_engine import TransformersEngine
+from harness.runner import threads
 from harness.trainers.grpo import GRPOTrainer
 
 
@@ -102,25 +102,23 @@ def test_outside_a_run_off_the_cpu_and_on_resume_the_counts_are_not_chosen(two_t
 
 def _tiny_run(tmp_path, **config) -> dict:
     """One GRPO step on the tiny model between two evaluations; its manifest."""
-    from harness.run import RunConfig, run
+    from harness.run import run
 
     plugins = with_uppercase_task()
     folder = run(
-        RunConfig(
+        tiny_config(
             task="uppercase",
-            model="tiny-random",
-            trainer="grpo",
-            steps=1,
-            limit=2,
             train_limit=2,
-            k="1",
+            k=1,
             out=str(tmp_path),
             save_model=False,
             **config,
-            options={
-                "task": {},
-                "trainer": {"group_size": "2", "max_new_tokens": "4"},
-                "searcher": {"n": "1", "max_new_tokens": "4"},
+            sets={
+                "trainer.group_size": "2",
+                "trainer.prompts_per_step": None,
+                "trainer.max_new_tokens": "4",
+                "searcher.n": "1",
+                "searcher.max_new_tokens": "4",
             },
         ),
         plugins=plugins,

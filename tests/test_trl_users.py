@@ -8,39 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tiny_runs import CEILING, harness_env, only_run
+from tiny_runs import CEILING, harness_env, only_run, tiny_argv
 
 SYSTEM = "You add numbers. Give the result alone."
-TINY_GRPO = [
-    "run",
-    "--model",
-    "tiny-random",
-    "--task",
-    "math",
-    "--trainer",
-    "grpo",
-    "--steps",
-    "2",
-    "--limit",
-    "2",
-    "--train-limit",
-    "4",
-    "--k",
-    "1",
-    "--threads",
-    "1",
-    "--no-save-model",
-    "--set",
-    "trainer.group_size=2",
-    "--set",
-    "trainer.prompts_per_step=1",
-    "--set",
-    "trainer.max_new_tokens=4",
-    "--set",
-    "searcher.n=2",
-    "--set",
-    "searcher.max_new_tokens=4",
-]
+TINY_GRPO = tiny_argv(task="math", steps=2, k=1, no_save_model=True)
 
 REWARDS = '''
 import json
@@ -136,43 +107,10 @@ def test_sft_trains_on_a_conversational_dataset_s_completions(tmp_path: Path) ->
         for i in range(12)
     ]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "sums"))
+    sizes = {"trainer.batch_size": 2, "searcher.n": 1}
+    data = {"task.source": "hub", "task.hub_id": "./sums", "task.question": "prompt", "task.eval_fraction": 0.5}
     done = _cli(
-        [
-            "run",
-            "--model",
-            "tiny-random",
-            "--task",
-            "math",
-            "--trainer",
-            "sft",
-            "--steps",
-            "1",
-            "--limit",
-            "1",
-            "--train-limit",
-            "3",
-            "--k",
-            "1",
-            "--threads",
-            "1",
-            "--no-save-model",
-            "--set",
-            "trainer.batch_size=2",
-            "--set",
-            "searcher.n=1",
-            "--set",
-            "searcher.max_new_tokens=4",
-            "--set",
-            "task.source=hub",
-            "--set",
-            "task.hub_id=./sums",
-            "--set",
-            "task.question=prompt",
-            "--set",
-            "task.eval_fraction=0.5",
-            "--out",
-            "runs",
-        ],
+        tiny_argv("sft", task="math", limit=1, train_limit=3, k=1, no_save_model=True, sets=sizes | data, out="runs"),
         tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -15,7 +15,8 @@ import textwrap
 import pytest
 
 from harness.sandbox import run_tests
-from harness.tasks.code import CodeTask, humaneval_problem
+from harness.tasks.code import CodeTask
+from harness.tasks.code_data import humaneval_problem
 from harness.types import Problem
 
 CEILING_S = 120  # a ceiling against a hang on a loaded machine, never a claim about speed
@@ -535,7 +536,7 @@ def test_stdio_outputs_are_compared_in_the_harness_whatever_the_program_writes(t
         "private_test_cases": '[{"input": "2 2\\n", "output": "4\\n", "testtype": "stdin"}]',
         "metadata": "{}",
     }
-    from harness.tasks.code import lcb_problem
+    from harness.tasks.code_data import lcb_problem
 
     problem = lcb_problem(row, "stdio")
     task = CodeTask(timeout_s=CEILING_S)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import torch
+from tiny_runs import OWN_SIZES, tiny_config
 
 from harness.engine.transformers_engine import TransformersEngine
-from harness.multi_answer import DELIMITER
-from harness.run import RunConfig, run
+from harness.run import run
+from harness.scoring.multi_answer import DELIMITER
 from harness.store.run_folder import RunStore
 from harness.testing import UppercaseTask
 from harness.trainers.vpo import VPOTrainer
@@ -50,18 +51,17 @@ def test_vpo_warms_up_then_trains_on_answer_sets(tiny_policy, plugins, tmp_path)
 
 def test_a_vpo_run_evaluates_candidates_in_its_own_format(tmp_path, plugins, tiny_policy_spec):
     folder = run(
-        RunConfig(
-            model="tiny-random",
-            trainer="vpo",
-            steps=1,
-            limit=2,
-            train_limit=4,
+        tiny_config(
+            "vpo",
             k="1,4",
             out=str(tmp_path),
-            options={
-                "task": {},
-                "trainer": {"group_size": 2, "warmup_steps": 1, "warmup_samples": 4},
-                "searcher": {"n": 4, "embedding_diversity": "false"},
+            sets={  # VPO's own budgets, behind the evaluation's asserted below
+                **OWN_SIZES,
+                "trainer.group_size": 2,
+                "trainer.warmup_steps": 1,
+                "trainer.warmup_samples": 4,
+                "searcher.n": 4,
+                "searcher.embedding_diversity": "false",
             },
         ),
         plugins=plugins,

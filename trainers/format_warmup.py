@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from harness import progress
-from harness.multi_answer import instruct, join_answers, split_answers
+from harness.scoring.multi_answer import instruct, join_answers, split_answers
 from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
 from harness.trainers.step_timer import StepTimer

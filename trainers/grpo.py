@@ -17,6 +17,8 @@ Reward shaping (the VSPO paper's baseline): ``behaviour=NAME, behaviour_weight=l
 ``behaviour/NAME`` (a registered behaviour scorer's score of each answer) to the reward vector with weight lambda, so
 the scalar reward is r0 + lambda * behaviour(answer, problem). Subclasses add their own components through
 ``shaping()`` and ``shaping_value()`` (VSPO: the steering strength).
+
+The options, ``GRPOConfig``, and their checks are in trainers/grpo_config.py (importable from here too).
 """
 
 from __future__ import annotations
@@ -25,32 +27,24 @@ import copy
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 import torch
 
 from harness import progress
 from harness.faults import fault_point
-from harness.multi_answer import DELIMITER, instruct, split_answers
 from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
-from harness.reward_functions import TrainerState, reward_context
 from harness.runner.distributed import current as current_parallel
-from harness.threads import phase_threads
-from harness.trainers.advantages import WEIGHTINGS
+from harness.runner.threads import phase_threads
+from harness.scoring.multi_answer import instruct, split_answers
+from harness.scoring.reward_functions import TrainerState, reward_context
 from harness.trainers.collapse_watch import CollapseWatch
 from harness.trainers.dynamic_sampling import Rollouts, fill_batch, refill_problems
-from harness.trainers.finite import check_lr, check_update, check_weights
-from harness.trainers.format_warmup import FormatWarmupOptions, WarmupPlan, format_warmup
-from harness.trainers.losses import (
-    IMPORTANCE_LEVELS,
-    LOSS_NORM_NAMES,
-    LOSS_NORMS,
-    clipped_surrogate,
-    k3_kl,
-    log_importance_ratio,
-    normalise,
-)
+from harness.trainers.finite import check_update, check_weights
+from harness.trainers.format_warmup import WarmupPlan, format_warmup
+from harness.trainers.grpo_config import GRPOConfig
+from harness.trainers.losses import clipped_surrogate, k3_kl, log_importance_ratio, normalise
 from harness.trainers.overlong import OVERLONG, loss_tokens, overlong_penalty, overlong_shaping, trained_rows
 from harness.trainers.policy_gradient import (
     ScoredRollouts,
@@ -62,7 +56,6 @@ from harness.trainers.policy_gradient import (
 )
 from harness.trainers.post_training import (
     AdaptersOff,
-    PostTrainingOptions,
     autocast,
     lr_factor,
     prepare_policy,
@@ -72,7 +65,6 @@ from harness.trainers.post_training import (
 )
 from harness.trainers.ref_sync import mix_into, sync_due
 from harness.trainers.rollout_precision import (
-    OLD_LOGPROBS,
     Corrected,
     correct_rollouts,
     pad_weights,
@@ -94,143 +86,6 @@ from harness.types import (
     capabilities_of,
     scalarize,
 )
-
-
-@dataclass
-class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpointing, autocast, lr schedule; warmup_*
-    steps: int = 10  # batches of rollouts (one optimizer step each, num_iterations with several passes)
-    prompts_per_step: int = 2  # distinct problems per step
-    group_size: int = 8  # G: completions per problem; advantages are relative within these
-    max_new_tokens: int = 96  # generation budget per completion (Dr. GRPO's constant normaliser too)
-    temperature: float = 1.0  # sampling temperature; log-probs are taken at the same temperature
-    top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this probability
-    lr: float = 3e-5  # AdamW learning rate (lower rates learned nothing in 10 steps on SmolLM2-135M)
-    weight_decay: float = 0.0  # AdamW weight decay
-    max_grad_norm: float = 1.0  # gradients are clipped to this total norm
-    eps_low: float = 0.2  # ratio clip below 1
-    eps_high: float = 0.2  # ratio clip above 1 (DAPO's clip-higher uses 0.28)
-    beta: float = 0.0  # k3 KL coefficient to the frozen initial policy; 0 skips the reference model entirely
-    # TR-DPO's reference sync (trainers/ref_sync.py; beta > 0, full fine-tuning): every ref_model_sync_steps steps
-    # the KL reference becomes ref_model_mixup_alpha * policy + (1 - ref_model_mixup_alpha) * reference
-    sync_ref_model: bool = False
-    ref_model_sync_steps: int = 512  # steps between reference syncs (TRL's default; at most `steps`)
-    ref_model_mixup_alpha: float = 0.6  # the policy's share in each sync (1: the reference becomes the policy)
-    # the loss's normaliser: "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO); each method's name is taken too:
-    # "grpo", "dapo", "dr_grpo"
-    loss_norm: str = "sequence"
-    # the ratio pi/pi_old the clip acts on: "token" (PPO, GRPO) or "sequence" (GSPO: exp of the mean log-ratio over
-    # the completion's tokens, clipped per completion; GSPO clips far tighter, e.g. eps_low 3e-4, eps_high 4e-4)
-    importance_sampling_level: str = "token"
-    # DAPO's dynamic sampling (trainers/dynamic_sampling.py): a group whose advantages are all 0 (no reward spread) is
-    # dropped and prompts_per_step more prompts are sampled, up to max_resample_rounds extra rounds per step
-    dynamic_sampling: bool = False
-    # extra generation rounds a step may take; a batch still short after them is topped up with flat groups
-    max_resample_rounds: int = 3
-    # DAPO's overlong handling (trainers/overlong.py): no loss at all on a rollout cut at max_new_tokens without EOS
-    mask_truncated: bool = False
-    # DAPO's soft overlong punishment: weight of reward component "overlong", 0 up to max_new_tokens - overlong_buffer
-    # tokens, then falling linearly to -1 at max_new_tokens (0: off)
-    overlong_penalty: float = 0.0
-    overlong_buffer: int = 0  # the tokens before max_new_tokens over which the penalty grows (DAPO: 4096 of 20480)
-    advantage: str = "grpo"  # a registered advantage estimator
-    answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
-    delimiter: str = DELIMITER  # separates the M answers of a rollout
-    draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
-    # VPO's trade-offs (trainers/advantages.py trade_offs): "task" centres them on the task's reward weights, so VPO
-    # pursues GRPO's objective; "uniform" is the method's unweighted Dirichlet(1)
-    trade_off_weights: str = "task"
-    pkpo_k: int = 4  # the k of max@k for the PKPO estimator (<= group_size)
-    micro_batch: int = 8  # rows per forward/backward; gradients accumulate to the full batch
-    num_iterations: int = 1  # optimizer passes over each batch of rollouts (GRPO's mu; the clip acts from pass 2)
-    behaviour: str = ""  # a registered behaviour scorer added to the reward as component "behaviour/<name>"
-    behaviour_weight: float = 0.0  # lambda: its weight, r = r0 + lambda * behaviour(answer, problem)
-    # The surrogate's old policy (trainers/rollout_precision.py): "auto" recomputes its log-probs in the update's
-    # precision when the engine samples in another (--rollout-dtype), "recompute" always, "sampler" never
-    old_logprobs: str = "auto"
-    tis_cap: float = 2.0  # C: each token's loss is weighted by min(pi_old / pi_sampler, C) (truncated IS)
-    # stop, with the weights of the last healthy step, when rollouts or an update show a collapsed policy
-    # (trainers/collapse_watch.py); false: train on whatever happens
-    stop_on_collapse: bool = True
-    seed: int = 0  # seed of problem order, sampling and estimator draws
-
-    def __post_init__(self) -> None:
-        self.loss_norm = LOSS_NORM_NAMES.get(self.loss_norm, self.loss_norm)  # "dapo" is "token"
-        if self.loss_norm not in LOSS_NORMS:
-            names = ", ".join(f"{n} ({m})" for m, n in LOSS_NORM_NAMES.items())
-            raise ValueError(f"grpo: unknown loss_norm {self.loss_norm!r}; choose one of {names}")
-        self.check_post_training("grpo")
-        if self.importance_sampling_level not in IMPORTANCE_LEVELS:
-            raise ValueError(
-                f"grpo: importance_sampling_level must be one of {', '.join(IMPORTANCE_LEVELS)}, got "
-                f"{self.importance_sampling_level!r}"
-            )
-        if self.old_logprobs not in OLD_LOGPROBS:
-            raise ValueError(f"grpo: old_logprobs must be one of {', '.join(OLD_LOGPROBS)}, got {self.old_logprobs!r}")
-        if not self.tis_cap > 0:
-            raise ValueError(f"grpo: tis_cap must be > 0, got {self.tis_cap!r}")
-        for name in (
-            "steps",
-            "prompts_per_step",
-            "group_size",
-            "max_new_tokens",
-            "micro_batch",
-            "answers_per_rollout",
-            "draws",
-            "num_iterations",
-        ):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"grpo: {name} must be >= 1, got {getattr(self, name)!r}")
-        check_lr("grpo", self.lr)
-        check_lr("grpo", self.warmup_lr, "warmup_lr")
-        if not (
-            self.lr > 0
-            and self.temperature > 0
-            and 0 < self.top_p <= 1
-            and self.max_grad_norm > 0
-            and min(self.weight_decay, self.eps_low, self.eps_high, self.beta) >= 0
-        ):
-            raise ValueError(
-                f"grpo: need lr, temperature and max_grad_norm > 0, 0 < top_p <= 1 and weight_decay, "
-                f"eps_low, eps_high, beta >= 0; got lr={self.lr!r}, temperature={self.temperature!r}, "
-                f"top_p={self.top_p!r}, max_grad_norm={self.max_grad_norm!r}, weight_decay="
-                f"{self.weight_decay!r}, eps_low={self.eps_low!r}, eps_high={self.eps_high!r}, "
-                f"beta={self.beta!r}"
-            )
-        if self.trade_off_weights not in WEIGHTINGS:
-            raise ValueError(
-                f"grpo: trade_off_weights must be one of {', '.join(WEIGHTINGS)}, got {self.trade_off_weights!r}"
-            )
-        self.check_warmup("grpo")
-        if self.max_resample_rounds < 0:
-            raise ValueError(f"grpo: max_resample_rounds must be >= 0, got {self.max_resample_rounds!r}")
-        if not self.overlong_penalty >= 0:
-            raise ValueError(f"grpo: overlong_penalty must be >= 0, got {self.overlong_penalty!r}")
-        if self.overlong_penalty > 0 and not 1 <= self.overlong_buffer <= self.max_new_tokens:
-            raise ValueError(
-                f"grpo: overlong_penalty needs 1 <= overlong_buffer <= max_new_tokens "
-                f"({self.max_new_tokens}), got overlong_buffer={self.overlong_buffer!r}"
-            )
-        self.check_ref_sync()
-        if self.behaviour_weight and not self.behaviour:
-            raise ValueError("grpo: behaviour_weight needs behaviour=NAME (a registered behaviour scorer)")
-
-    def check_ref_sync(self) -> None:
-        if not self.sync_ref_model:
-            return
-        if self.beta <= 0:
-            raise ValueError("grpo: sync_ref_model needs beta > 0 (without the KL term there is no reference)")
-        if self.lora_r:
-            raise ValueError(
-                "grpo: sync_ref_model needs full fine-tuning: a LoRA policy's reference is itself with "
-                "the adapters off, no copy to move"
-            )
-        if not 0 < self.ref_model_mixup_alpha <= 1:
-            raise ValueError(f"grpo: ref_model_mixup_alpha must be in (0, 1], got {self.ref_model_mixup_alpha!r}")
-        if not 1 <= self.ref_model_sync_steps <= self.steps:
-            raise ValueError(
-                f"grpo: ref_model_sync_steps must be in [1, steps={self.steps}] (more would never sync), "
-                f"got {self.ref_model_sync_steps!r}"
-            )
 
 
 class GRPOTrainer:
@@ -688,7 +543,7 @@ class GRPOTrainer:
         skippable = reference is None and dp.world_size == 1  # see needs_backward
         skipped = updated_tokens = 0
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0}
-        # the run's thread count for the update (harness/threads.py), and the time of its forwards and backwards
+        # the run's thread count for the update (harness/runner/threads.py), and the time of its forwards and backwards
         with phase_threads("update"), self.timer("backward"):
             for start in range(0, rows, cfg.micro_batch):
                 end = start + cfg.micro_batch

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from harness.multi_answer import DELIMITER, split_answers
-from harness.reward_functions import reward_context
-from harness.scoring import score_all
+from harness.scoring.batch import score_all
+from harness.scoring.multi_answer import DELIMITER, split_answers
+from harness.scoring.reward_functions import reward_context
 from harness.types import Completion, Problem, Score, Task
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from harness.models import Policy
-from harness.multi_answer import split_answers
+from harness.scoring.multi_answer import split_answers
 from harness.teacher.judge import Judge
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer, _frozen_copy
 from harness.types import TrainerCapabilities

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from harness.threads import phase_threads
+from harness.runner.threads import phase_threads
 from harness.trainers.policy_gradient import pad_completions, sequence_logprobs
 from harness.trainers.post_training import PostTrainingOptions, autocast, autocast_dtype
 from harness.types import Completion, EngineCapabilities, capabilities_of
@@ -71,7 +71,7 @@ def policy_logprobs(
     model.eval()
     device = next(model.parameters()).device
     out: list[list[float]] = []
-    with phase_threads("update"):  # large forwards, like the update's (harness/threads.py)
+    with phase_threads("update"):  # large forwards, like the update's (harness/runner/threads.py)
         for start in range(0, len(completions), micro_batch):
             part = completions[start : start + micro_batch]
             batch = pad_completions(part, pad_id)

@@ -19,7 +19,7 @@ Targets come from one of these places (``targets``):
   a small teacher often fails the instruction, and training on those failures would teach the opposite. (Ties are
   kept: scorers saturate, e.g. conciseness is 1 for any filler-free answer under 60 words.)
   Teacher calls and tokens are logged (``sft/teacher_calls``, ``sft/teacher_tokens``).
-With ``answers_per_rollout`` M > 1 the prompt asks for M answers (harness.multi_answer) and the target joins M
+With ``answers_per_rollout`` M > 1 the prompt asks for M answers (harness.scoring.multi_answer) and the target joins M
 sampled answers, as distinct as possible: VPO's warm-up teaches the format before RL teaches the content.
 """
 
@@ -35,8 +35,8 @@ from harness import progress
 from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
 from harness.failures import PluginFailed
-from harness.multi_answer import DELIMITER, answer_budget, instruct, join_answers
 from harness.plugins.options import make_config
+from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, join_answers
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
 from harness.trainers.post_training import autocast_to
@@ -206,7 +206,7 @@ class SFTTrainer:
         m = cfg.answers_per_rollout
         # Each answer is sampled alone with the plain task prompt: before the warm-up, the policy cannot write the
         # multi-answer format itself; the target joins M of them. Each gets one answer's share of the target budget,
-        # as an M-answer rollout of that budget leaves each answer (harness/multi_answer.py answer_budget).
+        # as an M-answer rollout of that budget leaves each answer (harness/scoring/multi_answer.py answer_budget).
         completions = source.generate(
             [task.messages(p) for p in problems],
             SamplingParams(

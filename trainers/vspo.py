@@ -54,7 +54,7 @@ tokens long, and a short one that happens to be right pulls the policy towards i
 times the weight of a 60-token one. On SmolLM2-135M (math, seed 0) that took answers from 62 tokens to a single
 digit in three steps (solved@16 0.125 -> 0.062, every answer after training a bare guess). VSPO's default is
 therefore ``loss_norm=constant`` (every token weighs advantage / max_new_tokens): the same seed's answers settled at
-11-21 tokens from step 2 and their boxed rate rose from 0 to 0.56 over the 8 steps (docs/results.md).
+11-21 tokens from step 2 and their boxed rate rose from 0 to 0.56 over the 8 steps (docs/results/history.md).
 
 r0 is the task's weighted scalar reward; every component is logged per step as ``reward/<component>`` and kept in
 each training sample's ``rewards``.

@@ -41,8 +41,8 @@ low-precision one; a trainer that computes in another precision learns so from `
 recomputes its own (trainers/rollout_precision.py). ``sampling_in(dtype)`` changes the precision for a region: the
 runner samples only the training phase in bf16 under ``--rollout-dtype auto`` (harness/runner/precision.py).
 
-Threads: ``generate`` runs at the run's thread count for decoding (harness/threads.py: without ``--threads``, fewer
-than the update's, since the loop's small steps stall when a thread shares its core with another job).
+Threads: ``generate`` runs at the run's thread count for decoding (harness/runner/threads.py: without ``--threads``,
+fewer than the update's, since the loop's small steps stall when a thread shares its core with another job).
 
 Steering, in detail:
 - every position of a row is steered, its prompt included (as steering vectors are usually applied, and as a plain
@@ -73,8 +73,8 @@ from harness import progress
 from harness.engine.tokens import encode_chat, eos_ids
 from harness.faults import fault_point
 from harness.models import Policy
+from harness.runner.threads import phase_threads
 from harness.steering.vectors import RowSteering, Steering
-from harness.threads import phase_threads
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 ROLLOUT_DTYPES = ("float32", "bfloat16", "float16")
@@ -172,7 +172,7 @@ class TransformersEngine:
         bar = progress.bar(sum(counts), desc or "generate", "sample", disable=not self.progress, inner=True)
         hook = RowSteering(self.policy.model, steering.vector) if steering is not None else None
         try:
-            with phase_threads("decode"), self.precision():  # the run's thread count for decoding (harness/threads.py)
+            with phase_threads("decode"), self.precision():  # the run's thread count for decoding (runner/threads.py)
                 return self._decode(encoded, counts, params, hook, betas, bar)
         finally:  # the model must come back unsteered whatever happened
             if hook is not None:

@@ -25,7 +25,7 @@ What is different:
 - no steering (VSPO): vLLM has no per-row residual-stream hooks, so ``steering=`` raises;
 - vLLM holds its own copy of the weights. The engine is built with ``load_format="dummy"`` and then takes the
   policy's weights (``sync_weights``), so it starts from exactly the in-memory model; the GRPO loop calls
-  ``sync_weights(model)`` after every optimizer step (and once when training starts), and ``harness.run`` once more
+  ``sync_weights(model)`` after every optimizer step (and once when training starts), and the run (phases.py) once more
   before the final evaluation. ``sync_weights`` uses vLLM's in-place ``reload_weights`` worker method, which
   re-runs the post-load processing: on CPU, vLLM repacks every linear layer's weight for oneDNN at load time, so a
   plain ``model.load_weights`` would leave the packed copies stale. The prefix cache is reset after each sync.

@@ -1,6 +1,6 @@
 """What options a plugin takes, each with its type, default, bounds and one line of help, read from where the
 option is written: a factory's keyword parameters, or the fields of the config dataclass it builds
-(``config_class``). One description serves ``harness options``, docs/options.md, the converter and the
+(``config_class``). One description serves ``harness options``, docs/reference/options.md, the converter and the
 unknown-option message (harness/plugins/options.py).
 
 Help is written beside the option, as tyro and simple-parsing read field docstrings:

@@ -1,5 +1,5 @@
 """Checks of a finished run's figures that a user should not have to spot in the tables: each gives one line for
-the manifest's ``warnings`` (harness/run.py ``finish`` records and prints them), or None when all is well.
+the manifest's ``warnings`` (harness/runner/finish.py records and prints them), or None when all is well.
 
 - the training reward went down, seen two ways, each a one-sided t-test at ``LEVEL`` with a minimum size
   (``MIN_DROP``) so that a fall too small to matter is not warned however steady it is:

@@ -15,30 +15,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.runner.config import RunConfig
+from harness.runner.config import RunConfig, field_names
 
 MEASURED = Path(__file__).with_name("measured_minutes.json")
-# The settings that change how much work a run does; a run that keeps the defaults of all of them is the measured one
-WORK = (
-    "model",
-    "preset",
-    "steps",
-    "limit",
-    "train_limit",
-    "k",
-    "dtype",
-    "rollout_dtype",
-    "engine",
-    "batch_size",
-    "rewards",
-    "model_revision",
-)
+# The settings that change how much work a run does, as RunConfig's fields declare (work=True); a run that keeps the
+# defaults of all of them is the measured one
+WORK = field_names(RunConfig, work=True)
 
 
 def at_defaults(cfg: RunConfig) -> bool:
     default = RunConfig()
-    return all(getattr(cfg, name) == getattr(default, name) for name in WORK) and not any(
-        cfg.options.get(kind) for kind in cfg.options
+    return all(
+        # options: none given (a run without --set has {"task": {}, ...}, and "engine" only when given)
+        not any(cfg.options.values()) if name == "options" else getattr(cfg, name) == getattr(default, name)
+        for name in WORK
     )
 
 

@@ -2,10 +2,10 @@
 configuration, so rerunning the same grid skips the cells already complete and redoes only the rest.
 
 Every cell of a grid shares the run-level settings (model, preset, limit, k, options), so cells that differ only
-in the trainer see the same problems in the same order with the same sampling seeds. An experiment file may instead
-list arms ([[arm]] tables: a named trainer with its own options, e.g. an ablation's estimator): the grid is then
-arm x task x searcher x seed, and each cell carries its arm's name. Its sizes ([size.cpu], [size.gpu]) are the
-same experiment at two scales.
+in the trainer see the same problems in the same order with the same sampling seeds. An experiment file
+(harness/runner/experiment_file.py reads it) may instead list arms ([[arm]] tables: a named trainer with its own
+options, e.g. an ablation's estimator): the grid is then arm x task x searcher x seed, and each cell carries its
+arm's name. Its sizes ([size.cpu], [size.gpu]) are the same experiment at two scales.
 """
 
 from __future__ import annotations
@@ -13,97 +13,60 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import sys
 import time
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from harness.failures import RunFailed
-from harness.runner.bounded_yaml import AliasBomb, load_bounded_yaml
-from harness.runner.config import RunConfig, positive_int
+from harness.runner.config import RunConfig, field_names
+from harness.runner.run_settings import configs_for
 from harness.store.lock import FolderBusy, lock_grid_cell, lock_run_folder
 from harness.store.run_folder import check_writable_folder
 
-LIST_FIELDS = ("task", "trainer", "searcher", "seed")  # the grid's axes; every other field is shared by all cells
-# Where a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
-# Where a run happens, not what it computes: a vLLM server's address and its weights folder are not part of a cell.
-# The engine's batch size changes how fast, not what: rollouts are batch-invariant up to float rounding; so does
-# sharding the training state (--shard), whose update equals the unsharded one to float rounding.
-# Evaluations during training watch it (their random numbers are their own: training is the same without them).
-NOT_IN_IDENTITY = (
-    "out",
-    "threads",
-    "name",
-    "loggers",
-    "checkpoint_every",
-    "engine_url",
-    "engine_weights_dir",
-    "save_model",
-    "push_to_hub",
-    "batch_size",
-    "save_every",
-    "shard",
-    "eval_every",
-    "eval_every_limit",
-    "log_completions_every",
-)
+# The settings no part of a cell's identity, as RunConfig's fields declare (identity=False; why, beside each): where
+# a cell runs, how fast, what watches it and how often it checkpoints do not change its results.
+NOT_IN_IDENTITY = field_names(RunConfig, identity=False)
 
 
-def split_names(value: Any) -> list[Any]:
-    """ "math,code" or ["math", "code"] -> ["math", "code"] (order kept, duplicates dropped)."""
-    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
-    out: list[Any] = []
-    for item in items:
-        item = item.strip() if isinstance(item, str) else item
-        if item in ("", None):
-            raise ValueError(f"empty name in the list {value!r}")
-        if isinstance(item, (list, tuple, dict, set)):  # YAML's `task: [math, [nested]]`
-            raise ValueError(f"a list of names holds {item!r}: a name (or a number, for seeds) was expected")
-        if item not in out:
-            out.append(item)
-    return out
-
-
-def expand(base: RunConfig, axes: dict[str, list[Any]]) -> list[RunConfig]:
-    """One RunConfig per combination of the axes (task outermost, seed innermost), each with its cell name."""
-    cells = [base]
-    for axis in LIST_FIELDS:
-        values = axes.get(axis) or [getattr(base, axis)]
-        if axis == "seed":
-            values = [_seed(v) for v in values]
-        cells = [replace(cell, **{axis: value}) for cell in cells for value in values]
-    return [replace(cell, name=cell_name(cell)) for cell in cells]
+# A cell's identity is every field of it that is part of one (RunConfig's identity=True), but a field that came
+# after cells had names is left out while it holds a value all cells had before it came, so that their folders keep
+# their names (a grid run again finds and skips its complete cells). Each such field, and the values left out:
+SAME_AS_DTYPE = "<the weights' dtype>"
+AS_BEFORE: dict[str, tuple[Any, ...]] = {
+    "engine": ("transformers",),  # the default engine (cells from before engines)
+    "arm": ("", None),  # a cell outside arms
+    "model_revision": ("", None),  # a model's latest revision
+    "dtype": ("float32",),  # float32 weights
+    # sampling in the weights' precision, or in what "auto" (the default) picks: like the thread count, a choice
+    # made for the machine (bf16 training rollouts where native; evaluations always in the weights')
+    "rollout_dtype": ("", "auto", SAME_AS_DTYPE),
+    "rewards": ([],),  # no --reward functions
+    "plugins": ([],),  # no --plugin files
+}
 
 
 def cell_name(cfg: RunConfig) -> str:
     """``<task>-<trainer or arm>-<searcher>-seed<N>-<hash>``: readable, and unique to everything that changes results
     (an arm's name included, so two arms never share a folder even with equal settings)."""
-    identity = {k: v for k, v in asdict(cfg).items() if k not in NOT_IN_IDENTITY}
-    if identity.get("engine") == "transformers":  # the default engine keeps the names cells had before engines
-        del identity["engine"]
-    if not identity.get("arm"):  # so do cells outside arms: their names are the ones they had before arms
-        identity.pop("arm", None)
-    if not identity.get("model_revision"):  # and cells on a model's latest revision
-        identity.pop("model_revision", None)
-    # and cells sampling in the weights' precision, or in what "auto" (the default) picks: like the thread count, a
-    # choice made for the machine (bf16 training rollouts where native; evaluations always in the weights')
-    if identity.get("rollout_dtype") in ("", "auto", identity.get("dtype")):
-        del identity["rollout_dtype"]
-    if identity.get("dtype") == "float32":  # and cells with float32 weights
-        del identity["dtype"]
-    for key in ("rewards", "plugins"):  # and cells without --reward functions or --plugin files
-        if not identity.get(key):
-            identity.pop(key, None)
+    values = asdict(cfg)
+    identity = {
+        key: values[key] for key in field_names(type(cfg), identity=True) if not _as_before(cfg, key, values[key])
+    }
     identity["options"] = {
-        kind: {key: as_toml_value(value) for key, value in values.items()}
-        for kind, values in identity["options"].items()
+        kind: {key: as_toml_value(value) for key, value in options.items()}
+        for kind, options in identity["options"].items()
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     # an arm's name stands for its trainer: two arms of one trainer (an ablation) must be told apart at a glance
     label = f"{cfg.task}-{cfg.arm or cfg.trainer}-{cfg.searcher}-seed{cfg.seed}".replace(":", "_").replace("/", "_")
     return f"{label}-{digest}"
+
+
+def _as_before(cfg: RunConfig, key: str, value: Any) -> bool:
+    """Whether ``value`` of field ``key`` is one every cell had before the field came (``AS_BEFORE``)."""
+    return any(value == (cfg.dtype if before == SAME_AS_DTYPE else before) for before in AS_BEFORE.get(key, ()))
 
 
 def as_toml_value(value: Any) -> Any:
@@ -226,233 +189,17 @@ def check_cell(cfg: RunConfig, plugins: Any) -> None:
         raise ValueError(f"grid cell {cfg.name}: {exc}") from None
 
 
-def load_experiment(path: Path | str, size: str | None = None) -> dict[str, Any]:
-    """A grid written down: a TOML (or YAML, with PyYAML installed) file whose keys are RunConfig fields (task,
-    trainer, searcher and seed may be lists) plus ``[set.task]``, ``[set.trainer]``, ``[set.searcher]`` tables of
-    plugin options. Optionally:
-
-    - ``[size.NAME]`` tables (e.g. cpu and gpu) of the same keys, overriding the shared ones for that size: ``size``
-      picks one, "cpu" by default when the file has sizes;
-    - ``[[arm]]`` tables, each a method of the comparison: ``name``, ``trainer``, optionally ``searcher`` and
-      ``steps``, its own ``[arm.set.KIND]`` options over the shared ones and ``[arm.size.NAME]`` overrides (steps,
-      set). Returned as ``arms``: [{"name", "trainer", "searcher", "steps", "options"}], the size applied.
-
-    Unknown keys and wrong types are refused in one line naming the file."""
-    path = Path(path)
-    data = _read(path)
-    sizes = data.pop("size", None)
-    arms = data.pop("arm", None)
-    settings = _settings(data, f"{path}", top=True)
-    if sizes is None:
-        if size is not None:
-            raise ValueError(f"{path}: has no [size.*] tables; drop --size {size}")
-    else:
-        if not isinstance(sizes, dict) or not sizes or not all(isinstance(v, dict) for v in sizes.values()):
-            raise ValueError(f"{path}: 'size' must hold tables of settings, e.g. [size.cpu] and [size.gpu]")
-        size = size or DEFAULT_SIZE
-        if size not in sizes:
-            raise ValueError(f"{path}: no size {size!r}; sizes: {', '.join(sizes)}")
-        settings = _merge(settings, _settings(dict(sizes[size]), f"{path} [size.{size}]"))
-        settings["size"] = size
-    if arms is not None:
-        if "trainer" in settings:
-            raise ValueError(f"{path}: with [[arm]] tables each arm names its trainer; remove the shared 'trainer'")
-        if not isinstance(arms, list) or not arms:
-            raise ValueError(f"{path}: 'arm' must be [[arm]] tables, each with a name and a trainer")
-        settings["arms"] = [_arm(arm, i, path, size, sizes or {}) for i, arm in enumerate(arms, 1)]
-        names = [arm["name"] for arm in settings["arms"]]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"{path}: arm name(s) {', '.join(twice)} used twice; each arm needs its own name")
-    return settings
-
-
-DEFAULT_SIZE = "cpu"  # what `harness run --config FILE` runs when the file has sizes and --size is not given
-OPTION_KINDS = ("task", "trainer", "searcher")
-ARM_KEYS = ("name", "trainer", "searcher", "steps", "set", "size")
-ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # it becomes part of a folder name
-
-
-def _read(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise FileNotFoundError(f"experiment file {path} does not exist")
-    try:
-        text = path.read_text()
-        if path.suffix in (".yaml", ".yml"):
-            data = load_bounded_yaml(text, str(path)) or {}
-        else:
-            import tomllib
-
-            data = tomllib.loads(text)
-    except ImportError as exc:
-        raise ValueError(f"{path}: cannot read this format ({exc})") from None
-    except AliasBomb:  # its line names the file already
-        raise
-    except Exception as exc:  # tomllib.TOMLDecodeError / yaml.YAMLError: the parser says where
-        raise ValueError(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a table of settings at the top level")
-    return data
-
-
-def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, Any]:
-    """Run-level settings and ``set`` tables (the top level of a file, or one of its sizes), checked."""
-    known = {f.name for f in fields(RunConfig)} - {"options", "name", "arm"}
-    unknown = sorted(set(data) - known - {"set"})
-    if unknown:
-        tables = ", set, arm, size" if top else ", set"  # arms and sizes are tables of the top level only
-        raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}{tables}")
-    options = _options(data.pop("set", {}), where)
-    for key in ("steps", "limit", "train_limit", "threads"):
-        if key in data and data[key] is not None:
-            data[key] = _int(data[key], f"{where}: {key}")
-    if isinstance(data.get("k"), list):  # k = [1, 4, 16] -> "1,4,16", as on the command line
-        data["k"] = ",".join(str(_int(k, f"{where}: k")) for k in data["k"])
-    if data.get("batch_size") is not None:
-        data["batch_size"] = positive_int(data["batch_size"], f"{where}: batch_size")
-    for key in ("model", "preset", "out", "k", "model_revision"):
-        if key in data and not isinstance(data[key], (str, int)):
-            raise ValueError(f"{where}: {key} should be a string, got {data[key]!r}")
-    for key in ("rewards", "plugins"):  # rewards = ["myrewards:brevity=0.5"], plugins = ["./my_plugin.py"]
-        if key in data and not (isinstance(data[key], list) and all(isinstance(v, str) for v in data[key])):
-            raise ValueError(f"{where}: {key} should be a list of strings, got {data[key]!r}")
-    return {**data, "options": options}
-
-
-def _options(options: Any, where: str) -> dict[str, dict[str, Any]]:
-    """``set`` tables -> {"task": {...}, "trainer": {...}, "searcher": {...}}."""
-    options = options or {}
-    if not isinstance(options, dict) or not all(k in OPTION_KINDS and isinstance(v, dict) for k, v in options.items()):
-        raise ValueError(f"{where}: 'set' must hold tables named task, trainer or searcher")
-    return {kind: dict(options.get(kind, {})) for kind in OPTION_KINDS}
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over``'s settings replace ``base``'s; their option tables merge key by key."""
-    options = {kind: {**base["options"].get(kind, {}), **over["options"].get(kind, {})} for kind in OPTION_KINDS}
-    return {**base, **over, "options": options}
-
-
-def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, Any]) -> dict[str, Any]:
-    """One [[arm]] table, checked, with the chosen size's overrides applied."""
-    name = arm.get("name") if isinstance(arm, dict) else None
-    where = f"{path}: arm {number}" + (f" ({name})" if isinstance(name, str) else "")
-    if not isinstance(arm, dict):
-        raise ValueError(f"{where}: expected a table with a name and a trainer")
-    unknown = sorted(set(arm) - set(ARM_KEYS))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; an arm takes {', '.join(ARM_KEYS)}")
-    if not isinstance(name, str) or not ARM_NAME.fullmatch(name):
-        raise ValueError(
-            f"{where}: 'name' must be letters, digits, '_', '.' or '-' (it names the run folders), got {name!r}"
-        )
-    if not isinstance(arm.get("trainer"), str) or not arm["trainer"].strip():
-        raise ValueError(f"{where}: 'trainer' must name a trainer (or 'none'), got {arm.get('trainer')!r}")
-    searcher = arm.get("searcher")
-    if searcher is not None and not (isinstance(searcher, str) and searcher.strip()):
-        raise ValueError(f"{where}: 'searcher' must name a searcher, got {searcher!r}")
-    out = {
-        "name": name,
-        "trainer": arm["trainer"].strip(),
-        "searcher": searcher and searcher.strip(),
-        "steps": None if arm.get("steps") is None else _int(arm["steps"], f"{where}: steps"),
-        "options": _options(arm.get("set"), where),
-    }
-    own_sizes = arm.get("size") or {}
-    if not isinstance(own_sizes, dict) or not all(isinstance(v, dict) for v in own_sizes.values()):
-        raise ValueError(f"{where}: 'size' must hold tables, e.g. [arm.size.gpu.set.trainer]")
-    strange = sorted(set(own_sizes) - set(sizes))
-    if strange:
-        raise ValueError(
-            f"{where}: size(s) {', '.join(strange)} not among the file's sizes ({', '.join(sizes) or 'none'})"
-        )
-    chosen = own_sizes.get(size) or {}
-    unknown = sorted(set(chosen) - {"steps", "set"})
-    if unknown:
-        raise ValueError(
-            f"{where} [size.{size}]: unknown key(s) {', '.join(unknown)}; an arm's size takes steps and set"
-        )
-    if chosen.get("steps") is not None:
-        out["steps"] = _int(chosen["steps"], f"{where} [size.{size}]: steps")
-    return _merge(out, {"options": _options(chosen.get("set"), f"{where} [size.{size}]")})
-
-
 def cells_for(
     settings: dict[str, Any],
     given: dict[str, Any],
     cli_options: dict[str, dict[str, Any]],
     arms: list[str] | None = None,
 ) -> list[RunConfig]:
-    """The cells of `harness run`: an experiment file's settings (``load_experiment``; ``{"options": {}}`` without
-    one) under the flags the command line gave (``given``) and its ``--set`` options, which override the file.
-
-    Options are layered: the file's shared [set.*] < its size's < an arm's < the arm's size's < --set. Without arms
-    the cells are the grid of task x trainer x searcher x seed, as before; with arms, arm x task x searcher x seed,
-    where an arm's trainer, searcher and steps replace the shared ones (--searcher and --steps still win), and
-    ``arms`` (--arm) keeps only the arms named."""
-    settings = {**settings, **given}
-    settings.pop("size", None)
-    shared = settings.pop("options")
-    arm_tables = settings.pop("arms", None)
-    axes = {axis: split_names(settings.pop(axis)) for axis in LIST_FIELDS if axis in settings}
-
-    def layered(*tables: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        # the kinds --set gave (task, trainer, searcher, and engine only when given), as a run without a file has
-        return {kind: {k: v for table in tables for k, v in table.get(kind, {}).items()} for kind in cli_options}
-
-    if arm_tables is None:
-        if arms:
-            raise ValueError("--arm chooses among an experiment file's [[arm]] tables; this run has none")
-        return _trainer_options_used(expand(RunConfig(**settings, options=layered(shared, cli_options)), axes))
-    if "trainer" in given:
-        raise ValueError("--trainer: the experiment file's arms name their trainers; choose arms with --arm")
-    chosen = arm_tables
-    if arms:
-        known = [a["name"] for a in arm_tables]
-        missing = [name for name in arms if name not in known]
-        if missing:
-            raise ValueError(f"--arm {','.join(missing)}: no such arm; arms: {', '.join(known)}")
-        chosen = [a for a in arm_tables if a["name"] in arms]
-    cells: list[RunConfig] = []
-    for arm in chosen:
-        own = {"trainer": arm["trainer"], "arm": arm["name"]}
-        if arm["steps"] is not None and "steps" not in given:
-            own["steps"] = arm["steps"]
-        arm_axes = dict(axes)
-        if arm["searcher"] and "searcher" not in given:
-            arm_axes["searcher"] = [arm["searcher"]]
-        base = RunConfig(**{**settings, **own}, options=layered(shared, arm["options"], cli_options))
-        cells += expand(base, arm_axes)
-    return _trainer_options_used(cells)
+    """The grid's cells: ``configs_for``'s run settings (harness/runner/run_settings.py), each named by its
+    configuration."""
+    return name_cells(configs_for(settings, given, cli_options, arms=arms))
 
 
-def _trainer_options_used(cells: list[RunConfig]) -> list[RunConfig]:
-    """Refuse trainer options when no cell trains: with --trainer none nothing would read (or check) them. In a
-    grid where some cells train, those cells check them and the others carry them unread, as before."""
-    given = sorted({key for cell in cells for key in cell.options.get("trainer", {})})
-    if given and all(cell.trainer == "none" for cell in cells):
-        raise ValueError(
-            f"--set trainer.{given[0]}: this run trains nothing (--trainer none), so no trainer reads "
-            "it; drop the trainer options"
-        )
-    if any(cell.eval_every for cell in cells) and all(cell.trainer == "none" for cell in cells):
-        raise ValueError("--eval-every evaluates during training; this run trains nothing (--trainer none)")
-    return cells
-
-
-MAX_SEED = (1 << 32) - 1  # numpy's and most samplers' range; SQLite's integers end at 2^63 - 1
-
-
-def _seed(value: Any) -> int:
-    """A seed in [0, 2^32 - 1]: a larger one was accepted, then made `harness index`, `report` and `--resume` of its
-    folder crash (OverflowError) where the index stores it."""
-    seed = _int(value, "seed")
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed should be in [0, {MAX_SEED}], got {seed}")
-    return seed
-
-
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().lstrip("-").isdigit():
-        raise ValueError(f"{what} should be an integer, got {value!r}")
-    return int(value)
+def name_cells(configs: list[RunConfig]) -> list[RunConfig]:
+    """Each run of a grid named by its configuration (``cell_name``)."""
+    return [replace(cfg, name=cell_name(cfg)) for cfg in configs]

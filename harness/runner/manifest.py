@@ -13,6 +13,7 @@ from typing import Any
 
 from harness import __version__
 from harness.plugins import Plugins
+from harness.provenance import machine, source_commit
 from harness.runner.plan import Plan
 from harness.store.run_folder import RunStore
 from harness.store.run_identity import identity_differences
@@ -82,7 +83,7 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
         }
         | ({"reward_functions": [r.describe() for r in plan.rewards]} if plan.rewards else {}),  # --reward
         "model": model,
-        # decided for this machine when the model loaded: torch threads per phase (harness/threads.py) and the
+        # decided for this machine when the model loaded: torch threads per phase (harness/runner/threads.py) and the
         # precision each phase samples in (--rollout-dtype, harness/runner/precision.py)
         "threads": plan.threads,
         "rollout_precision": plan.precision.describe() if plan.precision else None,
@@ -91,6 +92,8 @@ def new_manifest(plan: Plan, plugins: Plugins, model: dict[str, Any], processes:
         "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "machine": machine(),  # the CPU and its instruction sets: figures compare only on a machine that agrees
+        "commit": source_commit(),  # the harness's git commit when run from a checkout ("+dirty": edited); else null
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "phases_done": [],  # with the folder's snapshot at the end of each: where a resume cuts back to
         "phase_snapshots": {},

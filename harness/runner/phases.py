@@ -1,9 +1,9 @@
-"""Step 3 of a run: its phases. ``eval`` alone (--trainer none), or ``before`` -> ``train`` -> ``after``.
+"""Step 5 of a run: its phases. ``eval`` alone (--trainer none), or ``before`` -> ``train`` -> ``after``.
 
 Each finished phase is recorded in the manifest with a snapshot of the folder, so a resumed run skips it and cuts
 back to its end. A plugin that raises is named: the error becomes ``PluginFailed`` (harness/failures.py: "searcher
 'x' (plugin 'y') failed ..."), the manifest says ``failed`` with that line, and the traceback goes to ``error.txt``
-in the folder; everything written before stays.
+in the folder; everything written before stays. The step ends in harness/runner/finish.py once every phase is done.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.failures import PluginFailed, blame
-from harness.policy_export import save_policy
+from harness.faults import fault_point
 from harness.report.data import answers_per_rollout, phase_intervals
 from harness.runner.during_training import DuringTraining
 from harness.runner.plan import Plan
+from harness.store.policy_export import save_policy
 from harness.store.reading import read_jsonl
 from harness.store.run_folder import RunStore
 from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of, data_card_line
@@ -38,6 +39,7 @@ def execute(
     def phase(name: str, work: Callable[[], None]) -> None:
         if name in done:
             return
+        fault_point(f"{name}_start")  # where a test holds or kills a run at a phase's start (harness/faults.py)
         t0 = time.time()
         work()
         seconds[name] = round(seconds.get(name, 0.0) + time.time() - t0, 1)

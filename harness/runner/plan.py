@@ -1,4 +1,4 @@
-"""Step 1 of a run: everything that can be decided and checked without a model.
+"""Step 2 of a run: everything that can be decided and checked without a model.
 
 Plugin names resolved, options layered, every plugin built and checked against its protocol, capabilities matched
 (the engine steers if the trainer needs it, the searcher reads the trainer's answer format), problems drawn. A typo
@@ -21,7 +21,6 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness.multi_answer import rollout_budget
 from harness.plugins import Plugins
 from harness.plugins.aliases import aliases_of, resolve_aliases, translated_line
 from harness.plugins.contract import (
@@ -34,14 +33,15 @@ from harness.plugins.contract import (
 )
 from harness.plugins.option_help import SUPPLIED, describe
 from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters, unknown_options
-from harness.reward_functions import RewardFunction, WithRewards, load_rewards
 from harness.runner.config import RunConfig
 from harness.runner.context_budget import check_generation_budget
 from harness.runner.precision import RolloutPrecision
 from harness.runner.presets import preset_options, run_preset
+from harness.scoring.multi_answer import rollout_budget
+from harness.scoring.reward_functions import RewardFunction, WithRewards, load_rewards
+from harness.scoring.task_guard import GuardedTask
 from harness.store.loggers import check_loggers
 from harness.store.run_folder import check_writable_folder
-from harness.task_guard import GuardedTask
 from harness.types import (
     EngineCapabilities,
     Problem,
@@ -70,9 +70,9 @@ class Plan:
     # "lr=1e-5"}} (TRL's names for GRPO: trainers/trl_names.py)
     translated: dict[str, dict[str, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # warnings said before the model loads (train and eval overlap)
-    # Decided when the model and engine are loaded (harness/run.py: load_model), recorded in the manifest:
+    # Decided when the model and engine are loaded (harness/runner/load_model.py), recorded in the manifest:
     precision: RolloutPrecision | None = None  # what each phase samples in (--rollout-dtype)
-    threads: dict[str, Any] = field(default_factory=dict)  # torch threads per phase (harness/threads.py)
+    threads: dict[str, Any] = field(default_factory=dict)  # torch threads per phase (harness/runner/threads.py)
 
 
 def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bool = False) -> Plan:
@@ -306,7 +306,7 @@ def plugin_options(
     if "max_new_tokens" in options:  # the task's per-answer budget, else the preset's
         options["max_new_tokens"] = rollout_budget(int(budget or options["max_new_tokens"]), m)
         cap = run_preset(cfg.preset).get("max_rollout_tokens")
-        if cap is not None and m > 1:  # each answer keeps what the cap leaves it (harness/multi_answer.py)
+        if cap is not None and m > 1:  # each answer keeps what the cap leaves it (harness/scoring/multi_answer.py)
             options["max_new_tokens"] = min(options["max_new_tokens"], int(cap))
     options["seed"] = cfg.seed
     if kind == "trainer" and cfg.steps is not None:

@@ -4,18 +4,19 @@ when the user gives no ``--threads``.
 The two phases are different work. Decoding is hundreds of small matrix products per rollout (one token of a batch
 at a time) and every step waits for its slowest thread, so a thread that shares its core with another job stalls
 every step. The update is a few large forward and backward passes. Measured with bench/threads_probe.py (SmolLM2-135M,
-2 cores, 3 other CPU-bound jobs on the machine; docs/performance.md): decoding ran at 44 tokens/s on 1 thread and 3.0
-on 2, the update took 9.4 s on 1 thread and 32 s on 2; with one more busy process, 12.1 against 1.7 tokens/s and
-22 s against 84 s. So the count follows the cores other work leaves free, measured when the run starts (the CPU
-time other processes use over one second, ``busy_cores``; then ``choose``): both phases take every free core. An
-earlier rule left decoding one core fewer, so that one preempted thread would not stall each step; on a quiet 2-core
-machine that cost a fifth of the decoding speed (bench/rollout_throughput.py: 112 tokens/s at 2 threads, 90 at 1),
-and with the busy cores measured now, a core another job uses is not counted free in the first place.
+2 cores, 3 other CPU-bound jobs on the machine; docs/reference/performance.md): decoding ran at 44 tokens/s on 1
+thread and 3.0 on 2, the update took 9.4 s on 1 thread and 32 s on 2; with one more busy process, 12.1 against 1.7
+tokens/s and 22 s against 84 s. So the count follows the cores other work leaves free, measured when the run starts
+(the CPU time other processes use over one second, ``busy_cores``; then ``choose``): both phases take every free
+core. An earlier rule left decoding one core fewer, so that one preempted thread would not stall each step; on a
+quiet 2-core machine that cost a fifth of the decoding speed (bench/rollout_throughput.py: 112 tokens/s at 2
+threads, 90 at 1), and with the busy cores measured now, a core another job uses is not counted free in the first
+place.
 
 ``--threads N`` pins every phase to N, exactly as before this module existed (results depend on the thread count,
-through float rounding, and a resume keeps it). Without it, a run (``harness.run``) calls ``configure`` after the
-model loads; the phases change torch's count on the way in and restore it on the way out; the manifest records the
-counts, and a resume keeps the recorded ones (so the rounding, hence the results, stay those of the killed run).
+through float rounding, and a resume keeps it). Without it, a run (harness/runner/load_model.py) calls ``configure``
+after the model loads; the phases change torch's count on the way in and restore it on the way out; the manifest records
+the counts, and a resume keeps the recorded ones (so the rounding, hence the results, stay those of the killed run).
 Outside a run (the library used directly, tests) nothing is configured and ``phase_threads`` changes nothing.
 """
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.failures import PluginFailed
-from harness.task_guard import GuardedTask
+from harness.scoring.task_guard import GuardedTask
 from harness.types import Problem, Score, Task, TaskCapabilities, capabilities_of
 
 
@@ -12,7 +12,7 @@ def score_all(task: Task, pairs: list[tuple[Problem, str]]) -> list[Score | Exce
     sandboxes in parallel threads, or on Ray with ``task.executor=ray``) scores the whole batch in one call; if that
     raises, the answers are scored one by one, so only the answer whose scorer raises is lost. ``PluginFailed`` (a
     reward function that raised: harness/failures.py) is not one answer's loss but the run's end, and passes. The
-    run's task (harness/task_guard.py) counts each batch: most answers failing to score ends the run."""
+    run's task (harness/scoring/task_guard.py) counts each batch: most answers failing to score ends the run."""
     out = _scores(task, pairs)
     if isinstance(task, GuardedTask):
         task.tally(out)
@@ -33,6 +33,6 @@ def _scores(task: Task, pairs: list[tuple[Problem, str]]) -> list[Score | Except
             out.append(task.score(problem, text))
         except PluginFailed:
             raise
-        except Exception as exc:  # ScoreFailed too: the task's scorer on this answer (harness/task_guard.py)
+        except Exception as exc:  # ScoreFailed too: the task's scorer on this answer (harness/scoring/task_guard.py)
             out.append(exc)
     return out

@@ -4,7 +4,7 @@ plugin), never blamed on the built-in trainer or searcher that happened to call 
 - Loading problems, writing prompts, describing its data: any error is ``PluginFailed`` naming the task (a missing
   data file: "task 'math' (plugin 'vector-harness:math') failed while loading its eval problems: ValueError: ...").
 - Scoring: an error, or a result that is not a ``Score`` (a plain float), is ``ScoreFailed`` naming the task and the
-  problem. The places that forgive one answer's scorer (``harness.scoring.score_all``, evolve) forgive it, one
+  problem. The places that forgive one answer's scorer (``harness.scoring.batch.score_all``, evolve) forgive it, one
   answer lost; elsewhere it ends the run, named.
 - ``tally``: a run in which more than half the answers scored so far failed to score ends ``failed`` (PluginFailed),
   checked after every batch ``score_all`` scores: a broken scorer does not run to "complete" with pass@1 0.

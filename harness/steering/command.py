@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,9 @@ from harness.types import TaskCapabilities, capabilities_of
 
 if TYPE_CHECKING:
     from harness.models import Policy
-    from harness.types import Engine
+    from harness.steering.vectors import SteeringVector
+    from harness.teacher.rewrite import ContrastivePairs
+    from harness.types import Behaviour, Engine, Problem
 
 
 def parse_betas(text: str | Sequence[float]) -> list[float]:
@@ -102,11 +105,124 @@ def build_and_measure(
     and ``measurement_path``.
 
     ``policy`` / ``teacher_engine`` may be passed in (tests, notebooks) instead of being loaded from ``model`` /
-    ``teacher``; ``teacher`` is then only the name recorded in the provenance."""
+    ``teacher``; ``teacher`` is then only the name recorded in the provenance.
+
+    Its jobs, one function each: the inputs checked (``check_inputs``), the vector built (``build_steering_vector``),
+    saved and reported (``report_vector``), then measured (``measure_vector``) and that written
+    (``write_measurement``)."""
     plugins = plugins or get_plugin_manager()
-    # Everything that can be wrong by name or option fails here, before torch.
+    checked = check_inputs(
+        plugins,
+        behaviour=behaviour,
+        out=out,
+        model=model,
+        task=task,
+        prompts=prompts,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        measure=measure,
+        betas=betas,
+        beta_unit=beta_unit,
+        eval_prompts=eval_prompts,
+        criterion=criterion,
+        task_options=task_options,
+        policy=policy,
+    )
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    from harness.engine.transformers_engine import TransformersEngine
+    from harness.models import load_policy
+
+    if policy is None:
+        echo(f"loading model {model} ...")
+        policy = load_policy(model, plugins["model"])
+    engine = TransformersEngine(policy)
+    if teacher_engine is None and teacher:
+        echo(f"loading teacher {teacher} ...")
+        teacher_engine = TransformersEngine(load_policy(teacher, plugins["model"]))
+    teacher_name = teacher or ("policy" if teacher_engine is None else type(teacher_engine).__name__)
+
+    vector, pairs = build_steering_vector(
+        policy,
+        engine,
+        teacher_engine,
+        checked,
+        behaviour=behaviour,
+        task=task,
+        teacher_name=teacher_name,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        layer=layer,
+        criterion=criterion,
+        echo=echo,
+    )
+    result = report_vector(vector, pairs, checked.out, behaviour, policy.spec, task, teacher_name, echo)
+    if not measure:
+        return result
+
+    rows = measure_vector(
+        engine,
+        vector,
+        checked,
+        beta_unit=beta_unit,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+    )
+    path = write_measurement(
+        checked.out,
+        rows,
+        vector,
+        behaviour=behaviour,
+        model=policy.spec,
+        task=task,
+        beta_unit=beta_unit,
+        eval_prompts=len(checked.evals),
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+    )
+    result.update(measurement=rows, measurement_path=str(path))
+    echo(measurement_table(rows, behaviour))
+    echo(f"wrote {path}")
+    return result
+
+
+@dataclass
+class CheckedInputs:
+    """What ``check_inputs`` resolved: the behaviour, the task built, the betas, the problems drawn, the output."""
+
+    target: Behaviour  # the behaviour plugin (its scorer: ``target.score``)
+    task: Any  # the task plugin, built with the options (and a misleading hint when the behaviour needs one)
+    betas: list[float]
+    train: list[Problem]  # the pairs' prompts: the task's train split
+    evals: list[Problem]  # the measurement's prompts: its eval split (none without measuring)
+    out: Path
+
+
+def check_inputs(
+    plugins: Plugins,
+    *,
+    behaviour: str,
+    out: str | Path,
+    model: str,
+    task: str,
+    prompts: int,
+    seed: int,
+    max_new_tokens: int,
+    measure: bool,
+    betas: str | Sequence[float],
+    beta_unit: str,
+    eval_prompts: int,
+    criterion: str,
+    task_options: dict[str, Any] | None,
+    policy: Policy | None,
+) -> CheckedInputs:
+    """Everything that can be wrong by name or option fails here, before torch is imported or a model loads."""
     target = plugins["behaviour"].get(behaviour).load()
-    scorer = target.score
     options = dict(task_options or {})
     if target.misleading_hint:  # resisting a hint means nothing without one: the task adds it (math, mmlu-pro)
         if not capabilities_of(plugins["task"].get(task).load(), TaskCapabilities).misleading_hints:
@@ -137,27 +253,32 @@ def build_and_measure(
         from harness.models import resolve
 
         resolve(model, plugins["model"])  # a bad path fails now, not after a teacher load
+    return CheckedInputs(target, task_obj, beta_list, train, evals, out)
 
-    if threads:
-        import torch
 
-        torch.set_num_threads(int(threads))
-    from harness.engine.transformers_engine import TransformersEngine
-    from harness.models import load_policy
+def build_steering_vector(
+    policy: Policy,
+    engine: Engine,
+    teacher_engine: Engine | None,
+    checked: CheckedInputs,
+    *,
+    behaviour: str,
+    task: str,
+    teacher_name: str,
+    seed: int,
+    max_new_tokens: int,
+    temperature: float,
+    layer: int | None,
+    criterion: str,
+    echo: Callable[[str], None],
+) -> tuple[SteeringVector, ContrastivePairs]:
+    """The contrastive pairs (the policy's answers, rewritten by the teacher towards and away from the behaviour;
+    those the behaviour's scorer ranks the wrong way left out), then the vector built from them."""
     from harness.steering.build import build_vector
-    from harness.steering.vectors import Steering
     from harness.teacher.rewrite import agreeing_pairs, contrastive_pairs
     from harness.types import SamplingParams
 
-    if policy is None:
-        echo(f"loading model {model} ...")
-        policy = load_policy(model, plugins["model"])
-    engine = TransformersEngine(policy)
-    if teacher_engine is None and teacher:
-        echo(f"loading teacher {teacher} ...")
-        teacher_engine = TransformersEngine(load_policy(teacher, plugins["model"]))
-    teacher_name = teacher or ("policy" if teacher_engine is None else type(teacher_engine).__name__)
-
+    target, task_obj, train = checked.target, checked.task, checked.train
     answer_params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
     rewrite_params = SamplingParams(n=1, max_new_tokens=2 * int(max_new_tokens), temperature=0, seed=seed)
     pairs = contrastive_pairs(
@@ -169,7 +290,7 @@ def build_and_measure(
         answer_params=answer_params,
         rewrite_params=rewrite_params,
     )
-    pairs = agreeing_pairs(pairs, scorer)
+    pairs = agreeing_pairs(pairs, target.score)
     if len(pairs.positive) < 2:
         raise ValueError(
             f"steer: only {len(pairs.positive)} usable pairs of {len(train)} prompts ({pairs.dropped} "
@@ -201,6 +322,21 @@ def build_and_measure(
             "max_new_tokens": int(max_new_tokens),
         },
     )
+    return vector, pairs
+
+
+def report_vector(
+    vector: SteeringVector,
+    pairs: ContrastivePairs,
+    out: Path,
+    behaviour: str,
+    model: str,
+    task: str,
+    teacher_name: str,
+    echo: Callable[[str], None],
+) -> dict[str, Any]:
+    """The vector saved to ``out``, its summary (``build_and_measure``'s result without the measurement) returned
+    and printed: its layer, the best layers, the teacher's cost and the pairs used."""
     out.parent.mkdir(parents=True, exist_ok=True)
     vector.save(out)
     d_scores, preferences = vector.provenance["layer_scores"], vector.provenance["layer_preferences"]
@@ -209,7 +345,7 @@ def build_and_measure(
     result: dict[str, Any] = {
         "vector_path": str(out),
         "behaviour": behaviour,
-        "model": policy.spec,
+        "model": model,
         "task": task,
         "layer": vector.layer,
         "layer_scores": d_scores,
@@ -236,14 +372,30 @@ def build_and_measure(
         f"{len(pairs.positive)} pairs ({pairs.dropped} empty, {pairs.disagreeing} ranked the wrong way by the "
         f"{behaviour} scorer: left out)"
     )
-    if not measure:
-        return result
+    return result
 
+
+def measure_vector(
+    engine: Engine,
+    vector: SteeringVector,
+    checked: CheckedInputs,
+    *,
+    beta_unit: str,
+    seed: int,
+    max_new_tokens: int,
+    temperature: float,
+) -> list[dict[str, Any]]:
+    """One row per beta: the eval problems answered steered by ``beta * v`` (beta 0 unsteered), with the mean
+    tokens, the behaviour's mean score, the task's accuracy and the finished rate."""
+    from harness.steering.vectors import Steering
+    from harness.types import SamplingParams
+
+    evals, task_obj, scorer = checked.evals, checked.task, checked.target.score
     scale = vector.unit(beta_unit)
     messages = [task_obj.messages(p) for p in evals]
     params = SamplingParams(n=1, max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=seed)
     rows = []
-    for beta in beta_list:
+    for beta in checked.betas:
         beta_abs = beta * scale
         steering = Steering(vector, [beta_abs]) if beta_abs != 0 else None
         completions = engine.generate(messages, params, desc=f"measure beta={beta:g}", steering=steering)
@@ -261,15 +413,33 @@ def build_and_measure(
                 "finished_rate": sum(c.finished for c in completions) / len(completions),
             }
         )
+    return rows
+
+
+def write_measurement(
+    out: Path,
+    rows: list[dict[str, Any]],
+    vector: SteeringVector,
+    *,
+    behaviour: str,
+    model: str,
+    task: str,
+    beta_unit: str,
+    eval_prompts: int,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+) -> Path:
+    """The measurement and what it was measured with, as JSON beside the vector (``measurement_path``)."""
     report = {
         "vector": str(out),
         "behaviour": behaviour,
-        "model": policy.spec,
+        "model": model,
         "task": task,
         "layer": vector.layer,
         "norms": dict(vector.norms),
         "beta_unit": beta_unit,
-        "eval_prompts": len(evals),
+        "eval_prompts": eval_prompts,
         "temperature": float(temperature),
         "max_new_tokens": int(max_new_tokens),
         "seed": seed,
@@ -277,10 +447,7 @@ def build_and_measure(
     }
     path = measurement_path(out)
     path.write_text(json.dumps(report, indent=2) + "\n")
-    result.update(measurement=rows, measurement_path=str(path))
-    echo(measurement_table(rows, behaviour))
-    echo(f"wrote {path}")
-    return result
+    return path
 
 
 def measurement_table(rows: list[dict[str, Any]], behaviour: str) -> str:

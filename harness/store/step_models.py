@@ -27,6 +27,6 @@ class StepModels:
         return (step + 1) % self.every == 0
 
     def save(self, step: int, policy: Any) -> Path:
-        from harness.policy_export import save_folder
+        from harness.store.policy_export import save_folder
 
         return save_folder(policy, self.root / f"step-{step + 1}")
