@@ -32,7 +32,8 @@ ACT_HIDDEN = 20  # hidden-width tensors per token and decoder layer (norms, q/k/
 ACT_MLP = 6  # MLP-width tensors per token and layer (gate, up, their activation and product)
 LOGIT_COPIES = 3.5  # float32 vocabulary-wide tensors per completion token at the backward peak (3, and cache)
 GIB = 1 << 30
-# The recipes' models (docs/guide/post-training.md), so their plan needs no download: their published config.json fields
+# The recipes' models (docs/reference/post-training.md), so their plan needs no download: their published
+# config.json fields
 KNOWN_SHAPES = {
     "Qwen/Qwen2.5-1.5B": {
         "model_type": "qwen2",
