@@ -5,20 +5,23 @@ HTML page (index.html, plots under plots/), a Markdown page for a README (report
 from __future__ import annotations
 
 import csv
+import errno
 import html
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from harness.faults import fault_point
 from harness.report import compare, data, plots
 from harness.report.optimised import what_was_optimised
 from harness.report.summary import warm_up_line
-from harness.store.reading import read_json
+from harness.store.reading import check_path_length, shown, shown_items, shown_name
 from harness.store.results_db import RESULTS_DB, build_index, connect, find_runs, publish
 from harness.store.run_folder import check_writable_folder, write_atomic
 
@@ -32,7 +35,18 @@ def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
 
     The index is built in a private file and read from there, then renamed into place, and every output replaces
     its file whole: several reports writing one --out each write a whole report, and a reader never sees half of
-    one."""
+    one. Run data reaches the pages escaped (HTML in index.html, Markdown and HTML in report.md) and cut
+    (harness/store/reading.py ``shown``)."""
+    check_path_length(out, "--out")
+    try:
+        return _build_report(paths, Path(out), echo)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise ValueError(f"--out: a path is too long for the system ({shown(shown_name(exc.filename), 200)})") from None
+
+
+def _build_report(paths: list[Path | str], out: Path, echo) -> Path:
     out = check_writable_folder(out, "--out")
     skipped: list[tuple[Path, str]] = []
     run_dirs = find_runs(paths, skipped)
@@ -60,28 +74,41 @@ def build_report(paths: list[Path | str], out: Path | str, echo=print) -> Path:
     write_exports(rows, context["columns"], out, context)
     write_atomic(out / "report.md", markdown(context))
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
     )
     html = out / "index.html"
     write_atomic(html, env.get_template("report.html.j2").render(**context))
     echo(
-        f"report of {len(run_dirs)} runs ({len(rows)} rows): {html}, {out / 'report.md'}, "
-        f"{out / 'leaderboard.csv'}, {out / 'leaderboard.json'}"
+        f"report of {len(run_dirs)} runs ({len(rows)} rows): {shown_name(html)}, {shown_name(out / 'report.md')}, "
+        f"{shown_name(out / 'leaderboard.csv')}, {shown_name(out / 'leaderboard.json')}"
     )
     return html
 
 
+def _finalize(value: Any) -> Any:
+    """Every value the page shows: a string from run data cut to reading.SHOWN_TEXT characters (a 50 MB sample
+    text is not a 50 MB page); the template's own markup (Markup) as it is."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return shown(value)
+    return value
+
+
 def _say_skipped(skipped: list[tuple[Path, str]], echo) -> list[tuple[str, str]]:
-    """Echo "skipped FOLDER: WHY" per folder (relative to the working directory when under it); returns the pairs."""
-    shown = []
+    """Echo "skipped FOLDER: WHY" per folder (relative to the working directory when under it; bytes that are not
+    UTF-8 and control characters escaped, so each is one line); returns the pairs."""
+    said = []
     for folder, why in sorted(skipped):
         try:
-            name = str(folder.relative_to(Path.cwd()))
+            name = shown_name(folder.relative_to(Path.cwd()))
         except ValueError:
-            name = str(folder)
+            name = shown_name(folder)
+        why = shown_name(why)
         echo(f"skipped {name}: {why}")
-        shown.append((name, why))
-    return shown
+        said.append((name, why))
+    return said
 
 
 # arm: only where runs have one
@@ -127,7 +154,7 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
                 },
                 "examples": {r.phase: data.examples(conn, run_dir, r.phase) for r in mine},
                 "warnings": run_warnings(manifest),
-                "warm_up": warm_up_line(_run_metrics(run_dir)),
+                "warm_up": warm_up_line(_run_metrics(conn, run_dir)),
                 "optimised": what_was_optimised(manifest),  # its reward and the package behind every plugin
             }
         )
@@ -197,19 +224,21 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
     }
 
 
-def _run_metrics(run_dir: str) -> dict[str, Any]:
-    """The run folder's metrics.json (for its warm-up line), {} where it is gone or unreadable: the index, not the
-    folder, is what a report is built from."""
-    try:
-        return read_json(Path(run_dir) / "metrics.json")
-    except (OSError, ValueError):
-        return {}
+def _run_metrics(conn, run_dir: str) -> dict[str, Any]:
+    """The run's scalar metrics as the index holds them (for its warm-up line), whole numbers as integers: the
+    index, not the folder, is what a report is built from (its values were checked when indexed)."""
+    rows = conn.execute("SELECT key, value FROM metrics WHERE run_dir = ?", (run_dir,))
+    return {r["key"]: int(r["value"]) if float(r["value"]).is_integer() else r["value"] for r in rows}
 
 
 def run_warnings(manifest: dict[str, Any]) -> list[str]:
-    """The one-line warnings a run recorded in its manifest (``warnings``; none in a run from before them)."""
+    """The one-line warnings a run recorded in its manifest (``warnings``; none in a run from before them), at
+    most reading.SHOWN_ITEMS of them (then a line saying how many more)."""
     found = manifest.get("warnings")
-    return [str(line) for line in found] if isinstance(found, list) else []
+    if not isinstance(found, list):
+        return []
+    first, more = shown_items(found)
+    return [shown(line) for line in first] + ([f"... and {more:,} more warnings (manifest.json)"] if more else [])
 
 
 def split(columns: list[str]) -> list[tuple[str, list[str]]]:
@@ -348,7 +377,7 @@ def markdown(context: dict[str, Any]) -> str:
         "",
         "| task | dataset | trainer | searcher | model | seed | phase | "
         + ("warm-up steps | " if warm_up else "")
-        + " | ".join(map(label, columns))
+        + " | ".join(_md(label(c)) for c in columns)
         + " |",
         "|" + "---|" * (7 + warm_up + len(columns)),
     ]
@@ -362,8 +391,8 @@ def markdown(context: dict[str, Any]) -> str:
             row.model,
             str(row.seed),
             row.phase,
-            *([fmt_steps(row.warmup_steps)] if warm_up else []),
-            *(fmt_ci(row.headline.get(c)) for c in columns),
+            *([_n(fmt_steps(row.warmup_steps))] if warm_up else []),
+            *(_n(fmt_ci(row.headline.get(c))) for c in columns),
         ]
         lines.append(_md_row(cells))
     if context["notes"]:
@@ -381,11 +410,11 @@ def markdown(context: dict[str, Any]) -> str:
             "",
             "## Other metrics",
             "",
-            "| run | phase | " + " | ".join(map(label, other)) + " |",
+            "| run | phase | " + " | ".join(_md(label(c)) for c in other) + " |",
             "|" + "---|" * (2 + len(other)),
         ]
         for row in context["rows"]:
-            cells = [row.run, row.phase, *(fmt_number(row.other.get(n), n in context["whole"]) for n in other)]
+            cells = [row.run, row.phase, *(_n(fmt_number(row.other.get(n), n in context["whole"])) for n in other)]
             lines.append(_md_row(cells))
     lines += _markdown_runs(context["runs"])
     if context["skipped"]:
@@ -426,10 +455,10 @@ def _markdown_runs(runs: list[dict[str, Any]]) -> list[str]:
                 "",
                 f"Evaluation during training ({len(during['points'])} points; step: optimizer steps taken):",
                 "",
-                "| step | " + " | ".join(during["names"]) + " |",
+                "| step | " + " | ".join(map(_md, during["names"])) + " |",
                 "|" + "---|" * (1 + len(during["names"])),
             ]
-            lines += [_md_row([p["step"], *(fmt(p.get(n)) for n in during["names"])]) for p in during["points"]]
+            lines += [_md_row([p["step"], *(_n(fmt(p.get(n))) for n in during["names"])]) for p in during["points"]]
         if during["plot"]:
             lines += ["", f"![evaluation during training of {_md(run['name'])}](plots/{during['plot']})"]
     return ["", "## Runs", *lines] if lines else []
@@ -452,7 +481,9 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
             "",
             "Mean paired difference [95% paired bootstrap over the problems].",
             "",
-            "| task | model | searcher | seed | A - B | problems | " + " | ".join(map(label, columns)) + " | note |",
+            "| task | model | searcher | seed | A - B | problems | "
+            + " | ".join(_md(label(c)) for c in columns)
+            + " | note |",
             "|" + "---|" * (7 + len(columns)),
         ]
         for d in diffs:
@@ -463,7 +494,7 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
                 str(d.seed),
                 f"{d.a} - {d.b}",
                 str(d.problems),
-                *(fmt_diff_ci(d.metrics.get(c)) for c in columns),
+                *(_n(fmt_diff_ci(d.metrics.get(c))) for c in columns),
                 d.note,
             ]
             lines.append(_md_row(cells))
@@ -479,7 +510,7 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
             "means (seeds - 1 degrees of freedom)] {over problems only: the seeds' runs fixed} "
             "(the lowest and highest seed's figure). A gain over seeds is one whose first interval excludes 0.",
             "",
-            "| task | model | searcher | what | seeds | " + " | ".join(map(label, names)) + " |",
+            "| task | model | searcher | what | seeds | " + " | ".join(_md(label(c)) for c in names) + " |",
             "|" + "---|" * (5 + len(names)),
         ]
         for g in groups:
@@ -491,8 +522,10 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
                 g.label,
                 ",".join(map(str, g.seeds)),
                 *(
-                    f"{show(g.metrics[c])} {_problems_only(show, g.problem_level.get(c))}"
-                    f"(seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})"
+                    _n(
+                        f"{show(g.metrics[c])} {_problems_only(show, g.problem_level.get(c))}"
+                        f"(seeds {g.spread[c][0]:.3f} to {g.spread[c][1]:.3f})"
+                    )
                     if c in g.metrics
                     else "-"
                     for c in names
@@ -503,8 +536,8 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
         lines += ["", "## Solved only by", ""]
         for t in context["solved_only"]:
             lines += [
-                f"{t.task}, {t.model}: {t.compared} problems evaluated by every method ({t.left_out} left out), "
-                f"{t.by_all} solved by all, {t.by_none} by none.",
+                f"{_md(t.task, line_start=True)}, {_md(t.model)}: {t.compared} problems evaluated by every method "
+                f"({t.left_out} left out), {t.by_all} solved by all, {t.by_none} by none.",
                 "",
                 "| method | solved only by it | problems |",
                 "|---|---|---|",
@@ -514,19 +547,42 @@ def _markdown_comparisons(context: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _md(text: Any) -> str:
-    """Run data as Markdown text: markup escaped as the HTML page escapes it (a sample's `<script>` stays text), on
-    one line, and a table cell's separator escaped."""
-    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+class _Ours(str):
+    """Text the report made itself (a formatted number and its interval, "0.500 [0.25, 0.75]"): no run data in
+    it, so its brackets stay as they are in a table cell."""
+
+
+# In run data: what makes a link or an image ("[x](url)", "![x](url)", "[x][ref]"), a code span, emphasis,
+# strikethrough, a table cell's end, an escape; "<", ">" and "&" are escaped as HTML (a raw tag, an autolink).
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_MD_BLOCK_START = re.compile(r"^(\d*)([#>+=.)-])")  # at a line's start: a heading, quote, list, rule
+
+
+def _md(text: Any, line_start: bool = False) -> str:
+    """Run data as Markdown text that renders as the text itself: one line, cut to reading.SHOWN_TEXT, HTML
+    escaped as the page escapes it (a sample's `<script>` stays text) and every Markdown construct escaped (an
+    image or a link in a warning or a model name is shown, never fetched or followed; a `|` cannot split a table
+    cell). ``line_start``: the text begins a line, where "#", "-", "1." would start a block."""
+    if isinstance(text, _Ours):
+        return text.replace("|", "\\|")
+    one = shown_name(" ".join(shown(text).split()))  # one line; a control character (NUL) as \\xNN
+    escaped = _MD_SPECIAL.sub(r"\\\1", html.escape(one, quote=False))
+    return _MD_BLOCK_START.sub(r"\1\\\2", escaped) if line_start else escaped  # "\#", "1\."
 
 
 def _code(text: Any) -> str:
-    """A folder or run name as a Markdown code span (where markup is shown, not run), on one line."""
-    return "`" + " ".join(str(text).split()).replace("`", "'") + "`"
+    """A folder or run name as a Markdown code span (where markup, `<script>` too, is shown as text, not run), on
+    one line, cut to 1,000 characters."""
+    return "`" + shown_name(" ".join(shown(text, 1000).split())).replace("`", "'") + "`"
 
 
 def _md_row(cells: list[Any]) -> str:
     return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def _n(text: str) -> _Ours:
+    """A cell the report formatted (a number, an interval): kept as it is in a table."""
+    return _Ours(text)
 
 
 def _ids(ids: list[str], show: int) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from harness.metrics.unbiased import best_at_k, pass_at_k
+from harness.store.reading import shown
 from harness.store.results_db import problem_records
 from harness.types import data_card_line
 
@@ -239,7 +240,7 @@ def dataset_label(manifest: dict[str, Any]) -> str:
     if not isinstance(task, dict):
         return ""
     if line := data_card_line(task.get("data_card")):
-        return line
+        return shown(line, 1000)  # run data: a "name" that is a large object is cut
     return dataset_name(manifest)
 
 
@@ -250,9 +251,9 @@ def dataset_name(manifest: dict[str, Any]) -> str:
         return ""
     card, source = task.get("data_card"), task.get("data_source")
     if isinstance(card, dict) and card.get("name"):
-        return str(card["name"])
+        return shown(card["name"], 1000)
     if isinstance(source, dict) and (source.get("dataset") or source.get("source")):
-        return str(source.get("dataset") or source.get("source"))
+        return shown(source.get("dataset") or source.get("source"), 1000)
     return ""
 
 
@@ -263,7 +264,7 @@ def stopped_note(metrics: dict[str, float], config: dict[str, Any]) -> str:
     if not isinstance(kept, (int, float)):
         return ""
     planned = config.get("steps")
-    return f"stopped: {int(kept)} of {planned if planned is not None else '?'} steps trained"
+    return f"stopped: {int(kept)} of {shown(planned, 40) if planned is not None else '?'} steps trained"
 
 
 def warmup_steps(metrics: dict[str, float]) -> int:
@@ -330,6 +331,8 @@ def behaviour_values(name: str, value: float, per_problem: list) -> dict[str, fl
 
 def _one_problem(kind: str, k: int, p: Any, m: int) -> float | None:
     """One problem's estimate, or None when its record cannot give one (too few candidates, no call numbers)."""
+    if k < 1:  # pass@0 is no estimate (the index refuses such a key; a store written before it may hold one)
+        return None
     scalars = json.loads(p["scalars"])
     outcomes = json.loads(p["outcomes"]) if p["outcomes"] else None  # None: indexed before the column existed
     if kind == "solved":  # evolve: solved within the first k model calls
@@ -382,7 +385,9 @@ def bootstrap(values: list[float], seed: int = 0, resamples: int = BOOTSTRAP_RES
 
 
 def wilson(fraction: float, n: int, z: float = 1.96) -> tuple[float | None, float | None]:
-    if n <= 0:
+    """Wilson's 95% interval of a fraction of ``n`` problems; (None, None) where there is none: no problems, or a
+    "fraction" outside [0, 1] (a folder's figure the index took as it is)."""
+    if n <= 0 or not 0 <= fraction <= 1:
         return None, None
     centre = (fraction + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(fraction * (1 - fraction) / n + z * z / (4 * n * n)) / (1 + z * z / n)

@@ -1,11 +1,13 @@
 """The report's figures (matplotlib, Agg backend: no screen needed). Each function writes one PNG and returns its
-file name, or None when the runs hold nothing to draw."""
+file name, or None when the runs hold nothing to draw. Run data in a figure's text (a legend, a title) is plain
+text (``_plain``): a "$" in a model's name would otherwise be parsed as mathtext, which fails the drawing."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import re
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -34,7 +36,7 @@ def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | No
             if not points:
                 continue
             ks = [k for k, _ in points]
-            label = row.legend + (" solved@calls" if each == "solved" else "")
+            label = _plain(row.legend) + (" solved@calls" if each == "solved" else "")
             (line,) = ax.plot(
                 ks, [e.value for _, e in points], marker="o", label=label, linestyle="--" if each == "solved" else "-"
             )
@@ -49,7 +51,7 @@ def at_k_curves(rows: list[Row], task: str, kind: str, folder: Path) -> str | No
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (samples per problem; for solved@c, model calls)")
     ax.set_ylabel(f"{kind}@k")
-    ax.set_title(f"{task}: {kind}@k (bands: 95% intervals over problems)")
+    ax.set_title(f"{_plain(task)}: {kind}@k (bands: 95% intervals over problems)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, folder, f"{task}-{kind}-at-k.png")
@@ -63,11 +65,11 @@ def training_curves(run: str, curves: dict[str, list[tuple[int, float]]], folder
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for key in sorted(keys):
         steps, values = zip(*curves[key], strict=True)
-        ax.plot(steps, values, marker=".", label=key.removeprefix("train/"))
+        ax.plot(steps, values, marker=".", label=_plain(key.removeprefix("train/")))
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("mean reward of the step's rollouts")
-    ax.set_title(f"training: {run}", fontsize=9)
+    ax.set_title(f"training: {_plain(run)}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, folder, f"train-{run}.png")
@@ -80,10 +82,10 @@ def during_training_curves(run: str, names: list[str], points: list[dict], folde
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for name in names:
         shown = [(p["step"], p[name]) for p in points if name in p]
-        ax.plot([s for s, _ in shown], [v for _, v in shown], marker="o", label=name)
+        ax.plot([s for s, _ in shown], [v for _, v in shown], marker="o", label=_plain(name))
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("optimizer steps taken")
-    ax.set_title(f"evaluation during training: {run}", fontsize=9)
+    ax.set_title(f"evaluation during training: {_plain(run)}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, folder, f"during-{run}.png")
@@ -112,18 +114,25 @@ def behaviour_vs_accuracy(rows: list[Row], folder: Path) -> list[tuple[str, str]
                 (x0, y0), (x1, y1) = points
                 ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "color": "0.5"})
                 ax.scatter([x0], [y0], color="0.6", s=18)
-                ax.scatter([x1], [y1], s=30, label=after.legend)  # method, seed, model and data
+                ax.scatter([x1], [y1], s=30, label=_plain(after.legend))  # method, seed, model and data
                 drawn = True
         if drawn:
-            ax.set_xlabel(f"{metric} (mean over answers)")
+            ax.set_xlabel(f"{_plain(metric)} (mean over answers)")
             ax.set_ylabel("pass@1")
-            ax.set_title(f"{label} vs accuracy (grey: before training)", fontsize=9)
+            ax.set_title(f"{_plain(label)} vs accuracy (grey: before training)", fontsize=9)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
             out.append((label, _save(fig, folder, metric.replace("/", "-", 1) + ".png")))
         else:
             plt.close(fig)
     return out
+
+
+def _plain(text: str, limit: int = 100) -> str:
+    """Run data as a figure's text: "$" escaped (never mathtext), on one line, at most ``limit`` characters."""
+    one = " ".join(str(text).split())
+    one = one if len(one) <= limit else one[: limit - 3] + "..."
+    return one.replace("\\", "\\\\").replace("$", r"\$")
 
 
 def safe_file_name(name: str, limit: int = 120) -> str:
@@ -141,9 +150,11 @@ def safe_file_name(name: str, limit: int = 120) -> str:
 def _save(fig, folder: Path, name: str) -> str:
     name = safe_file_name(name)
     folder.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
     png = io.BytesIO()
-    fig.savefig(png, dpi=110, format="png")
+    with warnings.catch_warnings():  # a character the font lacks (from a run's name) is drawn as a box, not a warning
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+        fig.savefig(png, dpi=110, format="png")
     plt.close(fig)
     write_atomic(folder / name, png.getvalue())  # a second report drawing the same plot never leaves half a PNG
     return name

@@ -17,6 +17,7 @@ takes is checked first (harness/store/run_record.py).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
@@ -28,10 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults import fault_point
+from harness.store import reading
 from harness.store.orphans import new_temp_file, remove_orphans
-from harness.store.reading import read_json, read_jsonl
+from harness.store.reading import (
+    check_path_length,
+    exists_in_folder,
+    path_text,
+    read_run_json,
+    read_run_jsonl,
+    shown,
+    shown_name,
+)
 from harness.store.run_folder import check_writable_folder, new_file_mode
-from harness.store.run_record import check_manifest, check_metrics, check_sample
+from harness.store.run_record import MAX_INT, check_manifest, check_metrics, check_sample
 
 RESULTS_DB = "results.sqlite"
 # What a sample record (samples.jsonl, written by a searcher through store.write_samples) must carry for the report
@@ -110,7 +120,7 @@ def is_indexed(db: Path | str, run_dir: Path | str) -> bool:
         return False
     try:
         with open_index(db) as conn:
-            key = str(Path(run_dir).resolve())
+            key = run_key(Path(run_dir).resolve())
             return conn.execute("SELECT 1 FROM runs WHERE run_dir = ?", (key,)).fetchone() is not None
     except sqlite3.Error as exc:
         raise ValueError(
@@ -121,7 +131,7 @@ def is_indexed(db: Path | str, run_dir: Path | str) -> bool:
 def _insert(conn: sqlite3.Connection, run_dir: Path, rows: dict[str, Any]) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
-        key = str(run_dir)
+        key = run_key(run_dir)
         for table in TABLES:
             conn.execute(f"DELETE FROM {table} WHERE run_dir = ?", (key,))
         conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (key, *rows["run"]))
@@ -215,9 +225,10 @@ def catch_up(tmp: Path, run_dirs: Iterable[Path], skipped: list[tuple[Path, str]
     try:
         indexed = {r["run_dir"]: r["manifest"] for r in conn.execute("SELECT run_dir, manifest FROM runs")}
         for run_dir in map(Path, run_dirs):
-            key = str(run_dir.resolve())
+            key = run_key(run_dir.resolve())
             try:
-                if json.dumps(read_json(run_dir / "manifest.json"), default=str) == indexed.get(key):
+                manifest = read_run_json(run_dir, "manifest.json", reading.MAX_MANIFEST_BYTES)
+                if json.dumps(manifest, default=str) == indexed.get(key):
                     continue
                 rows = read_run(run_dir.resolve())
             except ValueError:  # unreadable now: as the build found it (indexed, or skipped with its reason)
@@ -240,35 +251,60 @@ def discard(tmp: Path) -> None:
 def reindex(folder: Path | str, echo=print) -> int:
     """`harness index FOLDER`: rebuild FOLDER/results.sqlite from the run folders under it, saying which it
     skipped and why; returns how many it indexed."""
+    check_path_length(Path(folder) / RESULTS_DB, "harness index")
     skipped: list[tuple[Path, str]] = []
-    count = rebuild(Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped, find=lambda: find_runs([folder]))
+    try:
+        count = rebuild(
+            Path(folder) / RESULTS_DB, find_runs([folder], skipped), skipped, find=lambda: find_runs([folder])
+        )
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise ValueError(f"harness index: a path is too long for the system ({shown_name(exc.filename)})") from None
     for run_dir, why in sorted(skipped):
-        echo(f"skipped {run_dir}: {why}")
+        echo(f"skipped {shown_name(run_dir)}: {shown_name(why)}")  # each one line, whatever the names hold
     return count
 
 
 def find_runs(paths: Iterable[Path | str], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Run folders named directly or found one level below (a grid's or `--out`'s folder); sorted, deduplicated.
     Folders moved aside by a grid (``*.incomplete-*``) are not runs of the leaderboard. With ``skipped``, every
-    folder passed over is added there as (folder, reason), so a report can say what it left out."""
+    folder passed over is added there as (folder, reason), so a report can say what it left out. A folder with a
+    manifest.json of any kind (a link, a FIFO) is a run folder: reading it says what is wrong with it."""
     found: set[Path] = set()
     passed_over: dict[Path, str] = {}
     for path in map(Path, paths):
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist")
-        candidates = [path] if (path / "manifest.json").is_file() else sorted(path.iterdir())
+        check_path_length(path, "a runs folder")
+        try:
+            if not path.exists():
+                raise FileNotFoundError(f"{shown_name(path)} does not exist")
+            if not path.is_dir():
+                raise ValueError(f"{shown_name(path)} is not a folder (of run folders)")
+            candidates = [path] if exists_in_folder(path, "manifest.json") else sorted(path.iterdir())
+        except OSError as exc:
+            raise ValueError(f"{shown_name(path)}: cannot be read ({exc.strerror or exc})") from None
         for folder in candidates:
-            if not folder.is_dir() or folder.name.startswith("."):  # files beside runs (results.sqlite), hidden
+            try:
+                if not folder.is_dir() or folder.name.startswith("."):  # files beside runs (results.sqlite), hidden
+                    continue
+                resolved = folder.resolve()
+            except (OSError, RuntimeError):  # a link loop, a folder gone meanwhile: not a folder of runs
                 continue
             if ".incomplete-" in folder.name:
-                passed_over[folder.resolve()] = "moved aside by a grid rerun (*.incomplete-*)"
-            elif not (folder / "manifest.json").is_file():
-                passed_over[folder.resolve()] = "no manifest.json"
+                passed_over[resolved] = "moved aside by a grid rerun (*.incomplete-*)"
+            elif not exists_in_folder(folder, "manifest.json"):
+                passed_over[resolved] = "no manifest.json"
             else:
-                found.add(folder.resolve())
+                found.add(resolved)
     if skipped is not None:
         skipped.extend(sorted(passed_over.items()))
     return sorted(found)
+
+
+def run_key(run_dir: Path) -> str:
+    """A run folder's key in the index (its ``run_dir``): its absolute path as text (``path_text``: bytes that
+    are not UTF-8 escaped, which SQLite could not store)."""
+    return path_text(run_dir)
 
 
 class UnreadableRun(ValueError):
@@ -280,24 +316,28 @@ class UnreadableRun(ValueError):
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
-    """Everything the index holds about one run, read from its folder."""
+    """Everything the index holds about one run, read from its folder by the reading rules
+    (harness/store/reading.py: regular files inside the folder, bounded) and checked (harness/store/run_record.py)."""
     try:
-        manifest = read_json(run_dir / "manifest.json")
+        manifest = read_run_json(run_dir, "manifest.json", reading.MAX_MANIFEST_BYTES)
     except ValueError as exc:
-        raise UnreadableRun(run_dir, f"unreadable manifest.json ({_inside(exc, run_dir)})") from None
+        raise UnreadableRun(run_dir, f"unreadable manifest.json ({str(exc).removeprefix('manifest.json: ')})") from None
     try:
         check_manifest(manifest)
-        metrics = read_json(run_dir / "metrics.json") if (run_dir / "metrics.json").exists() else {}
+        has_metrics = _has(run_dir, "metrics.json")
+        metrics = read_run_json(run_dir, "metrics.json", reading.MAX_METRICS_BYTES) if has_metrics else {}
         check_metrics(metrics)
         # A last line cut by a crash mid-write was never whole: skipped. A bad line anywhere else skips the folder.
-        samples = read_jsonl(run_dir / "samples.jsonl", cut_tail=True) if (run_dir / "samples.jsonl").exists() else []
-        for line, record in enumerate(samples, 1):
+        samples = []
+        lines = read_run_jsonl(run_dir, "samples.jsonl", reading.MAX_SAMPLES_BYTES, reading.MAX_LINE_BYTES)
+        for line, record in lines if _has(run_dir, "samples.jsonl") else ():
             check_sample(record, line)
+            samples.append(_kept(record))
     except ValueError as exc:
-        raise UnreadableRun(run_dir, _inside(exc, run_dir)) from None
+        raise UnreadableRun(run_dir, str(exc)) from None
     cfg = manifest["config"]
     run = (
-        run_dir.name,
+        path_text(run_dir.name),
         manifest.get("status"),
         cfg.get("task"),
         cfg.get("trainer"),
@@ -321,9 +361,35 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     return {"run": run, "metrics": scalars, "curves": curves, "problems": problems, "examples": examples}
 
 
-def _inside(exc: ValueError, run_dir: Path) -> str:
-    """The error with the folder's own path cut to the file's name (the skip line names the folder already)."""
-    return str(exc).replace(f"{run_dir}/", "")
+def _has(run_dir: Path, name: str) -> bool:
+    return exists_in_folder(run_dir, name)
+
+
+# The fields of a samples.jsonl record the index reads (_read_samples); the rest (the prompt, the reference) is
+# not kept in memory while the file is read.
+KEPT_SAMPLE_KEYS = (
+    "problem_id",
+    "phase",
+    "success",
+    "scalar",
+    "rollout_index",
+    "call",
+    "missing",
+    "behaviours",
+    "held_out",
+    "text",
+    "extracted",
+    "rewards",
+)
+
+
+def _kept(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields the index reads, a text longer than a page shows cut (the index keeps only the best and worst
+    one per phase, to show)."""
+    kept = {k: record[k] for k in KEPT_SAMPLE_KEYS if k in record}
+    if isinstance(kept.get("text"), str) and len(kept["text"]) > reading.SHOWN_TEXT:
+        kept["text"] = shown(kept["text"])
+    return kept
 
 
 def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
@@ -383,9 +449,9 @@ def _read_samples(records: list[dict]) -> tuple[list[tuple], list[tuple]]:
                     which,
                     str(record.get("problem_id")),
                     record.get("text", ""),
-                    json.dumps(record.get("extracted"), default=str),
+                    shown(json.dumps(record.get("extracted"), default=str)),
                     float(record["scalar"]),
-                    json.dumps(record.get("rewards", {})),
+                    shown(json.dumps(record.get("rewards", {}), default=str)),
                 )
             )
     return problems, examples
@@ -421,4 +487,9 @@ def _whole(value: Any) -> int | None:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float holds: an int beyond 2^63 (which math.isfinite cannot even convert) is not one."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= MAX_INT
+    return isinstance(value, float) and math.isfinite(value)

@@ -11,6 +11,7 @@ it and plot names are sanitised (harness/report/plots.py)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,9 @@ MAX_NAME = 4096  # a task, trainer, searcher, model (a path), status: a name, at
 MAX_TEXT = 65_536  # any other string in a manifest (an error line, a data source's field)
 MAX_DEPTH = 32  # a manifest nests 5 deep; deeper is not a run's record
 MAX_ANSWERS = 100_000  # answers per rollout: searcher.n's own bound
+MAX_VALUE = 1e100  # a number a report adds, squares or averages: beyond it a sum of a few would overflow a float
+MAX_K = 10**9  # the k of pass@k, best@k, the c of solved@c: a report computes with it (10^400 was an OverflowError)
+_HEADLINE_K = re.compile(r"(?:^|/)(?:pass|best|solved)@(\d+)$")
 
 Check = Callable[[Any], str]  # "" when the value is fine, else why not
 
@@ -142,46 +146,80 @@ def check_manifest(manifest: Any) -> None:
 
 
 def check_metrics(metrics: Any) -> None:
-    """metrics.json: an object of numbers and lists of them (a curve); names bounded, integers SQLite's."""
+    """metrics.json: an object of numbers and lists of them (a curve); names bounded, integers SQLite's, the k of a
+    pass@k, best@k or solved@c in [1, MAX_K] (a report computes with it)."""
     if not isinstance(metrics, dict):
         raise ValueError(f"metrics.json: holds a {type(metrics).__name__}, not an object")
     for key, value in metrics.items():
         if len(key) > MAX_NAME:
             raise ValueError(f"metrics.json: key {_show(key)} is longer than {MAX_NAME} characters")
+        if (k := _HEADLINE_K.search(key)) and not 1 <= int(k[1]) <= MAX_K:
+            raise ValueError(f"metrics.json: key {_show(key)}: k should be in [1, {MAX_K:,}]")
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_INT:
                 raise ValueError(f"metrics.json: {_show(key)}: {_show(item)} is beyond a 64-bit integer")
+            if why := _bounded(item):
+                raise ValueError(f"metrics.json: {_show(key)}: {_show(item)} {why}")
 
 
 def check_sample(record: dict[str, Any], line: int) -> None:
     """A samples.jsonl record, the fields the index reads: scalar a number or null, rollout_index and call
-    integers or null, text a string."""
+    integers or null, text a string, problem_id and phase a name or an integer, behaviours and held_out objects of
+    numbers within a float's range (others are not scores), extracted and rewards no deeper than MAX_DEPTH."""
     where = f"samples.jsonl line {line}"
     scalar = record.get("scalar")
     if scalar is not None and not (isinstance(scalar, bool) or _is_number(scalar)):
         raise ValueError(f"{where}: scalar: {_show(scalar)} should be a number or null")
+    if why := _bounded(scalar):
+        raise ValueError(f"{where}: scalar: {_show(scalar)} {why}")
     for field in ("rollout_index", "call"):
         value = record.get(field)
         if value is not None and (why := _integer(_whole(value), 0, MAX_INT)):
             raise ValueError(f"{where}: {field}: {_show(value)} {why}")
     if why := _text(record.get("text")):
         raise ValueError(f"{where}: text: {_show(record.get('text'))} {why}")
+    for field in ("problem_id", "phase"):
+        value = record.get(field)
+        if value is not None and (why := _key(value)):
+            raise ValueError(f"{where}: {field}: {_show(value)} {why}")
+    for field in ("behaviours", "held_out"):
+        scores = record.get(field)
+        for name, score in scores.items() if isinstance(scores, dict) else ():
+            if len(name) > MAX_NAME:
+                raise ValueError(f"{where}: {field}: a name longer than {MAX_NAME} characters")
+            if isinstance(score, int) and not isinstance(score, bool) and abs(score) > MAX_INT:
+                raise ValueError(f"{where}: {field}.{_show(name)}: {_show(score)} is beyond a 64-bit integer")
+            if why := _bounded(score):
+                raise ValueError(f"{where}: {field}.{_show(name)}: {_show(score)} {why}")
+    for field in ("extracted", "rewards"):
+        _check_tree(record.get(field), f"{where}: {field}", text_limit=None)
 
 
-def _check_tree(manifest: dict, where: str) -> None:
-    """Every string bounded, every integer SQLite's, no deeper than MAX_DEPTH; walked without recursion."""
-    stack: list[tuple[Any, str, int]] = [(manifest, "", 0)]
+def _key(value: Any) -> str:
+    """A problem id or phase: a name (a string of at most MAX_NAME characters) or an integer SQLite stores."""
+    if isinstance(value, str):
+        return f"longer than {MAX_NAME} characters" if len(value) > MAX_NAME else ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _integer(value, -MAX_INT, MAX_INT)
+    return "should be a string or an integer"
+
+
+def _check_tree(tree: Any, where: str, text_limit: int | None = MAX_TEXT) -> None:
+    """Every string (and key) at most ``text_limit`` characters, every integer SQLite's, no deeper than MAX_DEPTH;
+    walked without recursion. An error names the field (cut to 200 characters: a key may be long)."""
+    stack: list[tuple[Any, str, int]] = [(tree, "", 0)]
     while stack:
         value, path, depth = stack.pop()
+        at = f"{where}: {path if len(path) <= 200 else path[:197] + '...'}" if path else where
         if depth > MAX_DEPTH:
-            raise ValueError(f"{where}: {path}: nested deeper than {MAX_DEPTH}")
-        if isinstance(value, str) and len(value) > MAX_TEXT:
-            raise ValueError(f"{where}: {path}: a string longer than {MAX_TEXT:,} characters")
+            raise ValueError(f"{at}: nested deeper than {MAX_DEPTH}")
+        if text_limit is not None and isinstance(value, str) and len(value) > text_limit:
+            raise ValueError(f"{at}: a string longer than {text_limit:,} characters")
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-            raise ValueError(f"{where}: {path}: {_show(value)} is beyond a 64-bit integer")
+            raise ValueError(f"{at}: {_show(value)} is beyond a 64-bit integer")
         if isinstance(value, dict):
-            if any(len(k) > MAX_TEXT for k in value):
-                raise ValueError(f"{where}: {path}: a key longer than {MAX_TEXT:,} characters")
+            if text_limit is not None and any(len(k) > text_limit for k in value):
+                raise ValueError(f"{at}: a key longer than {text_limit:,} characters")
             stack += [(v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in value.items()]
         elif isinstance(value, list):
             stack += [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
@@ -200,6 +238,16 @@ def _lookup(manifest: dict, field: str) -> tuple[bool, Any]:
 def _whole(value: Any) -> Any:
     """An integer-valued float as its integer (a JSON writer may write 3.0), anything else as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _bounded(value: Any) -> str:
+    """ "" unless ``value`` is a finite number beyond MAX_VALUE (a report's sums and squares of it would overflow);
+    NaN, infinities and other types are for the field's own check (the index leaves out a non-finite figure)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return ""
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        return ""  # the 64-bit check names it
+    return f"is beyond ±{MAX_VALUE:.0e}" if math.isfinite(value) and abs(value) > MAX_VALUE else ""
 
 
 def _is_number(value: Any) -> bool:
