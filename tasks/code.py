@@ -45,9 +45,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from harness.executors import make_executor
+from harness.plugins.option_help import Bounds
+from harness.plugins.size_bounds import MEMORY_MB, THREADS
 from harness.sandbox import SandboxResult, run_tests
 from harness.tasks.chat_data import ask
 from harness.tasks.code_data import (
@@ -71,6 +73,9 @@ from harness.tasks.splits import dedupe, eval_split, normalise, split_by_content
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("humaneval", "hub", "jsonl")
+# test slots at most: a problem has tens of tests (HumanEval 7.7 on average), and every slot is a reward component
+# in each sample's record
+MAX_TEST_SLOTS = 1024
 INSTRUCTION = "Reply with the complete solution in a single ```python code block."
 FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
 # A line that can open code: a statement keyword, an assignment or a call ("Here is the code:" is none of them).
@@ -120,10 +125,11 @@ class CodeTask:
         hub_config: str | None = None,  # the hub dataset's config (MBPP: full or sanitized; LiveCodeBench's version)
         hub_revision: str | None = None,  # the hub dataset's revision (a commit, tag or branch)
         eval_fraction: float = 0.5,  # a single pool's share of eval problems, by a hash of each prompt
-        test_slots: int = 8,  # K: reward components test_0..test_{K-1}, each a group of the problem's tests
+        # K: reward components test_0..test_{K-1}, each a group of the problem's tests
+        test_slots: Annotated[int, Bounds(1, MAX_TEST_SLOTS)] = 8,
         timeout_s: float = 10.0,  # seconds one sandboxed run of a program may take
-        memory_mb: int = 512,  # memory one sandboxed run may use (>= 64)
-        workers: int = 2,  # programs run at once (local executor)
+        memory_mb: Annotated[int, Bounds(64, MEMORY_MB)] = 512,  # memory one sandboxed run may use (>= 64)
+        workers: Annotated[int, Bounds(1, THREADS)] = 2,  # programs run at once (local executor)
         executor: str = "local",  # where programs run: local (threads) or ray
         prompt: str = "prompt",  # own data: the column holding the prompt
         entry_point: str = "entry_point",  # own data: the column holding the function's name

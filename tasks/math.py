@@ -46,9 +46,11 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from harness.plugins.option_help import Bounds
 from harness.plugins.options import coerce
+from harness.plugins.size_bounds import CHARS, POOL
 from harness.tasks.behaviours import with_hints
 from harness.tasks.chat_data import COMPLETION, ask, other_columns, question_column, read_completion, read_prompt
 from harness.tasks.columns import Columns
@@ -69,6 +71,9 @@ from harness.tasks.splits import POOL_SEED, dedupe, digest, eval_split, normalis
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 SOURCES = ("gym-arithmetic", "champ", "jsonl", "hub")
+# gym-arithmetic's terms and digits at most: a hundred numbers of a hundred digits is far past the arithmetic a model
+# is trained on, and past it the generated values grow beyond what Python prints (sys.int_max_str_digits)
+MAX_ARITHMETIC = 100
 HENDRYCKS = "EleutherAI/hendrycks_math"
 HENDRYCKS_SUBJECTS = (
     "algebra",
@@ -115,17 +120,17 @@ class MathTask:
         hub_id: str = HENDRYCKS,  # source=hub: a hub dataset id in MATH's schema, or a local copy
         hub_config: str | None = None,  # the hub dataset's config (GSM8K: main)
         hub_revision: str | None = None,  # the hub dataset's revision (a commit, tag or branch)
-        terms: int = 2,  # gym-arithmetic: numbers in each expression
-        min_digits: int = 1,  # gym-arithmetic: fewest digits of a number
-        max_digits: int = 2,  # gym-arithmetic: most digits of a number
+        terms: Annotated[int, Bounds(1, MAX_ARITHMETIC)] = 2,  # gym-arithmetic: numbers in each expression
+        min_digits: Annotated[int, Bounds(1, MAX_ARITHMETIC)] = 1,  # gym-arithmetic: fewest digits of a number
+        max_digits: Annotated[int, Bounds(1, MAX_ARITHMETIC)] = 2,  # gym-arithmetic: most digits of a number
         operators: str | Iterable[str] = "+-",  # gym-arithmetic: the operators drawn from, of "+-*/"
-        pool_size: int = 2000,  # gym-arithmetic: problems generated before the split
+        pool_size: Annotated[int, Bounds(1, POOL)] = 2000,  # gym-arithmetic: problems generated before the split
         eval_fraction: float = 0.2,  # a single pool's share of eval problems, by a hash of each problem
         boxed_weight: float = 0.5,  # reward weight of "boxed": the committed answer is a boxed value
         length_weight: float = 0.0,  # reward weight of "length" (concise completions); 0: reported only
         strict_weight: float = 0.0,  # reward weight of "strict" (right and boxed); 0: not in the reward
-        length_target: int = 200,  # characters up to which "length" is 1
-        length_cap: int = 800,  # characters from which "length" is 0
+        length_target: Annotated[int, Bounds(0, CHARS)] = 200,  # characters up to which "length" is 1
+        length_cap: Annotated[int, Bounds(1, CHARS)] = 800,  # characters from which "length" is 0
         misleading_hint: bool | str = False,  # every problem carries a wrong hint (VSPO's robustness behaviour)
         instruction: str = INSTRUCTION,  # the request that follows each problem in the prompt
         question: str = "problem",  # own data: the column holding the problem

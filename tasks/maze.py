@@ -24,13 +24,17 @@ import random
 import re
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
+from harness.plugins.option_help import Bounds
+from harness.plugins.size_bounds import POOL
 from harness.tasks.math_answers import boxed_contents
 from harness.tasks.splits import POOL_SEED, digest, eval_split, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
 
 WALL, FLOOR, START, GOAL = "#", ".", "S", "G"
+# a grid's side at most, rows and columns: a larger grid's path outgrows the task's answer budget
+MAX_SIDE = 20
 STEPS = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 # The example walks in a circle, so copying it never earns more than the format reward (an example such as
 # "R R D" solves some mazes: SmolLM2-135M copied it).
@@ -54,18 +58,18 @@ class MazeTask:
     def __init__(
         self,
         *,
-        min_size: int = 4,  # fewest rows (and columns) of a grid
-        max_size: int = 6,  # most rows (and columns) of a grid
+        min_size: Annotated[int, Bounds(2, MAX_SIDE)] = 4,  # fewest rows (and columns) of a grid
+        max_size: Annotated[int, Bounds(2, MAX_SIDE)] = 6,  # most rows (and columns) of a grid
         wall_density: float = 0.3,  # chance that a cell is a wall
-        min_distance: int = 3,  # fewest moves from start to goal
-        pool_size: int = 2000,  # mazes generated before the split
+        min_distance: Annotated[int, Bounds(1, 2 * (MAX_SIDE - 1))] = 3,  # fewest moves from start to goal
+        pool_size: Annotated[int, Bounds(1, POOL)] = 2000,  # mazes generated before the split
         eval_fraction: float = 0.2,  # the pool's share of eval mazes, by content hash
     ) -> None:
         self.min_size, self.max_size = int(min_size), int(max_size)
         self.wall_density, self.min_distance = float(wall_density), int(min_distance)
         self.pool_size, self.eval_fraction = int(pool_size), float(eval_fraction)
-        if not 2 <= self.min_size <= self.max_size <= 20:
-            raise ValueError(f"maze: need 2 <= min_size <= max_size <= 20, got {min_size}, {max_size}")
+        if not 2 <= self.min_size <= self.max_size <= MAX_SIDE:
+            raise ValueError(f"maze: need 2 <= min_size <= max_size <= {MAX_SIDE}, got {min_size}, {max_size}")
         if not 0.0 <= self.wall_density <= 0.6:  # denser grids rarely connect S and G: generation would crawl
             raise ValueError(f"maze: wall_density must be in [0, 0.6], got {wall_density}")
         # Corner to corner of an open grid; longer needs rare winding grids, and generation would crawl.

@@ -25,10 +25,11 @@ import enum
 import importlib.metadata
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from harness.plugins.option_help import Option, describe_dataclass
+from harness.plugins.option_help import Bounds, Option, describe_dataclass
 from harness.plugins.options import make_config
+from harness.plugins.size_bounds import POOL, SEED
 from harness.tasks.math_answers import boxed_contents, clean_answer
 from harness.tasks.splits import POOL_SEED, digest, eval_split, split_by_content, take
 from harness.types import Messages, Problem, Score, Split, TaskCapabilities
@@ -58,8 +59,9 @@ class ReasoningGymTask:
         self,
         dataset: str = "",  # the reasoning-gym dataset (rg:<dataset>)
         *,
-        pool_size: int = 500,  # items generated once, then deduplicated and split into train and eval
-        pool_seed: int = POOL_SEED,  # the seed of that one generation
+        # items generated once, then deduplicated and split into train and eval
+        pool_size: Annotated[int, Bounds(1, POOL)] = 500,
+        pool_seed: Annotated[int, SEED] = POOL_SEED,  # the seed of that one generation
         eval_fraction: float = 0.2,  # the pool's share that is eval problems (by content hash)
         **config: Any,  # fields of the dataset's config dataclass (`harness options task rg:<dataset>`)
     ) -> None:

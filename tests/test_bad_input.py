@@ -175,8 +175,8 @@ def test_bad_input_is_one_line(what, argv, expected, tmp_path, capsys, tiny_poli
 @pytest.mark.parametrize(
     ("option", "expected"),
     [
-        ("searcher.n=100000000000000000000", "n must be at most 100000"),
-        ("searcher.max_new_tokens=1000000000000", "max_new_tokens in 1..131072"),
+        ("searcher.n=100000000000000000000", "option n='100000000000000000000' is out of its bounds (1..100000)"),
+        ("searcher.max_new_tokens=1000000000000", "max_new_tokens='1000000000000' is out of its bounds (1..131072)"),
     ],
 )
 def test_searcher_sizes_no_run_needs_are_refused_before_the_model_loads(

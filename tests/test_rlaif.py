@@ -127,7 +127,7 @@ def test_rlaif_advantages_follow_the_teacher_when_the_task_reward_ties(tiny_poli
 def test_bad_rlaif_options_are_one_line_errors(plugins):
     for options, message in [
         ({}, "behaviour=NAME is required"),
-        ({"behaviour": "conciseness", "judge_batch": 0}, "judge_batch must be >= 1"),
+        ({"behaviour": "conciseness", "judge_batch": 0}, "option judge_batch=0 is out of its bounds (1..100000)"),
     ]:
         with pytest.raises(ValueError, match=re.escape(message)) as err:
             RLAIFTrainer(plugins=plugins, **options)

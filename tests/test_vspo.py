@@ -186,7 +186,7 @@ def test_bad_vspo_options_are_one_line_errors(plugins, vector_path, tiny_policy,
     cases = [
         ({"group_size": 8}, "group_size (8) must equal the number of betas (4"),
         ({"vector": ""}, "needs vector=PATH (a file from `harness steer`) or behaviour=NAME to build one"),
-        ({"vector_prompts": 1}, "vector_prompts must be >= 2"),
+        ({"vector_prompts": 1}, "option vector_prompts=1 is out of its bounds (2..100000)"),
         ({"vector": str(tmp_path / "nowhere.safetensors")}, "not found"),
         ({"betas": "1,x,2,3"}, "comma-separated numbers"),
         ({"reward": "behaviour"}, "needs behaviour=NAME"),

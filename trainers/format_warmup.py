@@ -58,6 +58,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from harness import progress
+from harness.plugins.size_bounds import COUNT, STEPS, bounded
 from harness.scoring.multi_answer import instruct, join_answers, split_answers
 from harness.trainers.policy_gradient import cycle_problems, score_rollouts
 from harness.trainers.post_training import trainable_parameters
@@ -74,20 +75,21 @@ class FormatWarmupOptions:
 
     # SFT on the policy's own answers written in the format, in rounds of warmup_check_every steps, until
     # warmup_target_rate of sampled rollouts are well formed or warmup_steps are spent
-    warmup_steps: int = 0
+    warmup_steps: int = bounded(0, 0, STEPS)
     # a reward component each answer must also earn to count as well formed (math: "boxed"); with or without it, a
     # rollout is well formed when it holds M answers the task reads (code: a program), whatever M is
     warmup_format: str = ""
-    warmup_check_every: int = 8  # warm-up steps between measurements of the well-formed rate
+    warmup_check_every: int = bounded(8, 1, STEPS)  # warm-up steps between measurements of the well-formed rate
     warmup_target_rate: float = 0.9  # the warm-up stops once this share of sampled rollouts is well formed
     # stop once this many checks in a row found the rate, already above 0, no higher than its best so far (a plateau:
     # on code at 135M, 62% after 8 steps, then 56% after 16); 0 never stops early
-    warmup_patience: int = 1
-    warmup_samples: int = 8  # samples per problem the warm-up draws to build its targets (>= M)
-    warmup_problems: int = 16  # problems the targets come from (sampling them all would cost more than RL)
-    warmup_check_problems: int = 8  # other problems whose rollouts (2 each) measure the rate
+    warmup_patience: int = bounded(1, 0, STEPS)
+    warmup_samples: int = bounded(8, 1, COUNT)  # samples per problem the warm-up draws to build its targets (>= M)
+    # problems the targets come from (sampling them all would cost more than RL)
+    warmup_problems: int = bounded(16, 1, COUNT)
+    warmup_check_problems: int = bounded(8, 1, COUNT)  # other problems whose rollouts (2 each) measure the rate
     warmup_lr: float = 1e-4  # the warm-up's learning rate (at 2e-5 SmolLM2-135M wrote no well-formed VPO rollout)
-    warmup_batch_size: int = 4  # (prompt, target) pairs per warm-up step
+    warmup_batch_size: int = bounded(4, 1, COUNT)  # (prompt, target) pairs per warm-up step
     # "worked": M of its answers with their reasoning, each answer put in the task's form; "extracted": the answers
     # alone in that form; "self": as written; "auto": the task's choice, else worked with reference completions,
     # else self (module docstring)

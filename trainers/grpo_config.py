@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.plugins.size_bounds import COUNT, SEED, STEPS, TOKENS, bounded
 from harness.scoring.multi_answer import DELIMITER
 from harness.trainers.advantages import WEIGHTINGS
 from harness.trainers.finite import check_lr
@@ -22,10 +23,12 @@ __all__ = ["GRPOConfig"]
 
 @dataclass
 class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpointing, autocast, lr schedule; warmup_*
-    steps: int = 10  # batches of rollouts (one optimizer step each, num_iterations with several passes)
-    prompts_per_step: int = 2  # distinct problems per step
-    group_size: int = 8  # G: completions per problem; advantages are relative within these
-    max_new_tokens: int = 96  # generation budget per completion (Dr. GRPO's constant normaliser too)
+    # batches of rollouts (one optimizer step each, num_iterations with several passes)
+    steps: int = bounded(10, 1, STEPS)
+    prompts_per_step: int = bounded(2, 1, COUNT)  # distinct problems per step
+    group_size: int = bounded(8, 1, COUNT)  # G: completions per problem; advantages are relative within these
+    # generation budget per completion (Dr. GRPO's constant normaliser too)
+    max_new_tokens: int = bounded(96, 1, TOKENS)
     temperature: float = 1.0  # sampling temperature; log-probs are taken at the same temperature
     top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this probability
     lr: float = 3e-5  # AdamW learning rate (lower rates learned nothing in 10 steps on SmolLM2-135M)
@@ -37,7 +40,7 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # TR-DPO's reference sync (trainers/ref_sync.py; beta > 0, full fine-tuning): every ref_model_sync_steps steps
     # the KL reference becomes ref_model_mixup_alpha * policy + (1 - ref_model_mixup_alpha) * reference
     sync_ref_model: bool = False
-    ref_model_sync_steps: int = 512  # steps between reference syncs (TRL's default; at most `steps`)
+    ref_model_sync_steps: int = bounded(512, 1, STEPS)  # steps between reference syncs (TRL's default; at most `steps`)
     ref_model_mixup_alpha: float = 0.6  # the policy's share in each sync (1: the reference becomes the policy)
     # the loss's normaliser: "sequence" (GRPO), "token" (DAPO), "constant" (Dr. GRPO); each method's name is taken too:
     # "grpo", "dapo", "dr_grpo"
@@ -49,23 +52,26 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # dropped and prompts_per_step more prompts are sampled, up to max_resample_rounds extra rounds per step
     dynamic_sampling: bool = False
     # extra generation rounds a step may take; a batch still short after them is topped up with flat groups
-    max_resample_rounds: int = 3
+    max_resample_rounds: int = bounded(3, 0, COUNT)
     # DAPO's overlong handling (trainers/overlong.py): no loss at all on a rollout cut at max_new_tokens without EOS
     mask_truncated: bool = False
     # DAPO's soft overlong punishment: weight of reward component "overlong", 0 up to max_new_tokens - overlong_buffer
     # tokens, then falling linearly to -1 at max_new_tokens (0: off)
     overlong_penalty: float = 0.0
-    overlong_buffer: int = 0  # the tokens before max_new_tokens over which the penalty grows (DAPO: 4096 of 20480)
+    # the tokens before max_new_tokens over which the penalty grows (DAPO: 4096 of 20480)
+    overlong_buffer: int = bounded(0, 0, TOKENS)
     advantage: str = "grpo"  # a registered advantage estimator
-    answers_per_rollout: int = 1  # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
+    # M: candidate answers written in one rollout, separated by `delimiter` (VPO)
+    answers_per_rollout: int = bounded(1, 1, COUNT)
     delimiter: str = DELIMITER  # separates the M answers of a rollout
-    draws: int = 32  # Dirichlet draws per set reward (VPO's estimators)
+    draws: int = bounded(32, 1, COUNT)  # Dirichlet draws per set reward (VPO's estimators)
     # VPO's trade-offs (trainers/advantages.py trade_offs): "task" centres them on the task's reward weights, so VPO
     # pursues GRPO's objective; "uniform" is the method's unweighted Dirichlet(1)
     trade_off_weights: str = "task"
-    pkpo_k: int = 4  # the k of max@k for the PKPO estimator (<= group_size)
-    micro_batch: int = 8  # rows per forward/backward; gradients accumulate to the full batch
-    num_iterations: int = 1  # optimizer passes over each batch of rollouts (GRPO's mu; the clip acts from pass 2)
+    pkpo_k: int = bounded(4, 1, COUNT)  # the k of max@k for the PKPO estimator (<= group_size)
+    micro_batch: int = bounded(8, 1, COUNT)  # rows per forward/backward; gradients accumulate to the full batch
+    # optimizer passes over each batch of rollouts (GRPO's mu; the clip acts from pass 2)
+    num_iterations: int = bounded(1, 1, COUNT)
     behaviour: str = ""  # a registered behaviour scorer added to the reward as component "behaviour/<name>"
     behaviour_weight: float = 0.0  # lambda: its weight, r = r0 + lambda * behaviour(answer, problem)
     # The surrogate's old policy (trainers/rollout_precision.py): "auto" recomputes its log-probs in the update's
@@ -75,7 +81,7 @@ class GRPOConfig(PostTrainingOptions, FormatWarmupOptions):  # + LoRA, checkpoin
     # stop, with the weights of the last healthy step, when rollouts or an update show a collapsed policy
     # (trainers/collapse_watch.py); false: train on whatever happens
     stop_on_collapse: bool = True
-    seed: int = 0  # seed of problem order, sampling and estimator draws
+    seed: int = bounded(0, SEED)  # seed of problem order, sampling and estimator draws
 
     def __post_init__(self) -> None:
         self.loss_norm = LOSS_NORM_NAMES.get(self.loss_norm, self.loss_norm)  # "dapo" is "token"

@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from harness.plugins.size_bounds import RANK, bounded
+
 SCHEDULES = ("constant", "linear", "cosine")
 AUTOCAST = ("", "auto", "bfloat16", "float16")
 AUTO = "auto"
@@ -37,7 +39,7 @@ AUTO = "auto"
 class PostTrainingOptions:
     """Trainer options every trainer takes (a base of each trainer's config dataclass)."""
 
-    lora_r: int = 0  # LoRA rank; 0 trains every weight
+    lora_r: int = bounded(0, 0, RANK)  # LoRA rank; 0 trains every weight
     lora_alpha: float = 32.0  # LoRA scale alpha (the update is alpha / r * B A)
     lora_dropout: float = 0.0  # dropout on the LoRA adapters' input
     lora_target_modules: str = "all-linear"  # peft's target_modules: "all-linear" or comma-separated module names

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from harness.models import Policy
+from harness.plugins.size_bounds import COUNT, bounded
 from harness.scoring.multi_answer import split_answers
 from harness.teacher.judge import Judge
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer, _frozen_copy
@@ -30,7 +31,7 @@ from harness.types import TrainerCapabilities
 class RLAIFConfig(GRPOConfig):
     alpha: float = 1.0  # weight of the teacher's [0, 1] judgement in the reward
     teacher: str = ""  # model spec of the judge; "" = a frozen copy of the initial policy
-    judge_batch: int = 8  # answers per teacher forward pass
+    judge_batch: int = bounded(8, 1, COUNT)  # answers per teacher forward pass
 
     def __post_init__(self) -> None:
         super().__post_init__()

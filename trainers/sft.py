@@ -36,6 +36,7 @@ from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
 from harness.failures import PluginFailed
 from harness.plugins.options import make_config
+from harness.plugins.size_bounds import COUNT, SEED, STEPS, TOKENS, bounded
 from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, join_answers
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
@@ -59,19 +60,20 @@ TARGETS = ("auto", "references", "self", "teacher", "rewrites")
 
 @dataclass
 class SFTConfig:
-    steps: int = 20  # optimizer steps
-    batch_size: int = 4  # (prompt, target) pairs per optimizer step
+    steps: int = bounded(20, 1, STEPS)  # optimizer steps
+    batch_size: int = bounded(4, 1, COUNT)  # (prompt, target) pairs per optimizer step
     lr: float = 1e-5  # AdamW learning rate
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradients are clipped to this total norm
-    max_target_tokens: int = 128  # targets are cut here (no EOS then); also the sampling budget of "self"/"teacher"
-    micro_batch: int = 4  # pairs per forward/backward; gradients accumulate to the full batch
-    seed: int = 0  # order of the pairs and the sampling seed
+    # targets are cut here (no EOS then); also the sampling budget of "self"/"teacher"
+    max_target_tokens: int = bounded(128, 1, TOKENS)
+    micro_batch: int = bounded(4, 1, COUNT)  # pairs per forward/backward; gradients accumulate to the full batch
+    seed: int = bounded(0, SEED)  # order of the pairs and the sampling seed
     targets: str = "auto"  # "auto", "references", "self" (rejection sampling), "teacher" or "rewrites"
     teacher: str = ""  # model spec (alias, folder, hub id) of the teacher, for targets="teacher"
-    samples_per_problem: int = 4  # samples drawn per problem for "self"/"teacher"
+    samples_per_problem: int = bounded(4, 1, COUNT)  # samples drawn per problem for "self"/"teacher"
     temperature: float = 1.0  # sampling temperature for "self"/"teacher"
-    answers_per_rollout: int = 1  # M: answers per target (VPO's multi-answer format when > 1)
+    answers_per_rollout: int = bounded(1, 1, COUNT)  # M: answers per target (VPO's multi-answer format when > 1)
     delimiter: str = DELIMITER  # separates the M answers of a target
     behaviour: str = ""  # targets="rewrites": the registered behaviour the teacher rewrites towards
     filter_rewrites: bool = True  # targets="rewrites": drop a rewrite that scores lower on the behaviour

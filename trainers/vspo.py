@@ -78,6 +78,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import progress
+from harness.plugins.size_bounds import COUNT, bounded
 from harness.runner.distributed import current as current_parallel
 from harness.steering.cache import cached, remember, vector_key
 from harness.steering.vectors import BETA_UNITS, Steering, SteeringVector
@@ -91,9 +92,12 @@ REWARDS = ("strength", "behaviour", "auto")
 @dataclass
 class VSPOConfig(GRPOConfig):
     vector: str = ""  # path to a saved SteeringVector; "" = build one for `behaviour` before training
-    vector_prompts: int = 16  # training problems whose answers are rewritten into pairs when the vector is built
-    probe_pairs: int = 8  # pairs the layer criterion steers with (harness.steering.vectors.build_vector)
-    probe_every: int = 4  # probe every k-th layer, then climb to the best neighbour (build.probe_layers)
+    # training problems whose answers are rewritten into pairs when the vector is built
+    vector_prompts: int = bounded(16, 2, COUNT)
+    # pairs the layer criterion steers with (harness.steering.vectors.build_vector)
+    probe_pairs: int = bounded(8, 1, COUNT)
+    # probe every k-th layer, then climb to the best neighbour (build.probe_layers)
+    probe_every: int = bounded(4, 1, COUNT)
     betas: str = "-0.15,-0.1,-0.05,0,0.05,0.1,0.15,0.2"  # one strength per rollout of a group; len == group_size
     beta_unit: str = "activation_norm"  # what a beta is measured in: activation_norm, absolute or raw_norm
     alpha: float = 2.0  # shaping scale: r = r0 + alpha * beta (or alpha * behaviour score)

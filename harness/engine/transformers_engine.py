@@ -65,7 +65,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
@@ -73,6 +73,8 @@ from harness import progress
 from harness.engine.tokens import encode_chat, eos_ids
 from harness.faults import fault_point
 from harness.models import Policy
+from harness.plugins.option_help import Bounds
+from harness.plugins.size_bounds import COUNT, TOKENS
 from harness.runner.threads import phase_threads
 from harness.steering.vectors import RowSteering, Steering
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
@@ -94,11 +96,12 @@ class TransformersEngine:
     def __init__(
         self,
         policy: Policy,
-        max_batch_rows: int = 64,  # rows (samples) decoded together (--batch-size)
+        max_batch_rows: Annotated[int, Bounds(1, COUNT)] = 64,  # rows (samples) decoded together (--batch-size)
         progress: bool = True,
         main_process: bool = True,
         rollout_dtype: str = "",  # float32, bfloat16 or float16: sample under autocast to it; "": the weights'
-        sync_every: int | None = None,  # decoding steps between reads of the sampled tokens; none: 1 on CPU, 8 on GPU
+        # decoding steps between reads of the sampled tokens; none: 1 on CPU, 8 on GPU
+        sync_every: Annotated[int | None, Bounds(1, TOKENS)] = None,
     ) -> None:
         self.policy = policy
         self._set_precision(rollout_dtype)

@@ -49,7 +49,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from harness import progress
 from harness.engine.tokens import encode_chat, eos_ids
@@ -61,6 +61,8 @@ from harness.engine.vllm_options import (
     typed,
 )
 from harness.engine.weights import serving_weights
+from harness.plugins.option_help import Bounds
+from harness.plugins.size_bounds import CONTEXT
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
 # The vLLM releases this engine is written against (pyproject's vllm extra says the same): each has the in-place
@@ -137,7 +139,8 @@ class VLLMEngine(VLLMContract):
         kv_cache_gib: float | None = None,  # memory for the KV cache; none: 1 GiB on CPU, from the share on a GPU
         gpu_memory_utilization: float | None = None,  # share of the GPU's memory vLLM may take; none: 0.3
         enforce_eager: bool | None = None,  # no CUDA graphs or torch.compile; none: true on CPU, false on a GPU
-        max_model_len: int | None = None,  # the longest prompt + completion; none: the model's
+        # the longest prompt + completion; none: the model's
+        max_model_len: Annotated[int | None, Bounds(1, CONTEXT)] = None,
         sleep: bool = False,  # vLLM's sleep mode: its memory is freed for each update
         progress: bool = True,
         main_process: bool = True,

@@ -54,10 +54,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from harness.engine.vllm_engine import VLLMContract, _prompt_seed
 from harness.engine.weights import serving_weights
+from harness.plugins.option_help import Bounds
+from harness.plugins.size_bounds import THREADS
 from harness.store.run_folder import default_permissions
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
@@ -224,7 +226,7 @@ class VLLMServerEngine(VLLMContract):
         weights_dir: str | Path | None = None,  # a folder both machines mount, for weight pushes (--engine-weights-dir)
         transport: WeightTransport | None = None,  # another way to push weights (Python only, not from text)
         timeout: float = 600.0,  # seconds any one request may take
-        max_concurrency: int = 64,  # requests in flight at once
+        max_concurrency: Annotated[int, Bounds(1, THREADS)] = 64,  # requests in flight at once
         progress: bool = True,
         main_process: bool = True,
         dtype: str | None = None,  # the precision the server must compute in (--rollout-dtype); none: any

@@ -11,7 +11,9 @@ Help is written beside the option, as tyro and simple-parsing read field docstri
 - else the ``#`` comment lines right above it.
 
 Bounds, where declared: ``metadata={"bounds": Bounds(1, None)}`` on a field, ``Annotated[int, Bounds(1, None)]``
-on a parameter (inclusive; None: open). The converter refuses a value outside them.
+on a parameter (inclusive; None: open). The converter refuses a value outside them. A subclass that overrides a
+field's default keeps the bounds its base declares (VPO's ``answers_per_rollout``). The built-ins' shared upper ends,
+with why each is that number: harness/plugins/size_bounds.py.
 """
 
 from __future__ import annotations
@@ -135,10 +137,20 @@ def describe_dataclass(cls: type, exclude: tuple[str, ...] = ()) -> list[Option]
         if default is REQUIRED and f.default_factory is not REQUIRED:
             default = f.default_factory()
         hint = hints.get(f.name, None)
-        hint, bounds = _unwrap(hint, f.metadata.get("bounds"))
+        hint, bounds = _unwrap(hint, f.metadata.get("bounds") or _inherited_bounds(cls, f.name))
         help_text = f.metadata.get("help") or comments[owner].get(f.name, "")
         options.append(Option(f.name, _written(f.type, hint), default, " ".join(str(help_text).split()), bounds, hint))
     return options
+
+
+def _inherited_bounds(cls: type, name: str) -> Bounds | None:
+    """The bounds a base of ``cls`` declares on field ``name`` (a subclass that only changes its default keeps
+    them)."""
+    for base in cls.__mro__[1:]:
+        declared = getattr(base, "__dataclass_fields__", {}).get(name)
+        if declared is not None and isinstance(declared.metadata.get("bounds"), Bounds):
+            return declared.metadata["bounds"]
+    return None
 
 
 def describe_parameters(function: Callable[..., Any], skip: int = 0) -> list[Option]:

@@ -11,7 +11,7 @@ import inspect
 import math
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from harness.plugins.aliases import Alias, aliases_of, resolve_aliases
@@ -57,26 +57,103 @@ def typed_value(option: Option, value: Any, who: str) -> Any:
     return typed
 
 
+def typed_option(kind: str, name: str, factory: Any, key: str, value: Any) -> Any:
+    """One option of ``factory`` typed and checked against its bounds, as ``check_options`` types them all, for a
+    value the runner reads before the plugin is built (a trainer's answers_per_rollout: its rollout budget is M times
+    the task's); a key the factory does not describe is returned as given."""
+    described = {o.name: o for o in describe(factory, kind=kind)}
+    return typed_value(described[key], value, f"{kind} {name!r}") if key in described else value
+
+
 def coerce(value: Any, default: Any = None, hint: Any = None) -> Any:
     """The one converter of option values: ``value`` as type ``hint`` (else the type of ``default``: bool, int,
     float, str; else unchanged). Text (``--set``) is parsed by ``convert``; a TOML or YAML value of another type is
-    kept, except that a whole float fills an int, an int a float, a number a str. Raises ValueError or TypeError."""
+    checked by ``fit``. Raises ValueError or TypeError."""
     if hint is None and isinstance(default, (bool, int, float, str)):
         hint = type(default)
     if hint is None or hint is Any:
         return value
     if isinstance(value, str):
         return convert(value, hint)
-    if hint is bool and not isinstance(value, bool):
+    return fit(value, hint)
+
+
+SCALARS = (bool, int, float, str)
+
+
+def fit(value: Any, hint: Any) -> Any:
+    """A TOML or YAML value (not text) as type ``hint``: kept when it is one, else converted where nothing is lost: a
+    whole float fills an int, an int a float, a number a str, a list of scalars a str as "a,b" (the form --set takes
+    it in), a scalar a one-item list. A value of another shape (a mapping or a list where a number is expected, a
+    bool for a count, a mapping for a list) raises ValueError; a type the converter does not know (a class of the
+    plugin's) takes what is given."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or hint is None:
+        return value
+    if isinstance(value, str):
+        return convert(value, hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        members = [a for a in args if a is not type(None)]
+        for arg in members:  # a value that already is one of the types, as it is (8 for Sequence[int] | str | int)
+            if arg in SCALARS and type(value) is arg:
+                return value
+        containers = [a for a in members if typing.get_origin(a) in (list, tuple, Sequence, Iterable)]
+        others = sorted((a for a in members if a not in containers), key=lambda a: a is str)  # str takes anything
+        # a list fills a list member before a str ("+-" or ["+", "-"]); a number a scalar before a one-item list
+        for arg in containers + others if isinstance(value, (list, tuple)) else others + containers:
+            try:
+                return fit(value, arg)
+            except (TypeError, ValueError, SyntaxError):
+                continue
         raise ValueError(value)
-    if hint is int and isinstance(value, float):
-        if value != int(value):
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ValueError(value)
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():  # 1e3 from YAML; not nan or inf
+            return int(value)
+        raise ValueError(value)
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(value)
+    if hint is str:
+        if isinstance(value, bool):  # kept: a text option read as a switch (vspo's remove_length) reads str(value)
+            return value
+        if isinstance(value, (int, float)):
+            return str(value)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, SCALARS) for v in value):  # betas = [-1, 0, 1]
+            return ",".join(str(v) for v in value)
+        raise ValueError(value)
+    if hint is type(None):
+        if value is None:
+            return None
+        raise ValueError(value)
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ValueError(value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return value if isinstance(value, hint) else hint(value)
+    if origin in (list, tuple, Sequence, Iterable) or hint in (list, tuple):
+        if isinstance(value, SCALARS):  # one item, as --set reads "8"
+            value = [value]
+        if not isinstance(value, (list, tuple)):
             raise ValueError(value)
-        return int(value)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
+        if origin is tuple and len(args) > 1 and args[1] is not Ellipsis:  # a fixed tuple[int, str]
+            return tuple(fit(v, a) for v, a in zip(value, args, strict=True))
+        element = args[0] if args else Any
+        values = [fit(v, element) for v in value]
+        return tuple(values) if tuple in (origin, hint) else values
+    if origin in (dict, Mapping) or hint is dict:
+        if not isinstance(value, dict):
+            raise ValueError(value)
+        return value
     return value
 
 
@@ -115,7 +192,7 @@ def convert(text: str, hint: Any) -> Any:
             return int(text)
         except ValueError:
             number = float(text)  # "1e3"
-        if number != int(number):
+        if not number.is_integer():  # 1.5, nan, inf
             raise ValueError(text)
         return int(number)
     if hint is float:

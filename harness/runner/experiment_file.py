@@ -9,6 +9,7 @@ mistake refused in one line naming the file, before any plugin or model is built
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +39,21 @@ def load_experiment(path: Path | str, size: str | None = None) -> dict[str, Any]
             raise ValueError(f"{path}: has no [size.*] tables; drop --size {size}")
     else:
         if not isinstance(sizes, dict) or not sizes or not all(isinstance(v, dict) for v in sizes.values()):
-            raise ValueError(f"{path}: 'size' must hold tables of settings, e.g. [size.cpu] and [size.gpu]")
+            raise ValueError(
+                f"{path}: 'size' must hold tables of settings, e.g. [size.cpu] and [size.gpu], got {_shown(sizes)}"
+            )
         size = size or DEFAULT_SIZE
         if size not in sizes:
-            raise ValueError(f"{path}: no size {size!r}; sizes: {', '.join(sizes)}")
+            raise ValueError(f"{path}: no size {size!r}; sizes: {', '.join(map(str, sizes))}")
         settings = _merge(settings, _settings(dict(sizes[size]), f"{path} [size.{size}]"))
         settings["size"] = size
     if arms is not None:
         if "trainer" in settings:
             raise ValueError(f"{path}: with [[arm]] tables each arm names its trainer; remove the shared 'trainer'")
         if not isinstance(arms, list) or not arms:
-            raise ValueError(f"{path}: 'arm' must be [[arm]] tables, each with a name and a trainer")
+            raise ValueError(
+                f"{path}: 'arm' must be [[arm]] tables, each with a name and a trainer, got {_shown(arms)}"
+            )
         settings["arms"] = [_arm(arm, i, path, size, sizes or {}) for i, arm in enumerate(arms, 1)]
         names = [arm["name"] for arm in settings["arms"]]
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -88,32 +93,92 @@ def _read(path: Path) -> dict[str, Any]:
 def _settings(data: dict[str, Any], where: str, top: bool = False) -> dict[str, Any]:
     """Run-level settings and ``set`` tables (the top level of a file, or one of its sizes), checked."""
     known = set(field_names(RunConfig, cli=True))  # a file sets what a flag does (options: its set tables)
-    unknown = sorted(set(data) - known - {"set"})
+    unknown = sorted(str(key) for key in set(data) - known - {"set"})
     if unknown:
         tables = ", set, arm, size" if top else ", set"  # arms and sizes are tables of the top level only
         raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}{tables}")
     options = _options(data.pop("set", {}), where)
-    for key in ("steps", "limit", "train_limit", "threads"):
-        if key in data and data[key] is not None:
-            data[key] = as_int(data[key], f"{where}: {key}")
-    if isinstance(data.get("k"), list):  # k = [1, 4, 16] -> "1,4,16", as on the command line
-        data["k"] = ",".join(str(as_int(k, f"{where}: k")) for k in data["k"])
-    if data.get("batch_size") is not None:
-        data["batch_size"] = positive_int(data["batch_size"], f"{where}: batch_size")
-    for key in ("model", "preset", "out", "k", "model_revision"):
-        if key in data and not isinstance(data[key], (str, int)):
-            raise ValueError(f"{where}: {key} should be a string, got {data[key]!r}")
-    for key in ("rewards", "plugins"):  # rewards = ["myrewards:brevity=0.5"], plugins = ["./my_plugin.py"]
-        if key in data and not (isinstance(data[key], list) and all(isinstance(v, str) for v in data[key])):
-            raise ValueError(f"{where}: {key} should be a list of strings, got {data[key]!r}")
-    return {**data, "options": options}
+    return {**{key: _shaped(key, value, f"{where}: {key}") for key, value in data.items()}, "options": options}
+
+
+AXES = ("task", "trainer", "searcher")  # a name or a list of names (a grid's axes; seed is the fourth)
+SETTING_TYPES = typing.get_type_hints(RunConfig)
+
+
+def _shaped(key: str, value: Any, what: str) -> Any:
+    """A setting's value checked against the type of its RunConfig field, so that a value of the wrong shape (``task:
+    7``, ``seed: [[1]]``, ``steps: many``, a list where a string belongs) is one line naming the key, never a
+    traceback from deep in the run."""
+    hint = SETTING_TYPES[key]
+    optional = type(None) in typing.get_args(hint)
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"{what} has no value; give one or leave the key out")
+    if key in AXES:
+        items = value if isinstance(value, list) else [value]
+        wrong = [v for v in items if not (isinstance(v, str) and v.strip())]
+        if isinstance(value, list) and wrong:
+            raise ValueError(f"{what}: a list of names holds {_shown(wrong[0])}; each should be a name")
+        if not items or wrong:
+            raise ValueError(f"{what} should be a name or a list of names, got {_shown(value)}")
+        return value
+    if key == "seed":  # 0, "0,1,2" or [0, 1, 2]; the range is checked with the flag's (run_settings)
+        items = value if isinstance(value, list) else value.split(",") if isinstance(value, str) else [value]
+        try:
+            if not items:
+                raise ValueError(value)
+            for item in items:
+                as_int(item.strip() if isinstance(item, str) else item, what)
+        except ValueError:
+            raise ValueError(f"{what} should be an integer or a list of integers, got {_shown(value)}") from None
+        return value
+    if key == "k":  # k = [1, 4, 16] -> "1,4,16", as on the command line; "1,4,16" or 16 as they are
+        if isinstance(value, list):
+            return ",".join(str(as_int(k, what)) for k in value)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValueError(f"{what} should be a list of integers or a string like 1,4,16, got {_shown(value)}")
+        return value
+    if key == "batch_size":
+        return positive_int(value, what)
+    if key == "checkpoint_every":  # steps or "10m"; RunConfig reads which
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError(f"{what} should be steps (an integer) or minutes like 10m, got {_shown(value)}")
+        return value
+    base = next((a for a in typing.get_args(hint) if a is not type(None)), hint) if optional else hint
+    if base is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{what} should be true or false, got {_shown(value)}")
+        return value
+    if base is int:
+        return as_int(value, what)
+    if base is str:  # a number is its text (model_revision = 1234)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise ValueError(f"{what} should be a string, got {_shown(value)}")
+        return value
+    if typing.get_origin(base) is list:  # rewards = ["myrewards:brevity=0.5"], plugins = ["./my_plugin.py"]
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ValueError(f"{what} should be a list of strings, got {_shown(value)}")
+        return value
+    raise TypeError(f"{what}: RunConfig's type {hint} has no check here")  # a new field's type: add its check
 
 
 def _options(options: Any, where: str) -> dict[str, dict[str, Any]]:
-    """``set`` tables -> {"task": {...}, "trainer": {...}, "searcher": {...}}."""
-    options = options or {}
-    if not isinstance(options, dict) or not all(k in OPTION_KINDS and isinstance(v, dict) for k, v in options.items()):
-        raise ValueError(f"{where}: 'set' must hold tables named task, trainer or searcher")
+    """``set`` tables -> {"task": {...}, "trainer": {...}, "searcher": {...}}; each value is typed by the plugin's
+    converter when the plugin is built (harness/plugins/options.py), which names the option."""
+    options = {} if options is None else options
+    if not isinstance(options, dict):
+        raise ValueError(f"{where}: 'set' must hold tables named task, trainer or searcher, got {_shown(options)}")
+    for kind, table in options.items():
+        if kind not in OPTION_KINDS:
+            raise ValueError(f"{where}: 'set' must hold tables named task, trainer or searcher, not {kind!r}")
+        if not isinstance(table, dict):
+            raise ValueError(f"{where}: set.{kind} should be a table of options (KEY = VALUE), got {_shown(table)}")
+        strange = [key for key in table if not isinstance(key, str)]
+        if strange:
+            raise ValueError(f"{where}: set.{kind}: an option's name should be a string, got {strange[0]!r}")
     return {kind: dict(options.get(kind, {})) for kind in OPTION_KINDS}
 
 
@@ -129,7 +194,7 @@ def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, A
     where = f"{path}: arm {number}" + (f" ({name})" if isinstance(name, str) else "")
     if not isinstance(arm, dict):
         raise ValueError(f"{where}: expected a table with a name and a trainer")
-    unknown = sorted(set(arm) - set(ARM_KEYS))
+    unknown = sorted(str(key) for key in set(arm) - set(ARM_KEYS))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; an arm takes {', '.join(ARM_KEYS)}")
     if not isinstance(name, str) or not ARM_NAME.fullmatch(name):
@@ -137,10 +202,10 @@ def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, A
             f"{where}: 'name' must be letters, digits, '_', '.' or '-' (it names the run folders), got {name!r}"
         )
     if not isinstance(arm.get("trainer"), str) or not arm["trainer"].strip():
-        raise ValueError(f"{where}: 'trainer' must name a trainer (or 'none'), got {arm.get('trainer')!r}")
+        raise ValueError(f"{where}: 'trainer' must name a trainer (or 'none'), got {_shown(arm.get('trainer'))}")
     searcher = arm.get("searcher")
     if searcher is not None and not (isinstance(searcher, str) and searcher.strip()):
-        raise ValueError(f"{where}: 'searcher' must name a searcher, got {searcher!r}")
+        raise ValueError(f"{where}: 'searcher' must name a searcher, got {_shown(searcher)}")
     out = {
         "name": name,
         "trainer": arm["trainer"].strip(),
@@ -151,13 +216,13 @@ def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, A
     own_sizes = arm.get("size") or {}
     if not isinstance(own_sizes, dict) or not all(isinstance(v, dict) for v in own_sizes.values()):
         raise ValueError(f"{where}: 'size' must hold tables, e.g. [arm.size.gpu.set.trainer]")
-    strange = sorted(set(own_sizes) - set(sizes))
+    strange = sorted(str(key) for key in set(own_sizes) - set(sizes))
     if strange:
         raise ValueError(
-            f"{where}: size(s) {', '.join(strange)} not among the file's sizes ({', '.join(sizes) or 'none'})"
+            f"{where}: size(s) {', '.join(strange)} not among the file's sizes ({', '.join(map(str, sizes)) or 'none'})"
         )
     chosen = own_sizes.get(size) or {}
-    unknown = sorted(set(chosen) - {"steps", "set"})
+    unknown = sorted(str(key) for key in set(chosen) - {"steps", "set"})
     if unknown:
         raise ValueError(
             f"{where} [size.{size}]: unknown key(s) {', '.join(unknown)}; an arm's size takes steps and set"
@@ -170,5 +235,11 @@ def _arm(arm: Any, number: int, path: Path, size: str | None, sizes: dict[str, A
 def as_int(value: Any, what: str) -> int:
     """An integer setting (an int, or its digits as a string; negative allowed), else one line naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().lstrip("-").isdigit():
-        raise ValueError(f"{what} should be an integer, got {value!r}")
+        raise ValueError(f"{what} should be an integer, got {_shown(value)}")
     return int(value)
+
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: its repr, cut short (a file's value may be a table of thousands)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -32,7 +32,14 @@ from harness.plugins.contract import (
     require,
 )
 from harness.plugins.option_help import SUPPLIED, describe
-from harness.plugins.options import build_plugin, check_finite, check_options, factory_parameters, unknown_options
+from harness.plugins.options import (
+    build_plugin,
+    check_finite,
+    check_options,
+    factory_parameters,
+    typed_option,
+    unknown_options,
+)
 from harness.runner.config import RunConfig
 from harness.runner.context_budget import check_generation_budget
 from harness.runner.precision import RolloutPrecision
@@ -302,7 +309,8 @@ def plugin_options(
     given = given_options(cfg, plugins, kind, name)[0]
     options = preset_options(plugins, cfg.preset, kind, name)
     evaluates = evaluates or TrainerCapabilities()
-    m = int(given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout)))
+    m = given.get("answers_per_rollout", options.get("answers_per_rollout", evaluates.answers_per_rollout))
+    m = int(typed_option(kind, name, plugins[kind].get(name).load(), "answers_per_rollout", m))  # "1e12": one line
     if "max_new_tokens" in options:  # the task's per-answer budget, else the preset's
         options["max_new_tokens"] = rollout_budget(int(budget or options["max_new_tokens"]), m)
         cap = run_preset(cfg.preset).get("max_rollout_tokens")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from harness.plugins.size_bounds import MAX_SEED  # numpy's range, every seed option's too
 from harness.runner.config import RunConfig
 from harness.runner.experiment_file import as_int
 
@@ -100,9 +101,6 @@ def _trainer_options_used(cells: list[RunConfig]) -> list[RunConfig]:
     if any(cell.eval_every for cell in cells) and all(cell.trainer == "none" for cell in cells):
         raise ValueError("--eval-every evaluates during training; this run trains nothing (--trainer none)")
     return cells
-
-
-MAX_SEED = (1 << 32) - 1  # numpy's and most samplers' range; SQLite's integers end at 2^63 - 1
 
 
 def _seed(value: Any) -> int:
