@@ -9,7 +9,7 @@ import sqlite3
 import sys
 from typing import Any
 
-from harness.failures import RunFailed, run_folder_of
+from harness.failures import RunFailed, reason, run_folder_of
 from harness.interrupts import terminate_as_interrupt
 from harness.plugins.registry import PluginError
 from harness.runner.config import RunConfig, add_flags, given_settings
@@ -46,9 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
         folder = run_folder_of(exc)
+        if exc.errno == errno.EFBIG:  # RLIMIT_FSIZE (ulimit -f), or the file system's largest file
+            what, fix = "the file-size limit reached", "lift the limit (ulimit -f)"
+        else:
+            what, fix = "no space left", "free space"
         return _error(
-            f"no space left writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
-            f"written before is kept: free space, then `{resume_command(folder)}`",
+            f"{what} writing {exc.filename or 'the run folder'} ({exc.strerror}); everything "
+            f"written before is kept: {fix}, then `{resume_command(folder)}`",
             code=exit_code(exc),
         )
     except sqlite3.OperationalError as exc:  # the results store (index, report) on a full or read-only disk
@@ -60,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except KeyboardInterrupt as exc:
         return _error(interrupted_message(exc), code=EXIT_INTERRUPTED)
+    except SystemExit as exc:  # code a command called ended the process outside any plugin's guard: never a silent 0
+        if args.debug:
+            raise
+        return _error(f"code the command called raised {reason(exc)} (--debug shows where)", code=exit_code(exc))
 
 
 def exit_code(exc: BaseException) -> int:

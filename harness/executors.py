@@ -8,7 +8,11 @@ catches is counted however it counts it (evolve's ``_check`` turns a raising sco
 that escapes fails the map (a thread pool re-raises it; Ray re-raises it in the caller as an instance of the same
 exception class).
 
-- ``local``: a pool of ``workers`` threads. They mostly wait: the work is in the sandbox's processes.
+- ``local``: ``workers`` threads. They mostly wait: the work is in the sandbox's processes. They are daemon
+  threads, waited on in the main thread, so a ^C or SIGTERM there ends the map at once: items not started are
+  dropped, calls still running (a reward function that never returns) are abandoned with a one-line note and end
+  with the process (a thread pool's shutdown, and Python's exit, waited for them: a run SIGTERMed in a hung reward
+  function was still running 30 s later, a second SIGTERM too).
 - ``ray``: one Ray task per item. ``shared`` (the task, with its loaded problems) goes into the object store once
   per map; items travel with their Ray task. The cluster is ``RAY_ADDRESS`` (Ray's own convention, as for
   ``ray.init(address=...)``); when it is unset, the first map starts a local Ray instance, which lasts until the
@@ -26,8 +30,9 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 EXECUTORS = ("local", "ray")
@@ -41,24 +46,91 @@ class Executor(Protocol):
 def make_executor(kind: str, *, workers: int, owner: str) -> Executor:
     """The backend named ``kind``; ``owner`` (a plugin's name) starts any error message."""
     if kind == "local":
-        return LocalExecutor(workers)
+        return LocalExecutor(workers, owner)
     if kind == "ray":
         return RayExecutor(owner)
     raise ValueError(f"{owner}: unknown executor {kind!r}; available: {', '.join(EXECUTORS)}")
 
 
 class LocalExecutor:
-    """``workers`` threads in this process."""
+    """``workers`` daemon threads in this process, started per map; ``owner`` names them in the note an interrupt
+    leaves when calls are still running."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, owner: str = "") -> None:
         self.workers = max(1, int(workers))
+        self.owner = owner
 
     def map(self, function: Callable[[Any, Any], Any], shared: Any, items: Iterable[Any]) -> list[Any]:
         items = list(items)
         if not items:
             return []
-        with ThreadPoolExecutor(min(self.workers, len(items))) as pool:
-            return list(pool.map(functools.partial(function, shared), items))
+        work = _Map(functools.partial(function, shared), len(items))
+        try:  # in the main thread, a ^C or SIGTERM raises here: while the threads start, or while they work
+            for i in range(min(self.workers, len(items))):
+                name = f"{self.owner or 'executor'}-{i}"
+                threading.Thread(target=work.run, args=(items,), name=name, daemon=True).start()
+            work.finished.wait()
+        except BaseException:
+            running = work.abandon()
+            if running:
+                who = f"{self.owner}: " if self.owner else ""
+                print(
+                    f"{who}interrupted while {running} call(s) had not returned (a plugin call that hangs?); "
+                    "left running, they end with the process",
+                    file=sys.stderr,
+                )
+            raise
+        return work.outcome()
+
+
+class _Map:
+    """One map's shared state: the next item, results in input order, the first error by position."""
+
+    def __init__(self, call: Callable[[Any], Any], size: int) -> None:
+        self.call = call
+        self.results: list[Any] = [None] * size
+        self.errors: dict[int, BaseException] = {}
+        self.lock = threading.Lock()
+        self.next = 0
+        self.running = 0
+        self.left = size  # items not yet done (or given up once an item failed)
+        self.stopped = False  # an item failed or the caller was interrupted: start no more
+        self.finished = threading.Event()
+
+    def run(self, items: list[Any]) -> None:
+        while True:
+            with self.lock:
+                if self.stopped or self.next >= len(items):
+                    return
+                i, self.next = self.next, self.next + 1
+                self.running += 1
+            try:
+                result, error = self.call(items[i]), None
+            except BaseException as exc:  # re-raised in the caller's thread, as a thread pool's map does
+                result, error = None, exc
+            with self.lock:
+                self.running -= 1
+                self.results[i] = result
+                if error is not None:
+                    self.errors[i] = error
+                    if not self.stopped:  # the items not started will not be: the caller raises
+                        self.left -= len(items) - self.next
+                        self.next = len(items)
+                    self.stopped = True
+                self.left -= 1
+                if self.left <= 0:
+                    self.finished.set()
+
+    def abandon(self) -> int:
+        """Start no more items; how many calls are still running."""
+        with self.lock:
+            self.stopped = True
+            return self.running
+
+    def outcome(self) -> list[Any]:
+        if self.errors:
+            raise self.errors[min(self.errors)]
+        return self.results
 
 
 class RayExecutor:

@@ -24,13 +24,19 @@ from harness.runner.finish import finish, index_if_missing
 from harness.runner.load_model import load_model
 from harness.runner.manifest import check_resume_point
 from harness.runner.open_run_folder import checkpointer_for, open_run_folder, step_models_for
-from harness.runner.phases import execute, train_precision
+from harness.runner.phases import execute, record_unfinished, train_precision
 from harness.runner.plan import Plan, plan_run
 from harness.scoring.reward_functions import reward_context
 from harness.store.checkpoint import Checkpointer
 from harness.store.lock import lock_run_folder
 from harness.store.reading import read_json
-from harness.store.run_folder import FollowerStore, RunStore
+from harness.store.run_folder import (
+    ROOM_IN_RUN_FOLDER,
+    FollowerStore,
+    RunStore,
+    check_path_length,
+    check_writable_folder,
+)
 
 __all__ = ["RunConfig", "resume", "run"]
 
@@ -67,6 +73,7 @@ def run(
                 dp.close(finished)
             finish(plan, store, manifest, started, echo)
         except BaseException as exc:  # the run had a folder: a failure exits 1, ^C says how to resume (harness/cli.py)
+            record_unfinished(store, manifest, exc)  # ended after its phases, before "complete" was written
             mark_run_folder(exc, store.dir)
             raise
         finally:
@@ -82,10 +89,12 @@ def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, thre
 
     The folder is locked first (a second writer is refused, naming the first's pid) and checked against the point
     it resumes from before the model loads; a run complete on disk but missing from the index is indexed."""
-    run_dir = Path(run_dir)
+    run_dir = check_path_length(run_dir, "cannot resume", ROOM_IN_RUN_FOLDER)  # before the path is looked at
     if not run_dir.is_dir():
         raise FileNotFoundError(f"cannot resume {run_dir}: no such folder")
     main = current_parallel().is_main  # rank 0 writes, and so locks and checks; the others follow it
+    if main:  # a read-only mount: the lock, the cut back and every line after it would fail
+        check_writable_folder(run_dir, "cannot resume", ROOM_IN_RUN_FOLDER)
     lock = lock_run_folder(run_dir) if main else None
     try:
         try:

@@ -18,6 +18,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from harness.failures import as_float
+
 if TYPE_CHECKING:
     from harness.store.run_folder import RunStore
 
@@ -385,5 +387,8 @@ class Behaviour:
 
 def _unit(value: Any) -> float | None:
     """A held-out value as a float, None when it is not a finite number (left out of a mean, like a raise)."""
-    number = float(value)
+    try:
+        number = as_float(value)  # the one converter of plugins' numbers (harness/failures.py)
+    except ValueError:  # infinite, or beyond a float's range
+        return None
     return number if math.isfinite(number) else None

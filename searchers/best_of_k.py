@@ -52,9 +52,10 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from harness import progress
+from harness.failures import PluginFailed, as_float, exits_named_in
 from harness.metrics import diversity
 from harness.metrics.unbiased import (
     best_at_ks,
@@ -64,7 +65,9 @@ from harness.metrics.unbiased import (
     set_level_ks,
     set_pass_at_ks,
 )
+from harness.plugins.option_help import Bounds
 from harness.plugins.options import coerce
+from harness.plugins.size_bounds import COUNT, SEED, TOKENS
 from harness.scoring.batch import score_all
 from harness.scoring.multi_answer import DELIMITER, instruct, split_answers
 from harness.types import (
@@ -95,9 +98,10 @@ def _parse_ks(k: Sequence[int] | str | int) -> list[int]:
 
 
 # Bounds no real evaluation needs (pass@k papers stop near k = 1024; contexts near 128k tokens), checked before the
-# model loads: samples are kept until scored, so an n of 1e20 grew until the kernel killed the process.
-MAX_N = 100_000
-MAX_NEW_TOKENS = 131_072
+# model loads: samples are kept until scored, so an n of 1e20 grew until the kernel killed the process. The options
+# declare them (the converter refuses a value outside them); the constructor checks them again for a caller in Python.
+MAX_N = COUNT
+MAX_NEW_TOKENS = TOKENS
 
 
 class BestOfK:
@@ -108,14 +112,17 @@ class BestOfK:
 
     def __init__(
         self,
-        n: int = 8,  # candidate answers per problem
+        n: Annotated[int, Bounds(1, COUNT)] = 8,  # candidate answers per problem
         k: Sequence[int] | str | int = (1, 4, 8),  # the k of pass@k and best@k, each <= n ("1,4,8")
-        max_new_tokens: int = 128,  # generation budget per rollout
+        max_new_tokens: Annotated[int, Bounds(1, TOKENS)] = 128,  # generation budget per rollout
         temperature: float = 1.0,  # sampling temperature; 0 is greedy
         top_p: float = 1.0,  # nucleus sampling: the smallest set of tokens holding this probability
-        seed: int = 0,  # sampling seed (each sample's stream derives from it, the prompt and its index)
-        batch_prompts: int = 8,  # problems sampled together (times M with M answers per rollout)
-        answers_per_rollout: int = 1,  # M: answers written in one rollout, separated by `delimiter` (VPO)
+        # sampling seed (each sample's stream derives from it, the prompt and its index)
+        seed: Annotated[int, SEED] = 0,
+        # problems sampled together (times M with M answers per rollout)
+        batch_prompts: Annotated[int, Bounds(1, COUNT)] = 8,
+        # M: answers written in one rollout, separated by `delimiter` (VPO)
+        answers_per_rollout: Annotated[int, Bounds(1, COUNT)] = 1,
         delimiter: str = DELIMITER,  # separates the M answers of a rollout
         embedding_diversity: bool | str = True,  # also report the candidates' embedding diversity (MiniLM, offline)
         coverage_threshold: float = 1.0,  # a reward component is covered when a candidate scores at least this
@@ -173,7 +180,8 @@ class BestOfK:
                     f"{', '.join(plugins['behaviour'].names()) or '(none)'}"
                 )
             behaviour = plugins["behaviour"].get(name).load()
-            self.behaviours[name] = behaviour.score
+            plugin = plugins["behaviour"].get(name).plugin  # its sys.exit ends the run naming it (failures.py)
+            self.behaviours[name] = exits_named_in(behaviour.score, "behaviour", name, plugin, "scoring an answer")
             if isinstance(behaviour, Behaviour) and behaviour.has_held_out:
                 self.held_out[name] = behaviour
 
@@ -456,7 +464,9 @@ def _behaviour_score(scorer: Any, text: str, problem: Problem) -> float | None:
     """A behaviour scorer's value, or None (left out of the mean) if it raises: scorers are meant never to raise,
     and one that does must not lose the evaluation."""
     try:
-        return float(scorer(text, problem))
+        return None if math.isnan(value := as_float(scorer(text, problem))) else value  # NaN: none, as a raise
+    except PluginFailed:  # it tried to end the process: the run ends, naming it
+        raise
     except Exception:
         return None
 

@@ -90,12 +90,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from harness import progress
 from harness.executors import make_executor
-from harness.failures import PluginFailed
+from harness.failures import PluginFailed, as_float, exits_named_in
+from harness.plugins.option_help import Bounds
 from harness.plugins.options import coerce
+from harness.plugins.size_bounds import CHARS, COUNT, SEED, STEPS, THREADS, TOKEN_BUDGET, TOKENS
 from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, split_answers
 from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
@@ -202,38 +204,43 @@ class Evolve:
 
     def __init__(
         self,
-        seeds: int = 4,  # first samples per problem, drawn as best-of-k draws them
-        children: int = 4,  # children written per problem each generation
-        generations: int = 0,  # generations per problem at most; 0: no limit
-        calls: int = 16,  # model calls per problem at most; 0: no limit
-        candidates: int = 0,  # evaluated candidates per problem at most; 0: no limit
-        tokens: int = 0,  # generated tokens per problem at most (may overrun by one generation); 0: no limit
-        islands: int = 2,  # candidate populations evolving apart, exchanging migrants
-        bins: int = 2,  # cells per reward component on each axis of the MAP-Elites grid
+        seeds: Annotated[int, Bounds(1, COUNT)] = 4,  # first samples per problem, drawn as best-of-k draws them
+        children: Annotated[int, Bounds(1, COUNT)] = 4,  # children written per problem each generation
+        generations: Annotated[int, Bounds(0, STEPS)] = 0,  # generations per problem at most; 0: no limit
+        calls: Annotated[int, Bounds(0, COUNT)] = 16,  # model calls per problem at most; 0: no limit
+        candidates: Annotated[int, Bounds(0, COUNT)] = 0,  # evaluated candidates per problem at most; 0: no limit
+        # generated tokens per problem at most (may overrun by one generation); 0: no limit
+        tokens: Annotated[int, Bounds(0, TOKEN_BUDGET)] = 0,
+        islands: Annotated[int, Bounds(1, COUNT)] = 2,  # candidate populations evolving apart, exchanging migrants
+        bins: Annotated[int, Bounds(1, COUNT)] = 2,  # cells per reward component on each axis of the MAP-Elites grid
         exploit: float = 0.5,  # chance a parent is its island's best
         explore: float = 0.3,  # chance a parent is a random elite of its island
         random: float = 0.2,  # chance a parent is a random elite of any island
-        migration_interval: int = 2,  # generations between migrations along the ring of islands
-        migrants: int = 1,  # best elites each island sends per migration
+        # generations between migrations along the ring of islands
+        migration_interval: Annotated[int, Bounds(1, STEPS)] = 2,
+        migrants: Annotated[int, Bounds(1, COUNT)] = 1,  # best elites each island sends per migration
         features: str | Sequence[str] = "",  # reward components that are the grid's axes, comma-separated; "": all
         mode: str = "rewrite",  # a child is a whole rewrite, or SEARCH/REPLACE edits of its parent (diff)
-        top: int = 1,  # best candidates shown in a child's prompt
-        diverse: int = 1,  # candidates with other trade-offs shown in a child's prompt
-        max_chars: int = 1200,  # each text shown in a child's prompt is cut to this
-        max_new_tokens: int = 128,  # generation budget of a seed rollout
+        top: Annotated[int, Bounds(0, COUNT)] = 1,  # best candidates shown in a child's prompt
+        diverse: Annotated[int, Bounds(0, COUNT)] = 1,  # candidates with other trade-offs shown in a child's prompt
+        max_chars: Annotated[int, Bounds(1, CHARS)] = 1200,  # each text shown in a child's prompt is cut to this
+        max_new_tokens: Annotated[int, Bounds(1, TOKENS)] = 128,  # generation budget of a seed rollout
         temperature: float = 1.0,  # sampling temperature
         top_p: float = 1.0,  # nucleus sampling: the smallest set of tokens holding this probability
-        seed: int = 0,  # sampling and parent-selection seed
-        batch_prompts: int = 8,  # problems searched together (one engine call per generation)
-        workers: int = 2,  # candidates evaluated at once (local executor)
+        seed: Annotated[int, SEED] = 0,  # sampling and parent-selection seed
+        # problems searched together (one engine call per generation)
+        batch_prompts: Annotated[int, Bounds(1, COUNT)] = 8,
+        workers: Annotated[int, Bounds(1, THREADS)] = 2,  # candidates evaluated at once (local executor)
         stop_on_success: bool | str = True,  # a problem stops at its first success
         k: Sequence[int] | str | int = "",  # call counts c reported as solved@c; "": 1, 2, 4, ... up to the budget
         resume: str = "",  # an old run folder whose evolve checkpoints each problem continues from
         behaviours: str | Sequence[str] = "",  # registered behaviour scorers to report, comma-separated
         executor: str = "local",  # where candidates are evaluated: local (threads) or ray
-        answers_per_rollout: int = 1,  # M: answers in a seed rollout, separated by `delimiter` (VPO)
+        # M: answers in a seed rollout, separated by `delimiter` (VPO)
+        answers_per_rollout: Annotated[int, Bounds(1, COUNT)] = 1,
         delimiter: str = DELIMITER,  # separates the M answers of a seed rollout
-        child_max_new_tokens: int = 0,  # generation budget of a child; 0: one answer's share of max_new_tokens
+        # generation budget of a child; 0: one answer's share of max_new_tokens
+        child_max_new_tokens: Annotated[int, Bounds(0, TOKENS)] = 0,
         plugins: Any = None,
     ) -> None:
         self.seeds, self.children, self.generations = int(seeds), int(children), int(generations)
@@ -698,7 +705,8 @@ def _behaviour_scorers(behaviours: str | Sequence[str], plugins: Any) -> tuple[d
             available = ", ".join(plugins["behaviour"].names()) if plugins is not None else "(no registries given)"
             raise ValueError(f"evolve: unknown behaviour {name!r}; available: {available}")
         behaviour = plugins["behaviour"].get(name).load()
-        out[name] = behaviour.score
+        plugin = plugins["behaviour"].get(name).plugin  # its sys.exit ends the run naming it (harness/failures.py)
+        out[name] = exits_named_in(behaviour.score, "behaviour", name, plugin, "scoring an answer")
         if isinstance(behaviour, Behaviour) and behaviour.has_held_out:
             held_out[name] = behaviour
     return out, held_out
@@ -706,6 +714,8 @@ def _behaviour_scorers(behaviours: str | Sequence[str], plugins: Any) -> tuple[d
 
 def _safe(scorer: Any, text: str, problem: Any) -> float | None:
     try:
-        return float(scorer(text, problem))
+        return None if math.isnan(value := as_float(scorer(text, problem))) else value  # NaN: none, as a raise
+    except PluginFailed:  # it tried to end the process: the run ends, naming it
+        raise
     except Exception:
         return None

@@ -32,6 +32,7 @@ from dataclasses import asdict, replace
 import torch
 
 from harness import progress
+from harness.failures import as_float, exits_named_in
 from harness.faults import fault_point
 from harness.plugins.contract import check_estimator, require
 from harness.plugins.options import make_config
@@ -124,6 +125,9 @@ class GRPOTrainer:
         require(check_estimator(self.estimator), "advantage", entry.name, entry.plugin)
         # Behaviours are plugins too: looked up by name, so trainers never import tasks.
         self.behaviour = plugins["behaviour"].get(self.config.behaviour).load() if self.config.behaviour else None
+        if self.behaviour is not None:  # its sys.exit ends the run naming it (harness/failures.py)
+            label = ("behaviour", self.config.behaviour, plugins["behaviour"].get(self.config.behaviour).plugin)
+            self.behaviour_score = exits_named_in(self.behaviour.score, *label, "scoring an answer")
         self.timer = StepTimer()  # seconds per section of the current step, logged as time/<section>
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
@@ -475,7 +479,7 @@ class GRPOTrainer:
     def shaping_value(self, name: str, problem: Problem, completion: Completion, answer: str) -> float:
         """The value of shaping component ``name`` for one answer of a rollout."""
         if self.behaviour is not None and name == f"behaviour/{self.config.behaviour}":
-            return float(self.behaviour.score(answer, problem))
+            return as_float(self.behaviour_score(answer, problem), f" from behaviour {self.config.behaviour!r}")
         if name == OVERLONG:  # the rollout's length, so each of its M answers carries the same penalty
             return overlong_penalty(len(completion.token_ids), self.config.max_new_tokens, self.config.overlong_buffer)
         raise NotImplementedError(f"{self.name}: no value for reward component {name!r}")

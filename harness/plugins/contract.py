@@ -19,7 +19,7 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
-from harness.failures import PluginFailed
+from harness.failures import PluginFailed, as_float, plugin_exit, reason
 from harness.plugins.registry import PluginError
 from harness.types import (
     EngineCapabilities,
@@ -91,8 +91,10 @@ def check_score(task: Any, problem: Problem, name: str = "") -> list[str]:
         score = task.score(problem, reference)
     except PluginFailed:  # a --reward function's own failure, which names it
         raise
-    except Exception as exc:
-        return [f"score(problem {problem.id!r}, {what}) raised {type(exc).__name__}: {_first_line(exc)}"]
+    except BaseException as exc:  # its sys.exit too (harness/failures.py plugin_exit), not a ^C
+        if not isinstance(exc, Exception) and not plugin_exit(exc):
+            raise
+        return [f"score(problem {problem.id!r}, {what}) raised {reason(exc)}"]
     call = f"score(problem {problem.id!r}, {what})"
     if not isinstance(score, Score):
         return [f"{call} returned {_short(score)}, not a Score"]
@@ -101,7 +103,7 @@ def check_score(task: Any, problem: Problem, name: str = "") -> list[str]:
     problems = [  # NaN is "not applicable" (a reward function's None), except in the primary, which pass@k counts
         f"{call}: reward {k!r} is {_short(v)}, not a finite number"
         for k, v in score.rewards.items()
-        if not (isinstance(v, numbers.Real) and (math.isfinite(v) or (math.isnan(v) and k != score.primary)))
+        if not _finite(v, nan_ok=k != score.primary)
     ]
     weights = getattr(task, "reward_weights", None)
     missing = [k for k in weights if k not in score.rewards] if isinstance(weights, dict) else []
@@ -235,6 +237,15 @@ def _capabilities(obj: object, kind: type) -> tuple[Any, list[str]]:
         return capabilities_of(obj, kind), []
     except TypeError as exc:
         return None, [str(exc)]
+
+
+def _finite(value: object, nan_ok: bool) -> bool:
+    """A reward value the one converter takes (harness/failures.py ``as_float``: numpy's, Decimal, Fraction, bool),
+    NaN (or None) only where ``nan_ok``."""
+    try:
+        return not math.isnan(as_float(value)) or nan_ok
+    except (TypeError, ValueError):
+        return False
 
 
 def _number(value: object) -> bool:

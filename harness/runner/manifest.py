@@ -114,22 +114,36 @@ def carry_over(manifest: dict, killed: dict, store: RunStore) -> None:
 
 
 def check_resume_point(killed: dict, store: RunStore) -> None:
-    """Refuse, in one line naming the file, a resume whose point the folder no longer matches: a file missing,
-    shorter than recorded or not whole JSON lines up to its recorded length, a checkpoint file lost or cut, a
-    manifest whose trainer, seed or versions are no longer those the point recorded (naming each)."""
+    """Refuse, in one line naming what differs, a resume whose point the folder no longer matches: a symbolic link
+    leaving the folder or a symlinked checkpoint; a file missing, shorter than recorded, not whole JSON lines up to
+    its recorded length or with other bytes there (SHA-256); a checkpoint file lost, cut or changed; a manifest
+    whose configuration, resolved options, threads, trainer, seed or versions are no longer those the point (and the
+    checkpoint a resume loads) recorded. Everything the resume reads is checked here, before the model loads."""
+    store.check_links()
     manifest = {
         "phases_done": list(killed.get("phases_done", [])),
         "phase_snapshots": killed.get("phase_snapshots", {}),
     }
-    snapshot, moment = resume_point(manifest, store.checkpointer)
-    if differ := identity_differences((snapshot or {}).get("run") or {}, killed):  # none recorded: an older run
-        raise ValueError(
-            f"cannot resume {store.dir}: manifest.json no longer matches {moment}: "
-            f"{', '.join(differ)}; put back what it recorded, or start a new run"
-        )
-    if moment == "the checkpoint":
-        store.checkpointer.check()
-    store.check_snapshot(snapshot, moment)
+    checkpointer = store.checkpointer
+    if checkpointer is not None:
+        checkpointer.check()  # symlinks first: the checkpoint is read only once it is the folder's own
+    checkpoint = checkpointer.state() if checkpointer is not None else None
+    snapshot, moment = resume_point(manifest, checkpointer)
+    points = [(snapshot, moment)]
+    if checkpoint is not None and moment != "the checkpoint":
+        if "before" not in manifest["phases_done"]:  # written only while training, after the first evaluation
+            raise ValueError(
+                f"cannot resume {store.dir}: it holds a checkpoint, but manifest.json lists no finished phase "
+                "'before' (a checkpoint is written only while training); put back the manifest it was written with"
+            )
+        points.append((checkpoint.get("store"), "the checkpoint"))  # the trained weights come from it (phases.py)
+    for recorded, at in points:
+        if differ := identity_differences((recorded or {}).get("run") or {}, killed, at):  # none recorded: older run
+            raise ValueError(
+                f"cannot resume {store.dir}: manifest.json no longer matches {at}: "
+                f"{'; '.join(differ)}; put back what it recorded, or start a new run"
+            )
+        store.check_snapshot(recorded, at)
 
 
 def resume_point(manifest: dict, checkpointer: Any) -> tuple[dict | None, str]:

@@ -4,6 +4,12 @@ Each finished phase is recorded in the manifest with a snapshot of the folder, s
 back to its end. A plugin that raises is named: the error becomes ``PluginFailed`` (harness/failures.py: "searcher
 'x' (plugin 'y') failed ..."), the manifest says ``failed`` with that line, and the traceback goes to ``error.txt``
 in the folder; everything written before stays. The step ends in harness/runner/finish.py once every phase is done.
+
+Every moment is interruptible (docs/design/reliability.md): ^C or SIGTERM in any phase ends the run ``interrupted``,
+and a resume redoes the unfinished phase from its start (its partial samples cut back to the last phase's snapshot)
+or, in training, from the last checkpoint. A phase's end is one step a signal cannot split: its name, its snapshot
+and the manifest that records them are written together (``deferred_interrupts``). A fault point at each phase's
+start (``<phase>_start``) and once every phase is done (``phases_done``) lets the tests hold or kill a run there.
 """
 
 from __future__ import annotations
@@ -14,19 +20,20 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from harness import interrupts
 from harness.failures import PluginFailed, blame
 from harness.faults import fault_point
 from harness.report.data import answers_per_rollout, phase_intervals
 from harness.runner.during_training import DuringTraining
 from harness.runner.plan import Plan
 from harness.store.policy_export import save_policy
-from harness.store.reading import read_jsonl
+from harness.store.reading import read_json, read_jsonl
 from harness.store.run_folder import RunStore
 from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_of, data_card_line
 
 ERROR_FILE = "error.txt"
 # PluginFailed and blame live in harness/failures.py (scoring lets PluginFailed through); still importable from here
-__all__ = ["ERROR_FILE", "PluginFailed", "blame", "execute", "record_failure"]
+__all__ = ["ERROR_FILE", "PluginFailed", "blame", "execute", "record_failure", "record_unfinished"]
 
 
 def execute(
@@ -42,10 +49,12 @@ def execute(
         fault_point(f"{name}_start")  # where a test holds or kills a run at a phase's start (harness/faults.py)
         t0 = time.time()
         work()
-        seconds[name] = round(seconds.get(name, 0.0) + time.time() - t0, 1)
-        done.append(name)
-        manifest["phase_snapshots"][name] = store.snapshot()
-        store.write_manifest(manifest)
+        snapshot = store.snapshot()
+        with interrupts.deferred_interrupts():  # done, its snapshot and the manifest: all three or none
+            seconds[name] = round(seconds.get(name, 0.0) + time.time() - t0, 1)
+            done.append(name)
+            manifest["phase_snapshots"][name] = snapshot
+            store.write_manifest(manifest)
 
     def evaluate(name: str) -> None:
         data = data_card_line((manifest.get("task") or {}).get("data_card"))
@@ -79,21 +88,23 @@ def execute(
         if capabilities_of(engine, EngineCapabilities).own_weights:  # the final evaluation samples trained weights
             engine.sync_weights(policy.model)
 
+    interrupts.where(store.dir)  # for the watchdog's line, should the process not stop in time (harness/interrupts.py)
     try:
-        if plan.trainer is None:
-            phase("eval", lambda: evaluate("eval"))
-            store.check_complete()
-            return
-        phase("before", lambda: evaluate("before"))
-        if "train" not in done:
-            echo(f"training: {cfg.trainer} on {len(plan.train_problems)} problems")
-        else:  # the trained weights are in the last checkpoint (taken after the last step)
-            if capabilities_of(plan.trainer, TrainerCapabilities).prepares_policy:  # a LoRA checkpoint's weights
-                plan.trainer.prepare_policy(policy)  # need their adapters first
-            store.checkpointer.restore_model(policy.model)
-        phase("train", train)
-        phase("after", lambda: evaluate("after"))
-        store.check_complete()  # every line whole before anything may say "complete"
+        with interrupts.last_words(lambda: record_failure(store, manifest, interrupts.Interrupted("signal"))):
+            if plan.trainer is None:
+                phase("eval", lambda: evaluate("eval"))
+            else:
+                phase("before", lambda: evaluate("before"))
+                if "train" not in done:
+                    echo(f"training: {cfg.trainer} on {len(plan.train_problems)} problems")
+                else:  # the trained weights are in the last checkpoint (taken after the last step)
+                    if capabilities_of(plan.trainer, TrainerCapabilities).prepares_policy:  # a LoRA checkpoint's
+                        plan.trainer.prepare_policy(policy)  # weights need their adapters first
+                    store.checkpointer.restore_model(policy.model)
+                phase("train", train)
+                phase("after", lambda: evaluate("after"))
+            store.check_complete()  # every line whole before anything may say "complete"
+            fault_point("phases_done")  # every phase done, the run not yet complete (harness/runner/finish.py)
     except BaseException as exc:
         record_failure(store, manifest, exc)
         if isinstance(exc, PluginFailed):
@@ -117,6 +128,18 @@ def intervals(store: RunStore, phase: str, problems: int, manifest: dict) -> dic
 def train_precision(plan: Plan, engine: Any) -> contextlib.AbstractContextManager:
     """The precision the training phase samples in (``plan.precision``, decided when the model loaded)."""
     return plan.precision.train_phase(engine) if plan.precision is not None else contextlib.nullcontext()
+
+
+def record_unfinished(store: RunStore, manifest: dict, exc: BaseException) -> None:
+    """A run ended by ``exc`` after ``execute`` (closing its loggers, harness/runner/finish.py) is recorded as
+    ``record_failure`` records it, unless its manifest already says on disk how it ended: "complete" (the folder is
+    whole; a resume indexes it if need be), or the failure ``execute`` recorded."""
+    try:
+        status = read_json(store.dir / "manifest.json").get("status")
+    except Exception:
+        status = "running"
+    if status == "running":
+        record_failure(store, manifest, exc)
 
 
 def record_failure(store: RunStore, manifest: dict, exc: BaseException) -> None:

@@ -11,8 +11,10 @@ The callable takes one of two forms, told apart by its signature:
 
 Per answer, ``prompt`` is the problem as asked (``Problem.prompt``: no chat template, no format instruction),
 ``completion`` one answer's text (each of the M answers of a multi-answer rollout on its own), ``reference`` the
-problem's reference answer (``Problem.answer``; None where the task has none). It returns a finite number (bool and
-numpy scalars count).
+problem's reference answer (``Problem.answer``; None where the task has none). It returns a finite number: any real
+number counts (bool, ``Fraction``, ``Decimal``, numpy's scalars, a 0-d or one-element array or tensor), taken as a
+float by the one converter of plugins' numbers (``harness.failures.as_float``); an infinite value, one beyond a
+float's range (``10**400``) or no number ends the run naming the function.
 
 A function with a parameter named ``prompts`` or ``completions`` is the batch form, called by keyword as TRL calls
 it, once per batch of answers the trainer or searcher scores together: ``prompts`` the problems' prompts (the data's
@@ -37,7 +39,9 @@ callable, a signature that takes neither form, a name the task's own components 
 or returns a non-number (or, batched, the wrong number of values) on an empty answer (each is called once on the
 first eval problem with "", which is also what GRPO does to learn the components). A function that raises (or
 returns a non-number, or the wrong number of values) during the run ends it as a failing plugin does
-(``PluginFailed``, harness/failures.py): never silently scored 0.
+(``PluginFailed``, harness/failures.py): never silently scored 0. So does one that calls ``sys.exit`` or raises
+``KeyboardInterrupt`` itself: exit 1 naming it, never the exit 0 ``sys.exit(0)`` once gave (a real ^C stays an
+interrupt). A module that does so when imported is a one-line error, as any import error.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import in_process
-from harness.failures import blame
+from harness.failures import as_float, blame, plugin_exit, reason
 from harness.plugins.local import import_from_cwd
 from harness.provenance import file_sha256
 from harness.types import Checked, Problem, Score, TaskCapabilities, capabilities_of
@@ -140,7 +144,7 @@ class RewardFunction:
         """One value per answer: a batch function called once, TRL's way; a per-answer one answer by answer."""
         if not self.batch:
             out = [self.fn(p.prompt, c, p.answer) for p, c in zip(problems, completions, strict=True)]
-            return [_number(v) for v in _awaited(out)]
+            return [as_float(v) for v in _awaited(out)]
         names = list(dict.fromkeys(k for p in problems for k in p.columns))  # every row's columns, in order
         arguments = {name: [p.columns.get(name) for p in problems] for name in names}
         arguments |= {
@@ -164,7 +168,7 @@ class RewardFunction:
             raise TypeError(f"returned {type(out).__name__} {out!r:.60}, not a list of {len(completions)} numbers")
         if len(out) != len(completions):
             raise ValueError(f"returned {len(out)} values for {len(completions)} completions")
-        return [_number(v, f" for completion {i}") for i, v in enumerate(out)]
+        return [as_float(v, f" for completion {i}") for i, v in enumerate(out)]
 
 
 def parse_reward(text: str) -> RewardFunction:
@@ -191,9 +195,10 @@ def parse_reward(text: str) -> RewardFunction:
         raise ValueError(f"--reward {text}: expected MODULE:FUNCTION[=WEIGHT], e.g. --reward myrewards:brevity=0.5")
     try:
         obj: Any = import_from_cwd(module_name.strip())
-    except Exception as exc:  # ImportError, or the module's own import-time error
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise ValueError(f"--reward {text}: cannot import {module_name!r}: {type(exc).__name__}: {first}") from None
+    except BaseException as exc:  # ImportError, the module's own import-time error, or its sys.exit
+        if not isinstance(exc, Exception) and not plugin_exit(exc):
+            raise
+        raise ValueError(f"--reward {text}: cannot import {module_name!r}: {reason(exc)}") from None
     for part in attr.strip().split("."):
         if not hasattr(obj, part):
             raise ValueError(f"--reward {text}: {module_name} has no {attr.strip()!r}")
@@ -336,19 +341,3 @@ def _awaited(values: list[Any]) -> list[Any]:
         return asyncio.run(gather())
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, gather()).result()
-
-
-def _number(value: Any, where: str = "") -> float:
-    """``value`` as a float: NaN for None or NaN (not applicable, as TRL's None); anything else that is not a finite
-    number a one-line TypeError or ValueError."""
-    if value is None:
-        return math.nan
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"returned {value!r}{where}, not a number")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"returned {type(value).__name__} {value!r:.60}{where}, not a number") from None
-    if math.isinf(number):
-        raise ValueError(f"returned {number}{where}, not a finite number (None: not applicable)")
-    return number

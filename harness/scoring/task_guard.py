@@ -6,6 +6,11 @@ plugin), never blamed on the built-in trainer or searcher that happened to call 
 - Scoring: an error, or a result that is not a ``Score`` (a plain float), is ``ScoreFailed`` naming the task and the
   problem. The places that forgive one answer's scorer (``harness.scoring.batch.score_all``, evolve) forgive it, one
   answer lost; elsewhere it ends the run, named.
+- A score's components are numbers: each value is taken as a float by ``harness.failures.as_float`` (numpy's
+  scalars, ``Decimal``, ``Fraction``, bool; NaN and None: not applicable); an infinite one, one beyond a float's range
+  or no number is ``ScoreFailed`` like a scorer's error, so no ``np.float32`` reaches samples.jsonl as a string.
+- Code that ends the process (``sys.exit``, a ``KeyboardInterrupt`` it raised itself) from any method is
+  ``PluginFailed`` naming the task: the run ends ``failed``, never with exit 0; a real ^C stays an interrupt.
 - ``tally``: a run in which more than half the answers scored so far failed to score ends ``failed`` (PluginFailed),
   checked after every batch ``score_all`` scores: a broken scorer does not run to "complete" with pass@1 0.
 
@@ -14,11 +19,13 @@ The runner wraps every task (harness/runner/plan.py), with any --reward function
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.failures import PluginFailed, ScoreFailed, blame, reason
-from harness.types import Problem, Score, TaskCapabilities, capabilities_of, data_card_of
+from harness.failures import PluginFailed, ScoreFailed, as_float, blame, exits_named, reason
+from harness.types import Checked, Problem, Score, TaskCapabilities, capabilities_of, data_card_of
 
 
 class GuardedTask:
@@ -60,8 +67,9 @@ class GuardedTask:
 
     def score(self, problem: Problem, completion: str) -> Score:
         try:
-            score = self._task.score(problem, completion)
-        except (PluginFailed, ScoreFailed, KeyboardInterrupt):
+            with exits_named(*self._kind, f"scoring problem {problem.id!r}"):
+                score = self._task.score(problem, completion)
+        except (PluginFailed, ScoreFailed):
             raise
         except Exception as exc:
             raise self._failed(problem, reason(exc)) from exc
@@ -69,8 +77,9 @@ class GuardedTask:
 
     def score_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Score]:
         try:
-            scores = list(self._task.score_many(problems, completions))
-        except (PluginFailed, ScoreFailed, KeyboardInterrupt):
+            with exits_named(*self._kind, f"scoring {len(problems)} answers"):
+                scores = list(self._task.score_many(problems, completions))
+        except (PluginFailed, ScoreFailed):
             raise
         except Exception as exc:
             raise self._failed(problems[0], reason(exc)) from exc
@@ -80,12 +89,16 @@ class GuardedTask:
 
     def check(self, problem: Problem, completion: str) -> Any:
         try:
-            checked = self._task.check(problem, completion)
-        except (PluginFailed, ScoreFailed, KeyboardInterrupt):
+            with exits_named(*self._kind, f"scoring problem {problem.id!r}"):
+                checked = self._task.check(problem, completion)
+        except (PluginFailed, ScoreFailed):
             raise
         except Exception as exc:
             raise self._failed(problem, reason(exc)) from exc
-        self._checked(problem, getattr(checked, "score", None))  # a Checked, or a dataclass with its score
+        score = self._checked(problem, getattr(checked, "score", None))  # a Checked, or a dataclass with its score
+        if score is not checked.score:  # its components made floats; code's CodeCheck keeps its sandbox result too
+            is_dataclass = dataclasses.is_dataclass(checked)
+            checked = dataclasses.replace(checked, score=score) if is_dataclass else Checked(score, checked.feedback)
         return checked
 
     def tally(self, results: Sequence[Score | Exception]) -> None:
@@ -103,9 +116,22 @@ class GuardedTask:
             )
 
     def _checked(self, problem: Problem, score: Any) -> Score:
+        """The score, its components floats (the same object when they are already); a non-Score, or a component
+        that is no finite number, fails this answer."""
         if not isinstance(score, Score):
             raise self._failed(problem, f"returned {type(score).__name__} {score!r:.40}, not a Score")
-        return score
+        if not isinstance(score.rewards, Mapping):
+            kind = type(score.rewards).__name__
+            raise self._failed(problem, f"returned a Score whose rewards are a {kind}, not a dict")
+        if all(type(v) is float and abs(v) != math.inf for v in score.rewards.values()):  # nothing to convert
+            return score
+        rewards: dict[str, float] = {}
+        for name, value in score.rewards.items():
+            try:
+                rewards[name] = as_float(value, f" as component {name!r}")
+            except (TypeError, ValueError) as exc:
+                raise self._failed(problem, str(exc)) from None
+        return dataclasses.replace(score, rewards=rewards)
 
     def _failed(self, problem: Problem, why: str) -> ScoreFailed:
         return ScoreFailed(f"{self._label} failed while scoring problem {problem.id!r}: {why}", why)

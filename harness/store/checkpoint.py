@@ -12,7 +12,10 @@ the swap leaves the previous one, a crash between the two renames leaves it as `
 falls back to. Only the latest checkpoint is kept, and none once the run is complete. A save that fails (a full
 disk) removes its ``.checkpoint.tmp/`` and raises an OSError naming the file; the previous checkpoint stays.
 state.json records each file's size and SHA-256, so a resume refuses, before the model loads, a checkpoint whose files
-were cut, lost or changed (bytes flipped in model.pt once resumed silently into NaN gradients).
+were cut, lost or changed (bytes flipped in model.pt once resumed silently into NaN gradients), and its store snapshot
+records what the run was and the SHA-256 of each appended file up to that moment (harness/store/run_folder.py
+``snapshot``), so a manifest or a step line edited since is refused too. A checkpoint folder, or a file in it, that
+is a symbolic link is refused: it is published and retired by renames and removed whole, and is the run's own.
 """
 
 from __future__ import annotations
@@ -68,12 +71,38 @@ class Checkpointer:
         return read_json(folder / "state.json") if folder else None
 
     def check(self) -> None:
-        """Refuse, in one line naming the file, a checkpoint whose files are missing or not the size it recorded."""
+        """Refuse, in one line naming the file, a checkpoint folder (or a file in it) that is a symbolic link, and a
+        checkpoint whose files are missing, not the size or SHA-256 it recorded, or that holds a weights file it
+        did not write (``restore`` would load it)."""
+        for name in (NAME, f".{NAME}.old", f".{NAME}.tmp"):
+            path = self.run_dir / name
+            if path.is_symlink():  # published and retired by renames and removed whole: a folder of the run's own
+                raise ValueError(
+                    f"cannot resume {self.run_dir}: the checkpoint folder {name} is a symbolic link (to "
+                    f"{os.path.realpath(path)}); a checkpoint is the run folder's own: move it back in its place"
+                )
         folder = self.folder
         if folder is None:
             return
+        for path in sorted(folder.iterdir()):
+            if path.is_symlink():
+                raise ValueError(
+                    f"cannot resume {self.run_dir}: the checkpoint's {path.name} is a symbolic link (to "
+                    f"{os.path.realpath(path)}); a checkpoint holds its own files"
+                )
         state = self.state()
-        for name, size in state.get("files", {"model.pt": None, "optimizer.pt": None}).items():
+        if not isinstance(state, dict):
+            raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's state.json holds no checkpoint state")
+        recorded = state.get("files")
+        if isinstance(recorded, dict):
+            stray = sorted(p.name for p in folder.glob("*.pt") if p.name not in recorded)
+            if stray:
+                raise ValueError(
+                    f"cannot resume {self.run_dir}: the checkpoint holds {stray[0]}, which it was not written with "
+                    f"({folder / stray[0]})"
+                )
+        files = recorded if isinstance(recorded, dict) else {"model.pt": None, "optimizer.pt": None}
+        for name, size in files.items():
             path = folder / name
             if not path.is_file():
                 raise ValueError(f"cannot resume {self.run_dir}: the checkpoint's {name} is missing ({path})")

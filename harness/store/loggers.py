@@ -16,6 +16,10 @@ reward vector, scalar reward and advantage (``completion_table``); TensorBoard s
 On ``--resume`` the events after the resume point are sent again (the work is redone). A logger whose stream is cut
 back with the run folder says so (``rolled_back = True``: JSONL) and receives them; every other logger already has
 them and is skipped for those events, so TensorBoard, MLflow and W&B never get a point twice.
+
+A logger whose code ends the process (``sys.exit``, a ``KeyboardInterrupt`` it raised itself) while starting or
+receiving an event ends the run ``failed``, named (``logger_exits``; harness/failures.py), never with exit 0; any
+other error of its drops it with one warning (``RunStore``), and one while closing is a warning.
 """
 
 from __future__ import annotations
@@ -32,12 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from harness.failures import exits_named
 from harness.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from harness.plugins.registry import Registry
 
 ALWAYS = "jsonl"
+PLUGIN = "harness_plugin"  # the attribute open_loggers sets on each logger: the plugin that registered it
 
 
 @hookimpl
@@ -77,13 +83,26 @@ def open_loggers(names: list[str], registry: Registry, run_dir: Path | str, conf
     loggers: list[Any] = []
     try:
         for name in check_loggers(names, registry):
-            loggers.append(registry.get(name).create(run_dir=Path(run_dir), config=config))
+            entry = registry.get(name)
+            with exits_named("logger", name, entry.plugin, "starting"):
+                logger = entry.create(run_dir=Path(run_dir), config=config)
+            with contextlib.suppress(Exception):  # for logger_exits' line; a logger with __slots__ goes without
+                setattr(logger, PLUGIN, entry.plugin)
+            loggers.append(logger)
     except BaseException:
         for logger in loggers:
             with contextlib.suppress(Exception):  # the error that stopped us is the one to report
                 logger.close()
         raise
     return loggers
+
+
+def logger_exits(logger: Any, doing: str) -> contextlib.AbstractContextManager:
+    """The logger's code ending the process while ``doing`` ("receiving log()") as ``PluginFailed`` naming it
+    (harness/failures.py ``exits_named``); its other errors pass unchanged, for the store to drop it."""
+    name = getattr(logger, "name", None) or type(logger).__name__
+    plugin = getattr(logger, PLUGIN, None) or type(logger).__module__
+    return exits_named("logger", str(name), str(plugin), doing)
 
 
 def scalars(metrics: dict[str, Any]) -> dict[str, float]:

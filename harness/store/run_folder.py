@@ -12,6 +12,7 @@ same stream, and the files above stay authoritative.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -21,12 +22,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.failures import PluginFailed
 from harness.faults import fault_point
+from harness.store.loggers import logger_exits
 from harness.store.reading import read_json, read_jsonl
 from harness.store.run_identity import run_identity
 
 # Files that grow by appending; JSON files are replaced whole. metrics.jsonl is the JSONL logger's stream.
 APPENDED_FILES = ("samples.jsonl", "steps.jsonl", "metrics.jsonl")
+# Linux's longest path, in bytes with its final NUL: a write to a longer one fails (ENAMETOOLONG), whatever its names.
+PATH_MAX = 4096
+# Bytes kept free under a folder for what is written in it: a run folder's name (at most 255) and the deepest
+# file a run writes inside its folder (".checkpoint.tmp/.state.json.XXXXXXXX.tmp", a kept model's files, ...).
+ROOM_UNDER_OUT = 512
+ROOM_IN_RUN_FOLDER = 256
 
 
 def _proc_umask() -> int | None:
@@ -91,10 +100,10 @@ def default_permissions(path: Path | str) -> None:
             os.chmod(inner, folder_mode if inner.is_dir() else file_mode)
 
 
-def check_writable_folder(path: Path | str, what: str) -> Path:
-    """``path`` if it is (or can be made as) a folder this process can write in; otherwise one line naming
-    ``what`` (e.g. "--out"), said before anything expensive starts. Nothing is created: a run refused later (its
-    model not found) leaves no empty folder."""
+def check_path_length(path: Path | str, what: str, room: int = ROOM_UNDER_OUT) -> Path:
+    """``path`` unless a name in it is over 255 bytes (NAME_MAX) or it is so long, made absolute, that the files
+    written under it (``room`` bytes more) would pass PATH_MAX: then one line naming ``what`` (e.g. "--out").
+    Checked before the path is ever looked at: looking at a path over PATH_MAX is itself an OSError (36)."""
     path = Path(path)
     too_long = next((part for part in path.parts if len(os.fsencode(part)) > 255), None)
     if too_long is not None:  # the file system's limit (NAME_MAX): every write under it would fail
@@ -102,6 +111,21 @@ def check_writable_folder(path: Path | str, what: str) -> Path:
             f"{what}: a folder name of {len(os.fsencode(too_long))} bytes is longer than the 255 a "
             f"file system allows ({too_long[:40]}...)"
         )
+    length = len(os.fsencode(os.path.abspath(path)))
+    if length + room >= PATH_MAX:
+        raise ValueError(
+            f"{what}: a path of {length} bytes (made absolute) leaves no room under the {PATH_MAX} bytes a path "
+            f"may have (PATH_MAX) for the {room} bytes of what is written in it; choose a shorter one "
+            f"({os.fsdecode(os.fsencode(str(path))[:40])}...)"
+        )
+    return path
+
+
+def check_writable_folder(path: Path | str, what: str, room: int = ROOM_UNDER_OUT) -> Path:
+    """``path`` if it is (or can be made as) a folder this process can write in, ``room`` bytes of path left under
+    it (``check_path_length``); otherwise one line naming ``what`` (e.g. "--out"), said before anything expensive
+    starts. Nothing is created: a run refused later (its model not found) leaves no empty folder."""
+    path = check_path_length(path, what, room)
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -178,6 +202,9 @@ class RunStore:
         # The manifest's trainer, seed and versions (harness/store/run_identity.py), once written: each snapshot
         # records them, so a resume can refuse a manifest edited since.
         self.identity: dict[str, Any] | None = None
+        # Each appended file's SHA-256 so far, by name: (bytes hashed, the hash), so a snapshot hashes only what was
+        # appended since the last one (``snapshot``).
+        self._hashed: dict[str, tuple[int, Any]] = {}
         if not existing:
             self.dir.mkdir(parents=True, exist_ok=False)
         elif (self.dir / "metrics.json").exists():
@@ -256,7 +283,8 @@ class RunStore:
         loggers, self.loggers = self.loggers, []
         for logger in loggers:
             try:
-                logger.close()
+                with logger_exits(logger, "closing"):  # its sys.exit: warned about too (harness/store/loggers.py)
+                    logger.close()
             except Exception as exc:
                 _warn(logger, f"close() raised {type(exc).__name__}: {exc}")
 
@@ -277,7 +305,10 @@ class RunStore:
             if (self._replaying and not getattr(logger, "rolled_back", False)) or not hasattr(logger, method):
                 continue
             try:
-                call(logger)
+                with logger_exits(logger, f"receiving {method}()"):  # its sys.exit ends the run, named
+                    call(logger)
+            except PluginFailed:
+                raise
             except Exception as exc:
                 self.loggers.remove(logger)
                 _warn(logger, f"{method}() raised {type(exc).__name__}: {exc}; dropped for the rest of the run")
@@ -285,29 +316,47 @@ class RunStore:
                     logger.close()
 
     def _append(self, filename: str, records: Iterable[dict[str, Any]]) -> None:
-        with open(self.dir / filename, "a") as f:
-            for record in records:
-                line = json.dumps(record, default=str) + "\n"
-                f.write(line[: len(line) // 2])
+        try:
+            with open(self.dir / filename, "a") as f:
+                for record in records:
+                    line = json.dumps(record, default=str) + "\n"
+                    f.write(line[: len(line) // 2])
+                    f.flush()
+                    fault_point("jsonl_write")  # a kill here leaves half a line: what a resume must cut away
+                    f.write(line[len(line) // 2 :])
                 f.flush()
-                fault_point("jsonl_write")  # a kill here leaves half a line: what a resume must cut away
-                f.write(line[len(line) // 2 :])
-            f.flush()
-            os.fsync(f.fileno())
+                os.fsync(f.fileno())
+        except OSError as exc:  # a full disk or a file-size limit (EFBIG): the one line names the file
+            if exc.filename is None:
+                exc.filename = str(self.dir / filename)
+            raise
 
     # -- resuming ------------------------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """What the folder holds now: each appended file's size and the metrics (and what the run is: ``run``).
-        Saved with each checkpoint and at the end of each phase, so a resume can cut the files back to a moment
-        whose work it will not redo."""
+        """What the folder holds now: each appended file's size and the SHA-256 of those bytes, the metrics (and
+        what the run is: ``run``). Saved with each checkpoint and at the end of each phase, so a resume can cut the
+        files back to a moment whose work it will not redo, and refuse files changed before that moment."""
+        sizes = {name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0 for name in APPENDED_FILES}
         return {
-            "files": {
-                name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0 for name in APPENDED_FILES
-            },
+            "files": sizes,
+            "sha256": {name: self._prefix_sha256(name, size) for name, size in sizes.items()},
             "metrics": json.loads(json.dumps(self.metrics, default=str)),
             "warnings": list(self.warnings),
         } | ({"run": self.identity} if self.identity else {})
+
+    def _prefix_sha256(self, name: str, size: int) -> str:
+        """The SHA-256 of the first ``size`` bytes of ``name``, reading only the bytes after those hashed last time
+        (the files only grow between two snapshots; ``rollback`` forgets what was hashed)."""
+        done, digest = self._hashed.get(name, (0, None))
+        if digest is None or done > size:
+            done, digest = 0, hashlib.sha256()
+        if size > done:
+            with open(self.dir / name, "rb") as f:
+                f.seek(done)
+                _hash_into(digest, f, size - done)
+        self._hashed[name] = (size, digest)
+        return digest.hexdigest()
 
     def check_snapshot(self, snapshot: dict[str, Any] | None, moment: str) -> None:
         """Refuse, in one line naming the file, to resume from ``snapshot`` (taken at ``moment``, e.g. "the
@@ -330,6 +379,28 @@ class RunStore:
                 raise ValueError(
                     f"cannot resume {self.dir}: {exc} (within the {size} bytes {moment} recorded)"
                 ) from None
+            recorded = ((snapshot or {}).get("sha256") or {}).get(name)  # none: a snapshot from before digests
+            if recorded is not None and prefix_sha256(path, size) != recorded:
+                raise ValueError(
+                    f"cannot resume {self.dir}: {name} is not what {moment} recorded: its first {size} bytes "
+                    "have another SHA-256 (edited since); put back the file it wrote, or start a new run"
+                )
+
+    def check_links(self) -> None:
+        """Refuse, in one line naming it, a symbolic link in the folder that resolves outside it: a resume reads,
+        cuts back and appends to the folder's files, and would do it to a file elsewhere (another run's)."""
+        root = os.path.realpath(self.dir)
+        for folder, dirs, files in os.walk(self.dir):  # symlinked folders are listed, never entered
+            for name in (*dirs, *files):
+                path = os.path.join(folder, name)
+                if not os.path.islink(path):
+                    continue
+                target = os.path.realpath(path)
+                if os.path.commonpath([root, target]) != root:
+                    raise ValueError(
+                        f"cannot resume {self.dir}: {os.path.relpath(path, self.dir)} is a symbolic link to "
+                        f"{target}, outside the run folder; a resume uses only the folder's own files: move it back"
+                    )
 
     def check_complete(self) -> None:
         """Every appended file is whole JSON lines, end to end: checked before a run says it is complete."""
@@ -351,6 +422,7 @@ class RunStore:
                     f.truncate(min(files.get(name, 0), path.stat().st_size))  # never grown with zeros
                     f.flush()
                     os.fsync(f.fileno())
+        self._hashed = {}  # the files were cut back: hash them again from the start
         self.metrics = json.loads(json.dumps((snapshot or {}).get("metrics", {})))
         self.warnings = list((snapshot or {}).get("warnings", []))
         write_json_atomic(self.dir / "metrics.json", self.metrics)
@@ -379,6 +451,20 @@ class FollowerStore:
 
     def close(self) -> None:
         pass
+
+
+def prefix_sha256(path: Path, size: int) -> str:
+    """The SHA-256 of the first ``size`` bytes of ``path`` (fewer if it is shorter)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        _hash_into(digest, f, size)
+    return digest.hexdigest()
+
+
+def _hash_into(digest: Any, f: Any, size: int) -> None:
+    while size > 0 and (chunk := f.read(min(size, 1 << 20))):
+        digest.update(chunk)
+        size -= len(chunk)
 
 
 def _lines(path: Path, size: int) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.failures import as_float
 from harness.types import Behaviour, Completion, Engine, Messages, Problem, SamplingParams
 
 Pair = tuple["Messages | str", str]  # (prompt: chat messages or a user message's text, response text)
@@ -66,7 +67,7 @@ def agreeing_pairs(pairs: ContrastivePairs, scorer: Any) -> ContrastivePairs:
     keep = [
         i
         for i, ((_, pos), (_, neg), problem) in enumerate(zip(pairs.positive, pairs.negative, problems, strict=True))
-        if float(scorer(pos, problem)) >= float(scorer(neg, problem))
+        if as_float(scorer(pos, problem)) >= as_float(scorer(neg, problem))
     ]
     return replace(
         pairs,
