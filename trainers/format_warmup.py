@@ -88,7 +88,8 @@ class FormatWarmupOptions:
     # problems the targets come from (sampling them all would cost more than RL)
     warmup_problems: int = bounded(16, 1, COUNT)
     warmup_check_problems: int = bounded(8, 1, COUNT)  # other problems whose rollouts (2 each) measure the rate
-    warmup_lr: float = 1e-4  # the warm-up's learning rate (at 2e-5 SmolLM2-135M wrote no well-formed VPO rollout)
+    # 1e-4: at 2e-5 SmolLM2-135M wrote no well-formed VPO rollout after the warm-up
+    warmup_lr: float = 1e-4  # the warm-up's learning rate
     warmup_batch_size: int = bounded(4, 1, COUNT)  # (prompt, target) pairs per warm-up step
     # "worked": M of its answers with their reasoning, each answer put in the task's form; "extracted": the answers
     # alone in that form; "self": as written; "auto": the task's choice, else worked with reference completions,
