@@ -56,13 +56,15 @@ def terminate_as_interrupt() -> None:
 
 def from_signal(exc: BaseException) -> bool:
     """Whether a KeyboardInterrupt is the user's (^C, SIGTERM) rather than one that code raised itself. Where ^C is
-    not this module's to raise (the Python API, a library that took the handler), every one is taken as the user's."""
+    not this module's to raise (the Python API, a library that took the handler), every one is taken as the user's;
+    where ^C is ignored (a shell's background job), none but ours can be."""
     if isinstance(exc, Interrupted):
         return True
     try:
-        return signal.getsignal(signal.SIGINT) is not _raise_interrupt
+        handler = signal.getsignal(signal.SIGINT)
     except Exception:  # no signal module state to ask: the user's, to be safe
         return True
+    return handler is not _raise_interrupt and handler is not signal.SIG_IGN
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

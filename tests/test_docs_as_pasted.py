@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from guide_blocks import GUIDE, page_blocks, write_file
 from test_readme_plugin import readme_files
-from tiny_runs import CEILING, harness, harness_env, only_run, tiny_argv
+from tiny_runs import CEILING, foreground, harness, harness_env, only_run, tiny_argv
 
 TINY = ["--model", "tiny-random", "--threads", "1"]
 
@@ -322,6 +322,7 @@ def test_an_interrupted_run_prints_the_exact_command_that_resumes_it(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=foreground,  # ^C reaches it wherever the suite runs
     )
     deadline = time.monotonic() + CEILING
     while not pause.exists():

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_runs import CEILING, harness_env, only_run, tiny_argv
+from tiny_runs import CEILING, foreground, harness_env, only_run, tiny_argv
 
 from harness.types import Problem, Score
 
@@ -496,6 +496,7 @@ def test_a_real_interrupt_while_a_reward_function_runs_is_still_an_interrupt(wor
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=foreground,  # ^C reaches it wherever the suite runs
     )
     try:
         deadline = time.monotonic() + CEILING

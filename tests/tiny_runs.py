@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,13 @@ CEILING = 300  # seconds: a hang, never a speed
 
 def harness_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "HARNESS_DISABLE_PLUGIN_AUTOLOAD": "1", **extra}
+
+
+def foreground() -> None:
+    """``preexec_fn`` for a child the test will ^C: SIGINT at its default, as in a terminal's foreground job. A
+    shell's background job (`pytest ... &`, a CI runner's) ignores SIGINT, its children inherit that, and a child
+    that ignores ^C never sees the test's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def harness(args: list[str], **env: str) -> subprocess.CompletedProcess:
