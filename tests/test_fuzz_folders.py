@@ -19,7 +19,7 @@ from tiny_runs import harness_env
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import fuzz_folders  # bench/ is not a package: its folder is on the path
 
-SEED = 55  # issue 55
+SEED = 55  # any fixed seed: the cases are the same on every run, so a failure reproduces
 BATCHES, SIZE = 36, 50  # 1,800 cases: 20 s on an idle 2-core machine, about a minute on a busy one
 FIGURES_EVERY = 6  # the report's figures drawn in one batch of this many (they are most of its time)
 

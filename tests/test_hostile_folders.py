@@ -192,8 +192,8 @@ def test_index_and_report_skip_every_hostile_folder_naming_file_and_field(good_r
     assert not Path("/abs").exists()
 
 
-# --- Issue 55: reading any folder safely. Each was found broken on a commit before these tests; each test is the
-# finding as it was met, through the CLI in a fresh process, beside the good run.
+# --- Reading any folder safely. Each of these broke `harness index` or `harness report` before harness/store/reading.py
+# read every run file; each test is the case as it was met, through the CLI in a fresh process, beside the good run.
 
 
 def _copy(good_run: Path, runs: Path, name: str | bytes = "x") -> Path:

@@ -1,4 +1,4 @@
-"""Issue 55. Plugin code that ends the process: ``sys.exit(0)`` in a reward function ended a run with exit 0, and
+"""Plugin code that ends the process: ``sys.exit(0)`` in a reward function ended a run with exit 0, and
 ``raise SystemExit('...')`` with exit 1 and no error line. Now ``SystemExit``, and a ``KeyboardInterrupt`` plugin code
 raises itself, from a task, a reward function, a behaviour scorer or a logger is a plugin failure naming it (exit 1,
 manifest ``failed``, one line), while a real ^C stays an interrupt (exit 130): harness/interrupts.py's handler

@@ -1,4 +1,4 @@
-"""A resume is the same run or none (issue 55). Everything a resume reads is what the checkpoint (or the phase's
+"""A resume is the same run or none. Everything a resume reads is what the checkpoint (or the phase's
 snapshot) recorded when it was written: the checkpoint's files (size and SHA-256), the appended files up to the
 recorded length (SHA-256 of that prefix), the manifest's configuration, resolved options, per-phase threads and
 identity (compared value and type: a seed of -0.0 or 1.0 is not the integer 0 or 1); and it all lies inside the run
