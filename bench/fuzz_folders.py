@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.store.results_db import KEPT_SAMPLE_KEYS
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "fuzz_folders.json"
 HANG_SECONDS = 60  # one batch's index and report; a FIFO opened for reading would wait forever
@@ -306,22 +308,7 @@ MANIFEST_PATHS = (
     "resolved_options.searcher",
     "resolved_options.searcher.answers_per_rollout",
 )
-SAMPLE_FIELDS = (
-    "problem_id",
-    "phase",
-    "success",
-    "scalar",
-    "rollout_index",
-    "call",
-    "missing",
-    "behaviours",
-    "held_out",
-    "text",
-    "extracted",
-    "rewards",
-    "prompt",
-    "reference",
-)
+SAMPLE_FIELDS = (*KEPT_SAMPLE_KEYS, "prompt", "reference")  # what the index reads, and what it skips
 METRIC_KEYS = (
     "{phase}/pass@1",
     "{phase}/pass@2",

@@ -20,7 +20,6 @@ import argparse
 import ast
 import inspect
 import os
-import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
@@ -36,6 +35,7 @@ from harness.trainers.trl_names import TRL_GRPO_ALIASES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/results_pages.py, beside this file
 import results_pages  # the results pages and the README's demo excerpt, from bench/results/
+from page_sections import sections
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = "python docs/generate.py"  # the command that rewrites a stale page (also: make docs)
@@ -44,17 +44,6 @@ FIX = "python docs/generate.py"  # the command that rewrites a stale page (also:
 def _cell(text: str) -> str:
     """Text for a Markdown table cell."""
     return text.replace("|", "\\|")
-
-
-def sections(text: str, renders: dict[str, Callable[[], str]]) -> str:
-    """``text`` with each marked section rewritten by its render function; the text around them is kept as it is."""
-    for name, render in renders.items():
-        start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
-        pattern = re.compile(rf"({re.escape(start)}\n).*?({re.escape(end)})", re.S)
-        if not pattern.search(text):
-            raise ValueError(f"no section {start} ... {end}")
-        text = pattern.sub(lambda m, r=render: f"{m[1]}\n{r().strip(chr(10))}\n\n{m[2]}", text)
-    return text
 
 
 # ---------------------------------------------------------------------------------------------------------------

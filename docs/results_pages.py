@@ -32,6 +32,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from page_sections import sections  # beside this file; docs/generate.py puts docs/ on the path
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PAGES_DIR = "docs/results"
@@ -728,17 +730,6 @@ def demo_excerpt(results: Path = RESULTS) -> str:
 
 
 # -- pages by path -------------------------------------------------------------------------------------------------
-
-
-def sections(text: str, renders: dict[str, Callable[[], str]]) -> str:
-    """``text`` with each marked section rewritten (as docs/generate.py's ``sections`` does)."""
-    for name, render in renders.items():
-        start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
-        pattern = re.compile(rf"({re.escape(start)}\n).*?({re.escape(end)})", re.S)
-        if not pattern.search(text):
-            raise ValueError(f"no section {start} ... {end}")
-        text = pattern.sub(lambda m, r=render: f"{m[1]}\n{r().strip(chr(10))}\n\n{m[2]}", text)
-    return text
 
 
 def pages(results: Path = RESULTS) -> list[tuple[str, Callable[[str], str]]]:
