@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import re
 import subprocess
@@ -31,12 +30,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.provenance import machine, package_version, source_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "experiments/demo.toml"
 OUT = ROOT / "bench" / "results" / "demo.json"
 HEADING = re.compile(r"^task \S+, model \S+; data: .*problems evaluated$")
 WROTE = re.compile(r"^wrote (.+) in ([\d.]+) s$")
-ISA = (("avx2", "avx2"), ("avx512", "avx512f"), ("bf16", "avx512_bf16"), ("amx", "amx_tile"))
 
 
 def summary_lines(output: str) -> tuple[list[str], str | None]:
@@ -52,47 +52,6 @@ def summary_lines(output: str) -> tuple[list[str], str | None]:
     while printed and not printed[-1].strip():
         printed.pop()
     return printed, WROTE.match(lines[end])[1] if ends else None
-
-
-def machine() -> dict[str, object]:
-    """This machine's CPU model, cores and the instruction sets that change float rounding (AVX2, AVX-512, native
-    bf16, AMX)."""
-    cpu, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                cpu = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-            if flags and cpu:
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "isa": [name for name, flag in ISA if flag in flags]}
-
-
-def checkout_commit() -> str | None:
-    """This checkout's HEAD, "+dirty" when tracked files differ from it; None without git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
-
-
-def torch_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("torch")
-    except Exception:
-        return None
 
 
 def record(run_dir: Path, output: str, commit: str | None = None) -> dict[str, object]:
@@ -113,10 +72,10 @@ def record(run_dir: Path, output: str, commit: str | None = None) -> dict[str, o
         "threads": config.get("threads"),
         "rollout_dtype": config.get("rollout_dtype"),
         "seconds": manifest.get("seconds"),
-        "commit": manifest.get("commit") or commit or checkout_commit(),
+        "commit": manifest.get("commit") or commit or source_commit(),
         "machine": manifest.get("machine") or machine(),
         "python": manifest.get("python") or platform.python_version(),
-        "torch": (manifest.get("packages") or {}).get("torch") or torch_version(),
+        "torch": (manifest.get("packages") or {}).get("torch") or package_version("torch"),
         "run": run_dir.name,
         "argv": manifest.get("command"),  # as the process was started (its --out is where the folder went)
         "printed": printed,

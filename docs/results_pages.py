@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -201,7 +200,6 @@ class Topic:
     slug: str
     title: str
     rows: list[Row] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _record_version(data: dict[str, Any], task: str, commit: str | None) -> tuple[str | None, str]:
@@ -213,22 +211,28 @@ def _record_version(data: dict[str, Any], task: str, commit: str | None) -> tupl
     return derived, AT_RECORD if derived else ""
 
 
+def _record_row(path: Path, data: dict[str, Any], task: str, cells: dict[str, str], **given: str) -> Row:
+    """A row of a record's figures: the record's commit (else the commit that recorded the file), its task version
+    (else derived, marked), its machine and seed, unless ``given``."""
+    commit = data.get("commit") or recording_commit(path)
+    version, how = _record_version(data, task, commit)
+    where = {"machine": machine_of(data), "seed": seed_of(data.get("seed")), **given}
+    return Row(path.name, task, version, how, commit, cells=cells, **where)
+
+
 def demo_rows(results: Path) -> list[Row]:
     """bench/results/demo.json, written by bench/record_demo.py."""
     path = results / "demo.json"
     if not path.exists():
         return []
     data = _load(path)
-    commit = data.get("commit") or recording_commit(path)
-    version, how = _record_version(data, data.get("task") or "math", commit)
-    row = Row(path.name, data.get("task") or "math", version, how, commit, machine_of(data), seed_of(data.get("seed")))
-    row.cells = {
+    cells = {
         "command": f"`{data.get('command', NOT_RECORDED)}`",
         "threads": str(data.get("threads", NOT_RECORDED)),
         "seconds": _num(data.get("seconds"), 0),
+        "printed": "\n".join(data.get("printed") or []),
     }
-    row.cells["printed"] = "\n".join(data.get("printed") or [])
-    return [row]
+    return [_record_row(path, data, data.get("task") or "math", cells)]
 
 
 def _matrix_history(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -310,8 +314,6 @@ def crosscheck_rows(results: Path) -> list[Row]:
             continue
         labels, rule = CROSSCHECK[dataset]
         counts = data.get("counts", {})
-        commit = data.get("commit") or recording_commit(path)
-        version, how = _record_version(data, "code", commit)
         machine = machine_of(data) + (f", Python {data['python']}" if data.get("python") else "")
         samples = data.get("samples") or []
         for part, label in labels.items():
@@ -326,8 +328,7 @@ def crosscheck_rows(results: Path) -> list[Row]:
                 seed = seed_of(samples[0].get("seed")) if len(samples) == 1 else NOT_RECORDED
             else:
                 seed = "none (no sampling)"
-            row = Row(path.name, "code", version, how, commit, machine, seed)
-            row.cells = {
+            cells = {
                 "programs": label,
                 "count": str(programs),
                 "agree": str(agree),
@@ -335,7 +336,7 @@ def crosscheck_rows(results: Path) -> list[Row]:
                 "fail both ways": seed_of(both_fail),
                 "the other rule": rule,
             }
-            rows.append(row)
+            rows.append(_record_row(path, data, "code", cells, machine=machine, seed=seed))
     return rows
 
 
@@ -360,12 +361,9 @@ def steering_rows(results: Path) -> list[Row]:
     for path in sorted(results.glob("steering_direction_*.json")):
         data = _load(path)
         task = data.get("task") if isinstance(data.get("task"), str) else "math"
-        commit = data.get("commit") or recording_commit(path)
-        version, how = _record_version(data, task, commit)
         length = {True: "removed", False: "kept"}.get(data.get("remove_length"), NOT_RECORDED)
         for strength, figures in (data.get("strengths") or {}).items():
-            row = Row(path.name, task, version, how, commit, machine_of(data), seed_of(data.get("seed")))
-            row.cells = {
+            cells = {
                 "behaviour": data.get("behaviour", NOT_RECORDED),
                 "layer": str(data.get("layer", NOT_RECORDED)),
                 "length direction": length,
@@ -376,7 +374,7 @@ def steering_rows(results: Path) -> list[Row]:
                 "correct": _change(figures["correct"]) if "correct" in figures else "-",
                 "held-out evaluator": _change(figures["heldout"]) if "heldout" in figures else "-",
             }
-            rows.append(row)
+            rows.append(_record_row(path, data, task, cells))
     return rows
 
 
@@ -403,13 +401,10 @@ def learning_rows(results: Path) -> list[Row]:
     for path in sorted(results.glob("demo_learning_vs_trl*.json")):
         data = _load(path)
         task = data["task"].get("name", "math") if isinstance(data.get("task"), dict) else "math"
-        commit = data.get("commit") or recording_commit(path)
-        version, how = _record_version(data, task, commit)
         summary = data.get("summary") or {}
         ours, trl = summary.get("ours") or {}, summary.get("trl") or {}
         options = (data.get("task") or {}).get("options") or {}
-        row = Row(path.name, task, version, how, commit, machine_of(data), seed_of(data.get("seed")))
-        row.cells = {
+        cells = {
             "task options": " ".join(f"{k}={v}" for k, v in options.items()) or "-",
             "steps": str(data.get("steps")),
             "CPU-s per step, ours / TRL": f"{_num(ours.get('cpu_s_per_step_median'), 1)} / "
@@ -420,7 +415,7 @@ def learning_rows(results: Path) -> list[Row]:
             "final boxed, ours / TRL": f"{_num(ours.get('final_boxed'))} / {_num(trl.get('final_boxed'))}",
             "final correct, ours / TRL": f"{_num(ours.get('final_correct'))} / {_num(trl.get('final_correct'))}",
         }
-        rows.append(row)
+        rows.append(_record_row(path, data, task, cells))
     return rows
 
 
@@ -756,30 +751,3 @@ def render_all(results: Path = RESULTS, root: Path = ROOT) -> dict[str, str]:
         file = root / path
         out[path] = render(file.read_text() if file.exists() else "")
     return out
-
-
-def stale(root: Path = ROOT) -> list[str]:
-    return [
-        path
-        for path, text in render_all(root=root).items()
-        if not (root / path).exists() or (root / path).read_text() != text
-    ]
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if "--check" in argv:
-        for path in stale():
-            print(f"{path} is stale: run {FIX}", file=sys.stderr)
-        return 1 if stale() else 0
-    for path, text in render_all().items():
-        file = ROOT / path
-        if not file.exists() or file.read_text() != text:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(text)
-            print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

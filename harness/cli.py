@@ -12,7 +12,7 @@ from typing import Any
 from harness.failures import RunFailed, reason, run_folder_of
 from harness.interrupts import terminate_as_interrupt
 from harness.plugins.registry import PluginError
-from harness.runner.config import RunConfig, add_flags, given_settings
+from harness.runner.config import RunConfig, add_flags, given_settings, option_string
 from harness.steering.vectors import BETA_UNITS
 
 DEBUG_HELP = "show the full traceback of an error instead of its one line"
@@ -369,6 +369,8 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     from harness.run import run
     from harness.runner.experiment_file import load_experiment
     from harness.runner.run_settings import configs_for, split_names
@@ -376,10 +378,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         from harness.run import resume
 
+        flags = {f.name: option_string(f) for f in fields(RunConfig)} | {"overrides": "--set"}  # as typed: --log, --set
         given = [
-            f"--{k.replace('_', '-')}"
+            flags.get(k, f"--{k.replace('_', '-')}")
             for k, v in vars(args).items()
-            if v not in (None, [], False) and k not in ("resume", "threads", "func", "command", "debug")
+            if v not in (None, [], False) and k not in ("resume", "threads", "func", "command", "debug", "quiet")
         ]
         if given:
             raise ValueError(f"--resume continues the run with its own configuration; drop {', '.join(given)}")

@@ -93,7 +93,6 @@ class _Map:
         self.lock = threading.Lock()
         self.next = 0
         self.running = 0
-        self.left = size  # items not yet done (or given up once an item failed)
         self.stopped = False  # an item failed or the caller was interrupted: start no more
         self.finished = threading.Event()
 
@@ -113,12 +112,8 @@ class _Map:
                 self.results[i] = result
                 if error is not None:
                     self.errors[i] = error
-                    if not self.stopped:  # the items not started will not be: the caller raises
-                        self.left -= len(items) - self.next
-                        self.next = len(items)
-                    self.stopped = True
-                self.left -= 1
-                if self.left <= 0:
+                    self.stopped = True  # the items not started will not be: the caller raises
+                if not self.running and (self.stopped or self.next >= len(items)):  # nothing more will finish
                     self.finished.set()
 
     def abandon(self) -> int:

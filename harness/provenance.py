@@ -83,13 +83,6 @@ def machine() -> dict[str, object]:
     return {"cpu": cpu, "cores": os.cpu_count(), "isa": isa}
 
 
-def machine_line(info: dict[str, object] | None = None) -> str:
-    """``machine()`` in one line: "Intel Xeon, 2 cores, avx2+avx512+bf16+amx"."""
-    info = info or machine()
-    isa = "+".join(info.get("isa") or []) or "no AVX2"
-    return f"{info.get('cpu')}, {info.get('cores')} cores, {isa}"
-
-
 def source_commit() -> str | None:
     """The commit of the harness's own source when it runs from a git checkout (with "+dirty" when files differ
     from it); None for an installed wheel or where git is missing."""

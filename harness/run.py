@@ -27,7 +27,6 @@ from harness.runner.open_run_folder import checkpointer_for, open_run_folder, st
 from harness.runner.phases import execute, record_unfinished, train_precision
 from harness.runner.plan import Plan, plan_run
 from harness.scoring.reward_functions import reward_context
-from harness.store.checkpoint import Checkpointer
 from harness.store.lock import lock_run_folder
 from harness.store.reading import read_json
 from harness.store.run_folder import (
@@ -137,7 +136,7 @@ def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
     finished = False
     try:
         if told["train"]:
-            checkpointer = Checkpointer(run_dir, cfg.checkpoint_every) if cfg.checkpoint_every else None
+            checkpointer = checkpointer_for(cfg, run_dir)  # rank 0's checkpoint, to restore from on resume
             with train_precision(plan, engine):  # the precision rank 0's training samples in
                 plan.trainer.train(
                     policy, engine, plan.task, plan.train_problems, store=FollowerStore(run_dir, checkpointer)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tiny_runs import CEILING, harness_env, only_run, tiny_argv
+from tiny_runs import CEILING, harness, harness_env, only_run, tiny_argv
 from tiny_runs import outcome as _outcome
 
 STOPS_WITHIN = 20.0  # seconds from the signal to the process's end: "a few", with room for a busy machine
@@ -230,13 +230,7 @@ def test_an_interrupt_abandons_a_call_that_never_returns_with_one_line(capsys):
 
 
 def _uninterrupted(plugins_dir: Path, argv: list[str], out: Path) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", *argv, "--out", str(out)],
-        env=_env(plugins_dir),
-        capture_output=True,
-        text=True,
-        timeout=CEILING,
-    )
+    done = harness([*argv, "--out", str(out)], **_env(plugins_dir))
     assert done.returncode == 0, f"an uninterrupted run: {done.stderr[-2000:]}"
     return outcome(only_run(out))
 
@@ -269,14 +263,23 @@ def _interrupted_in_turn(plugins_dir: Path, argv: list[str], kills: list, out: P
     return outcome(folder)
 
 
-def _hung_in_scoring_threads(plugins_dir: Path, out: Path) -> dict:
-    flag = out.parent / f"{out.name}-stall"
+def _hung_in_reward(
+    plugins_dir: Path, argv: list[str], out: Path, variable: str, where: str, signals: int = 1
+) -> tuple[str, float, Path, dict[str, str]]:
+    """The run started with the file $VARIABLE names in place, SIGTERMed (``signals`` times) once its reward
+    function hangs: its stderr, how long it took to end, the file and the run's environment."""
+    flag = out.parent / f"{out.name}-{variable.lower()}"
     flag.touch()
-    env = _env(plugins_dir, STALL=str(flag))
-    where = "a reward function hanging in a scoring thread"
-    with _running([*EVOLVE, "--out", str(out)], env) as process:
+    env = _env(plugins_dir, **{variable: str(flag)})
+    with _running([*argv, "--out", str(out)], env) as process:
         _reached(process, Path(f"{flag}.reached"), where)
-        err, took = _interrupt(process, where)
+        err, took = _interrupt(process, where, signals=signals)
+    return err, took, flag, env
+
+
+def _hung_in_scoring_threads(plugins_dir: Path, out: Path) -> dict:
+    where = "a reward function hanging in a scoring thread"
+    err, took, flag, env = _hung_in_reward(plugins_dir, EVOLVE, out, "STALL", where)
     notes = [line for line in err.splitlines() if line.startswith("evolve: interrupted while")]
     assert len(notes) == 1 and "left running" in notes[0], err[-2000:]
     said = _said(err)
@@ -290,13 +293,8 @@ def _hung_in_scoring_threads(plugins_dir: Path, out: Path) -> dict:
 
 
 def _deaf_main_thread(plugins_dir: Path, out: Path) -> float:
-    flag = out.parent / f"{out.name}-deaf"
-    flag.touch()
-    env = _env(plugins_dir, DEAF=str(flag))
     where = "a main thread deaf to signals"
-    with _running([*EVAL, "--out", str(out)], env) as process:
-        _reached(process, Path(f"{flag}.reached"), where)
-        err, took = _interrupt(process, where, signals=2)
+    err, took, _, _ = _hung_in_reward(plugins_dir, EVAL, out, "DEAF", where, signals=2)
     folder = only_run(out)
     said = _said(err)
     assert len(said) == 1 and "ended at once" in said[0] and f"harness run --resume {folder}" in said[0], err[-2000:]
@@ -400,12 +398,6 @@ def _manifest(folder: Path) -> dict:
 
 
 def _resume(folder: Path, env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--resume", str(folder)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CEILING,
-    )
+    done = harness(["run", "--resume", str(folder)], **env)
     assert done.returncode == 0, f"the last resume: {done.stderr[-2000:]}"
     assert _manifest(folder)["status"] == "complete"

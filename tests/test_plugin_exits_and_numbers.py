@@ -147,7 +147,8 @@ def test_a_reward_function_s_numbers_of_every_kind_are_floats():
     assert got == FLOATS and all(type(v) is float for v in got)
     takes = frozenset({"prompts", "completions"})
     batch = RewardFunction("m:g", "g", 1.0, lambda prompts, completions: list(NUMBERS), batch=True, takes=takes)
-    assert batch.values([PROBLEM] * len(NUMBERS), ["x"] * len(NUMBERS)) == FLOATS
+    got = batch.values([PROBLEM] * len(NUMBERS), ["x"] * len(NUMBERS))
+    assert got == FLOATS and all(type(v) is float for v in got)
 
 
 @pytest.mark.parametrize("value", [10**400, Decimal("1e400")], ids=repr)
@@ -210,7 +211,7 @@ def test_a_task_s_score_components_become_floats():
 def test_a_task_s_infinite_component_fails_that_answer_naming_the_task(value, said):
     """Before: an infinite component went on into the means. Now the answer is refused as one whose scorer raised
     (``ScoreFailed``: forgiven per answer, counted by ``tally``)."""
-    from harness.failures import ScoreFailed
+    from harness.failures import PluginFailed, ScoreFailed
     from harness.scoring.batch import score_all
     from harness.scoring.task_guard import GuardedTask
 
@@ -220,8 +221,6 @@ def test_a_task_s_infinite_component_fails_that_answer_naming_the_task(value, sa
     assert str(err.value).startswith("task 'numpy-task' (plugin 'tests') failed while scoring problem 'p1': ")
     assert said in str(err.value)
     task = GuardedTask(NumpyTask({"correct": 1.0, "style": value}), "numpy-task", "tests")
-    from harness.failures import PluginFailed
-
     with pytest.raises(PluginFailed, match="failed to score 1 of the 1 answers"):  # every answer lost: the run ends
         score_all(task, [(PROBLEM, "2")])
 
@@ -286,6 +285,7 @@ def test_a_task_ending_the_process_is_a_plugin_failure_naming_it(cli_signals, ra
     from harness.scoring.task_guard import GuardedTask
 
     task = GuardedTask(NumpyTask(exit_with=raised), "numpy-task", "tests")
+    caught = None
     try:  # not pytest.raises: a KeyboardInterrupt let through would stop the whole session, not fail this test
         score_all(task, [(PROBLEM, "2")])
     except BaseException as exc:
@@ -343,6 +343,7 @@ def test_a_behaviour_scorer_ending_the_process_is_a_plugin_failure_naming_it():
         lambda text: _safe(scorers["quitter"], text, PROBLEM),
     ):
         assert scored("raise") is None
+        caught = None  # not the first scorer's, should the second raise nothing
         try:  # not pytest.raises: what it lets through must fail this test, not end the session
             scored("x")
         except BaseException as exc:

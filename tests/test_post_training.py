@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_runs import OWN_SIZES, tiny_config
+from tiny_runs import OWN_SIZES, tiny_config, with_uppercase_task
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.hookspecs import hookimpl
@@ -232,18 +232,9 @@ def test_a_trainer_resolves_autocast_auto_from_the_engine_it_trains_with(tiny_po
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.model.parameters(), strict=True))
 
 
-def _uppercase_plugins():
-    class Plugin:
-        @hookimpl
-        def harness_register_tasks(self, registry):
-            registry.add("uppercase", "harness.testing:UppercaseTask", "upper-case letters (tests)")
-
-    return get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
-
-
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_trained_policy_is_saved_and_evaluates_to_the_after_metrics(tmp_path, lora):
-    plugins = _uppercase_plugins()
+    plugins = with_uppercase_task()
     evaluation = {**OWN_SIZES, "searcher.n": "2"}  # the task's own budgets
     lora_sets = {"trainer.lora_r": "4", "trainer.save_merged": "true"} if lora else {}
     common = dict(task="uppercase", out=str(tmp_path), seed=3)

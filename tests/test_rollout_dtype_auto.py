@@ -16,7 +16,7 @@ from dataclasses import replace
 from http.server import ThreadingHTTPServer
 
 import pytest
-from tiny_runs import tiny_config
+from tiny_runs import uppercase_step, with_uppercase_task
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.hookspecs import hookimpl
@@ -105,11 +105,6 @@ def _run(tmp_path, monkeypatch, **config) -> tuple[dict, list, dict]:
     generate (with whether it was inside training) and the step's line."""
     from harness.run import run
 
-    class Plugin:
-        @hookimpl
-        def harness_register_tasks(self, registry):
-            registry.add("uppercase", "harness.testing:UppercaseTask", "upper-case letters (tests)")
-
     seen, training = [], []
     decode, train = TransformersEngine._decode, GRPOTrainer.train
 
@@ -126,27 +121,8 @@ def _run(tmp_path, monkeypatch, **config) -> tuple[dict, list, dict]:
 
     monkeypatch.setattr(TransformersEngine, "_decode", recording_decode)
     monkeypatch.setattr(GRPOTrainer, "train", flagged_train)
-    plugins = get_plugin_manager(extra_plugins=(Plugin(),), autoload=False)
-    folder = run(
-        tiny_config(
-            task="uppercase",
-            train_limit=2,
-            k=1,
-            out=str(tmp_path),
-            save_model=False,
-            threads=1,
-            **config,
-            sets={
-                "trainer.group_size": "4",
-                "trainer.prompts_per_step": None,
-                "trainer.max_new_tokens": "6",
-                "searcher.n": "1",
-                "searcher.max_new_tokens": "6",
-            },
-        ),
-        plugins=plugins,
-        echo=lambda _: None,
-    )
+    plugins = with_uppercase_task()
+    folder = run(uppercase_step(tmp_path, threads=1, **config), plugins=plugins, echo=lambda _: None)
     manifest = json.loads((folder / "manifest.json").read_text())
     step = json.loads((folder / "steps.jsonl").read_text().splitlines()[0])
     return manifest, seen, step

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from tiny_runs import tiny_config, with_uppercase_task
+from tiny_runs import uppercase_step, with_uppercase_task
 
 from harness.engine.transformers_engine import TransformersEngine
 from harness.plugins import get_plugin_manager
@@ -228,25 +228,7 @@ def test_a_run_with_rollout_dtype_samples_in_it_and_records_it(tmp_path):
     assert build_parser().parse_args(["run", "--rollout-dtype", "bfloat16"]).rollout_dtype == "bfloat16"
 
     plugins = with_uppercase_task()
-    folder = run(
-        tiny_config(
-            task="uppercase",
-            train_limit=2,
-            k=1,
-            out=str(tmp_path),
-            rollout_dtype="bfloat16",
-            save_model=False,
-            sets={
-                "trainer.group_size": "4",
-                "trainer.prompts_per_step": None,
-                "trainer.max_new_tokens": "6",
-                "searcher.n": "1",
-                "searcher.max_new_tokens": "6",
-            },
-        ),
-        plugins=plugins,
-        echo=lambda _: None,
-    )
+    folder = run(uppercase_step(tmp_path, rollout_dtype="bfloat16"), plugins=plugins, echo=lambda _: None)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["config"]["rollout_dtype"] == "bfloat16"
     step = json.loads((folder / "steps.jsonl").read_text().splitlines()[0])

@@ -128,7 +128,7 @@ def test_identity_and_work_are_read_from_the_fields():
     assert set(expected_time.WORK) == WORK_BEFORE | {"options"}  # options were checked apart before
 
 
-def test_work_and_identity_follow_the_declarations(monkeypatch):
+def test_work_and_identity_follow_the_declarations():
     cfg = RunConfig()
     assert expected_time.at_defaults(cfg)
     assert not expected_time.at_defaults(dataclasses.replace(cfg, steps=3))
@@ -180,3 +180,13 @@ def test_the_generated_flags_keep_the_order_of_harness_run_help():
     shard = order.index("--shard")
     assert order[shard + 1 : shard + 5] == ["--config", "--size", "--arm", "--threads"]
     assert order[-3:] == ["--set", "--reward", "--plugin"]
+
+
+def test_resume_takes_the_output_flags_and_names_the_others_as_typed(monkeypatch, capsys):
+    resumed = []
+    monkeypatch.setattr("harness.run.resume", lambda run_dir, threads=None: resumed.append((run_dir, threads)))
+    assert main(["run", "--resume", "runs/x", "--quiet", "--threads", "2"]) == 0  # how it runs, not what it runs
+    assert resumed == [("runs/x", 2)]
+    assert main(["run", "--resume", "runs/x", "--log", "tensorboard", "--set", "trainer.lr=1"]) == 2
+    err = capsys.readouterr().err
+    assert "drop --log, --set" in err and "--loggers" not in err

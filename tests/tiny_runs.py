@@ -81,6 +81,20 @@ def tiny_config(trainer: str = "grpo", *, sets: dict[str, Any] | None = None, **
     return RunConfig(**chosen, options=nested)
 
 
+def uppercase_step(out: Path, **fields: Any):
+    """One GRPO step on the "uppercase" test task (2 train problems, groups of 4, 6 new tokens) between two
+    evaluations of one answer per problem, as a RunConfig for `harness.run.run` with `with_uppercase_task()`'s
+    plugins; `fields` as for `tiny_config`."""
+    sets = {
+        "trainer.group_size": "4",
+        "trainer.prompts_per_step": None,
+        "trainer.max_new_tokens": "6",
+        "searcher.n": "1",
+        "searcher.max_new_tokens": "6",
+    }
+    return tiny_config(task="uppercase", train_limit=2, k=1, out=str(out), save_model=False, sets=sets, **fields)
+
+
 # 3 steps, a checkpoint after every one (default: 10 minutes), so kills land between them
 RUN = tiny_argv(steps=3, checkpoint_every=1)
 # An evaluation only (no training, no curves to draw): the run the report tests copy into many folders.

@@ -69,13 +69,9 @@ def coerce(value: Any, default: Any = None, hint: Any = None) -> Any:
     """The one converter of option values: ``value`` as type ``hint`` (else the type of ``default``: bool, int,
     float, str; else unchanged). Text (``--set``) is parsed by ``convert``; a TOML or YAML value of another type is
     checked by ``fit``. Raises ValueError or TypeError."""
-    if hint is None and isinstance(default, (bool, int, float, str)):
+    if hint is None and isinstance(default, SCALARS):
         hint = type(default)
-    if hint is None or hint is Any:
-        return value
-    if isinstance(value, str):
-        return convert(value, hint)
-    return fit(value, hint)
+    return fit(value, hint)  # no hint: unchanged; text: convert
 
 
 SCALARS = (bool, int, float, str)

@@ -1,4 +1,4 @@
-"""Experiment files: a grid written down, read into settings ``grid.cells_for`` turns into cells.
+"""Experiment files: a grid written down, read into settings ``run_settings.configs_for`` turns into runs.
 
 A TOML (or YAML) file whose keys are the settings `harness run` has flags for (RunConfig's fields with a flag; task,
 trainer, searcher and seed may be lists), ``[set.KIND]`` tables of plugin options, ``[size.NAME]`` tables (the same

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.failures import PluginFailed, ScoreFailed, as_float, blame, exits_named, reason
@@ -66,35 +66,18 @@ class GuardedTask:
             return self._task.reference_completion(problem)
 
     def score(self, problem: Problem, completion: str) -> Score:
-        try:
-            with exits_named(*self._kind, f"scoring problem {problem.id!r}"):
-                score = self._task.score(problem, completion)
-        except (PluginFailed, ScoreFailed):
-            raise
-        except Exception as exc:
-            raise self._failed(problem, reason(exc)) from exc
+        score = self._scored(problem, f"scoring problem {problem.id!r}", self._task.score, problem, completion)
         return self._checked(problem, score)
 
     def score_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Score]:
-        try:
-            with exits_named(*self._kind, f"scoring {len(problems)} answers"):
-                scores = list(self._task.score_many(problems, completions))
-        except (PluginFailed, ScoreFailed):
-            raise
-        except Exception as exc:
-            raise self._failed(problems[0], reason(exc)) from exc
+        doing = f"scoring {len(problems)} answers"
+        scores = self._scored(problems[0], doing, lambda: list(self._task.score_many(problems, completions)))
         if len(scores) != len(problems):
             raise self._failed(problems[0], f"score_many returned {len(scores)} scores for {len(problems)} answers")
         return [self._checked(p, s) for p, s in zip(problems, scores, strict=True)]
 
     def check(self, problem: Problem, completion: str) -> Any:
-        try:
-            with exits_named(*self._kind, f"scoring problem {problem.id!r}"):
-                checked = self._task.check(problem, completion)
-        except (PluginFailed, ScoreFailed):
-            raise
-        except Exception as exc:
-            raise self._failed(problem, reason(exc)) from exc
+        checked = self._scored(problem, f"scoring problem {problem.id!r}", self._task.check, problem, completion)
         score = self._checked(problem, getattr(checked, "score", None))  # a Checked, or a dataclass with its score
         if score is not checked.score:  # its components made floats; code's CodeCheck keeps its sandbox result too
             is_dataclass = dataclasses.is_dataclass(checked)
@@ -132,6 +115,17 @@ class GuardedTask:
             except (TypeError, ValueError) as exc:
                 raise self._failed(problem, str(exc)) from None
         return dataclasses.replace(score, rewards=rewards)
+
+    def _scored(self, problem: Problem, doing: str, scorer: Callable[..., Any], *args: Any) -> Any:
+        """``scorer(*args)``, the task's: its error is ``ScoreFailed`` on ``problem``, its attempt to end the process
+        ``PluginFailed``; either, raised already, passes."""
+        try:
+            with exits_named(*self._kind, doing):
+                return scorer(*args)
+        except (PluginFailed, ScoreFailed):
+            raise
+        except Exception as exc:
+            raise self._failed(problem, reason(exc)) from exc
 
     def _failed(self, problem: Problem, why: str) -> ScoreFailed:
         return ScoreFailed(f"{self._label} failed while scoring problem {problem.id!r}: {why}", why)

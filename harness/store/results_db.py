@@ -324,13 +324,13 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         raise UnreadableRun(run_dir, f"unreadable manifest.json ({str(exc).removeprefix('manifest.json: ')})") from None
     try:
         check_manifest(manifest)
-        has_metrics = _has(run_dir, "metrics.json")
+        has_metrics = exists_in_folder(run_dir, "metrics.json")
         metrics = read_run_json(run_dir, "metrics.json", reading.MAX_METRICS_BYTES) if has_metrics else {}
         check_metrics(metrics)
         # A last line cut by a crash mid-write was never whole: skipped. A bad line anywhere else skips the folder.
         samples = []
         lines = read_run_jsonl(run_dir, "samples.jsonl", reading.MAX_SAMPLES_BYTES, reading.MAX_LINE_BYTES)
-        for line, record in lines if _has(run_dir, "samples.jsonl") else ():
+        for line, record in lines if exists_in_folder(run_dir, "samples.jsonl") else ():
             check_sample(record, line)
             samples.append(_kept(record))
     except ValueError as exc:
@@ -359,10 +359,6 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     ]
     problems, examples = _read_samples(samples)
     return {"run": run, "metrics": scalars, "curves": curves, "problems": problems, "examples": examples}
-
-
-def _has(run_dir: Path, name: str) -> bool:
-    return exists_in_folder(run_dir, name)
 
 
 # The fields of a samples.jsonl record the index reads (_read_samples); the rest (the prompt, the reference) is

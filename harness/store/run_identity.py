@@ -77,16 +77,8 @@ def identity_differences(recorded: dict[str, Any], manifest: dict[str, Any], mom
     if "resolved_options" in recorded:
         found += _options(now["resolved_options"], recorded["resolved_options"], moment)
     for key in ("threads", "started"):
-        if key not in recorded or same(now[key], recorded[key]):
-            continue
-        if isinstance(now[key], dict) and isinstance(recorded[key], dict):
-            found += [
-                _phrase(f"{key} {k}", now[key].get(k, _MISSING), recorded[key].get(k, _MISSING), moment)
-                for k in _keys(now[key], recorded[key])
-                if not same(now[key].get(k, _MISSING), recorded[key].get(k, _MISSING))
-            ]
-        else:
-            found.append(_phrase(key, now[key], recorded[key], moment))
+        if key in recorded:
+            found += _by_key(key, now[key], recorded[key], moment, each=key)
     return list(dict.fromkeys(found))  # an option given and resolved alike is named once
 
 
@@ -101,18 +93,22 @@ def _options(now: Any, was: Any, moment: str) -> list[str]:
         return [] if same(now, was) else [_phrase("options", now, was, moment)]
     found = []
     for kind in _keys(now, was):
-        mine, theirs = now.get(kind, _MISSING), was.get(kind, _MISSING)
-        if same(mine, theirs):
-            continue
-        if not (isinstance(mine, dict) and isinstance(theirs, dict)):
-            found.append(_phrase(f"{kind} options", mine, theirs, moment))
-            continue
-        found += [
-            _phrase(f"{kind} option {key}", mine.get(key, _MISSING), theirs.get(key, _MISSING), moment)
-            for key in _keys(mine, theirs)
-            if not same(mine.get(key, _MISSING), theirs.get(key, _MISSING))
-        ]
+        found += _by_key(f"{kind} options", now.get(kind, _MISSING), was.get(kind, _MISSING), moment, f"{kind} option")
     return found
+
+
+def _by_key(label: str, now: Any, was: Any, moment: str, each: str) -> list[str]:
+    """``now`` against ``was``: nothing when they are the same; when both are objects, a phrase "EACH KEY ..." for
+    each key that differs; else one phrase for the whole, named ``label``."""
+    if same(now, was):
+        return []
+    if not (isinstance(now, dict) and isinstance(was, dict)):
+        return [_phrase(label, now, was, moment)]
+    return [
+        _phrase(f"{each} {key}", now.get(key, _MISSING), was.get(key, _MISSING), moment)
+        for key in _keys(now, was)
+        if not same(now.get(key, _MISSING), was.get(key, _MISSING))
+    ]
 
 
 def _keys(*dicts: dict) -> list:
