@@ -15,14 +15,13 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from launchers import accelerate, check, env, only_run, torchrun
 from tiny_runs import tiny_argv
 
 from harness.cli import main
@@ -38,65 +37,11 @@ RUN = tiny_argv(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    return {**env, "HARNESS_DISABLE_PLUGIN_AUTOLOAD": "1", "OMP_NUM_THREADS": "1", **extra}
-
-
-def _torchrun(*args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(_free_port()),
-        *args,
-    ]
-
-
-def _accelerate(*args: str) -> list[str]:
-    # --multi_gpu is accelerate's torchrun-based launcher; on a machine without GPUs harness/runner/distributed.py then
-    # asks for gloo. (accelerate's --cpu flag would pick its MPI launcher, which starts one process without mpirun.)
-    return [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(_free_port()),
-        "-m",
-        "harness",
-        *args,
-    ]
-
-
-def _check(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
-
-
 def test_two_gloo_ranks_take_the_step_one_process_takes_on_the_whole_batch(tmp_path, tiny_policy_spec):
     single, two = tmp_path / "single", tmp_path / "two"
     single.mkdir(), two.mkdir()
-    _check([sys.executable, str(STEP_SCRIPT), str(single)])
-    _check(_torchrun(str(STEP_SCRIPT), str(two)))
+    check([sys.executable, str(STEP_SCRIPT), str(single)])
+    check(torchrun(str(STEP_SCRIPT), str(two)))
 
     rank0, rank1 = torch.load(two / "rank0.pt"), torch.load(two / "rank1.pt")
     alone, initial = torch.load(single / "rank0.pt"), torch.load(two / "initial.pt")
@@ -133,22 +78,17 @@ def _outcome(folder: Path) -> dict:
     return {"samples": samples, "steps": steps, "metrics": metrics}
 
 
-def _only_run(out: Path) -> Path:
-    (folder,) = (p for p in out.iterdir() if p.is_dir())
-    return folder
-
-
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory, tiny_policy_spec):
     """The same short GRPO run in one process and under `accelerate launch` with two processes."""
     out = tmp_path_factory.mktemp("dp")
-    _check([sys.executable, "-m", "harness", *RUN, "--out", str(out / "one")])
-    _check(_accelerate(*RUN, "--out", str(out / "two")))
+    check([sys.executable, "-m", "harness", *RUN, "--out", str(out / "one")])
+    check(accelerate(*RUN, "--out", str(out / "two")))
     return out
 
 
 def test_accelerate_launch_writes_one_folder_equal_to_one_process(launched):
-    one, two = _only_run(launched / "one"), _only_run(launched / "two")
+    one, two = only_run(launched / "one"), only_run(launched / "two")
     manifest = json.loads((two / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["processes"] == 2
     assert not (two / "checkpoint").exists()
@@ -165,36 +105,46 @@ def test_accelerate_launch_writes_one_folder_equal_to_one_process(launched):
 
 
 def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_results(launched, tmp_path):
-    expected = _outcome(_only_run(launched / "two"))
+    expected = _outcome(only_run(launched / "two"))
     killed = subprocess.run(
-        _accelerate(*RUN, "--out", str(tmp_path)),
-        env=_env(HARNESS_FAULT="optimizer_step:2"),
+        accelerate(*RUN, "--out", str(tmp_path)),
+        env=env(HARNESS_FAULT="optimizer_step:2"),
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert killed.returncode != 0  # both ranks SIGKILLed at the second step's optimizer step
-    folder = _only_run(tmp_path)
+    folder = only_run(tmp_path)
     assert json.loads((folder / "manifest.json").read_text())["status"] == "running"
-    _check(_accelerate("run", "--resume", str(folder)))
+    check(accelerate("run", "--resume", str(folder)))
     assert _outcome(folder) == expected
 
 
-def test_a_trainer_without_a_split_loop_is_refused_naming_those_with_one(plugins):
+def test_a_trainer_without_a_split_loop_is_refused_naming_those_with_one():
+    from harness.plugins import get_plugin_manager
     from harness.plugins.options import build_plugin
     from harness.runner.plan import check_data_parallel
     from harness.types import TrainerCapabilities, capabilities_of
 
+    class OneProcessTrainer:  # a plugin's trainer that declares nothing: not split over processes
+        def __init__(self, **_):
+            pass
+
+    plugins = get_plugin_manager(autoload=False)  # a fresh one: the trainer added here stays in this test
+    plugins["trainer"].add("one-process", OneProcessTrainer, "a plugin's trainer")
+
     def caps(name):
-        return capabilities_of(build_plugin(plugins, "trainer", name, {}), TrainerCapabilities)
+        options = {"behaviour": "conciseness"} if name in ("vspo", "rlaif") else {}
+        return capabilities_of(build_plugin(plugins, "trainer", name, options), TrainerCapabilities)
 
     with pytest.raises(ValueError) as err:
-        check_data_parallel(plugins, "sft", caps("sft"), 2)
+        check_data_parallel(plugins, "one-process", caps("one-process"), 2)
     assert str(err.value) == (
-        "trainer 'sft' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
-        "or use a trainer that does: grpo, vpo"
+        "trainer 'one-process' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
+        "or use a trainer that does: grpo, rlaif, sft, vpo, vspo"
     )
-    check_data_parallel(plugins, "grpo", caps("grpo"), 2)  # no error
+    for name in ("grpo", "vpo", "vspo", "sft", "rlaif"):  # every built-in trainer splits its loop
+        check_data_parallel(plugins, name, caps(name), 2)
 
 
 def test_a_grid_under_a_launcher_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
@@ -241,8 +191,8 @@ def test_two_sharded_ranks_take_the_steps_one_process_takes(tmp_path, tiny_polic
     single, two = tmp_path / "single", tmp_path / "two"
     single.mkdir(), two.mkdir()
     args = ["--steps", "2", "--lora", lora]
-    _check([sys.executable, str(STEP_SCRIPT), str(single), *args])
-    _check(_torchrun(str(STEP_SCRIPT), str(two), *args, "--shard", "fsdp"))
+    check([sys.executable, str(STEP_SCRIPT), str(single), *args])
+    check(torchrun(str(STEP_SCRIPT), str(two), *args, "--shard", "fsdp"))
 
     rank0, rank1 = torch.load(two / "rank0.pt"), torch.load(two / "rank1.pt")
     alone, initial = torch.load(single / "rank0.pt"), torch.load(two / "initial.pt")
@@ -261,20 +211,20 @@ def test_two_sharded_ranks_take_the_steps_one_process_takes(tmp_path, tiny_polic
 
 def test_a_killed_sharded_run_resumes_from_its_checkpoint_to_the_uninterrupted_results(tmp_path, tiny_policy_spec):
     sharded = [*RUN, "--shard", "fsdp", "--checkpoint-every", "1"]
-    _check(_accelerate(*sharded, "--out", str(tmp_path / "whole")))
-    expected = _outcome(_only_run(tmp_path / "whole"))
+    check(accelerate(*sharded, "--out", str(tmp_path / "whole")))
+    expected = _outcome(only_run(tmp_path / "whole"))
     killed = subprocess.run(
-        _accelerate(*sharded, "--out", str(tmp_path / "killed")),
-        env=_env(HARNESS_FAULT="optimizer_step:2"),
+        accelerate(*sharded, "--out", str(tmp_path / "killed")),
+        env=env(HARNESS_FAULT="optimizer_step:2"),
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert killed.returncode != 0  # both ranks SIGKILLed at the second step's optimizer step
-    folder = _only_run(tmp_path / "killed")
+    folder = only_run(tmp_path / "killed")
     state = json.loads((folder / "checkpoint" / "state.json").read_text())
     assert state["step"] == 0  # it resumes from step 0's checkpoint: weights and the gathered AdamW moments
-    _check(_accelerate("run", "--resume", str(folder)))
+    check(accelerate("run", "--resume", str(folder)))
     assert _outcome(folder) == expected
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["config"]["shard"] == "fsdp"

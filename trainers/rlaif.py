@@ -21,6 +21,7 @@ import torch
 
 from harness.models import Policy
 from harness.plugins.size_bounds import COUNT, bounded
+from harness.runner.distributed import current as current_parallel
 from harness.scoring.multi_answer import split_answers
 from harness.teacher.judge import Judge
 from harness.trainers.grpo import GRPOConfig, GRPOTrainer, _frozen_copy
@@ -46,13 +47,16 @@ class RLAIFConfig(GRPOConfig):
 class RLAIFTrainer(GRPOTrainer):
     name = "rlaif"
     config_class = RLAIFConfig
-    # the judge's call counters are per process: a split run would under-report them
-    capabilities = TrainerCapabilities(data_parallel=False)
+    # under a launcher each rank's judge rates its own rows (GRPO's loop splits the rollouts); the counters are
+    # summed over the ranks every step
+    capabilities = TrainerCapabilities(data_parallel=True)
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)
         self.judge: Judge | None = None
         self.judge_seconds = 0.0
+        self.before: dict[str, float] = {}  # the totals a resumed run's checkpoint carried (every rank's)
+        self.totals: dict[str, float] = {}  # the run's totals at the last step, over every rank
 
     @property
     def component(self) -> str:
@@ -61,7 +65,7 @@ class RLAIFTrainer(GRPOTrainer):
     def train(self, policy, engine, task, problems, *, store) -> None:
         self.judge = Judge(self.load_teacher(policy), self.behaviour, batch_size=self.config.judge_batch)
         super().train(policy, engine, task, problems, store=store)
-        store.update_metrics({f"rlaif/{k}": v for k, v in self.step_metrics().items()})
+        store.update_metrics({f"rlaif/{k}": v for k, v in self.totals.items()})
 
     def load_teacher(self, policy) -> Policy:
         if not self.config.teacher:
@@ -78,20 +82,32 @@ class RLAIFTrainer(GRPOTrainer):
         return teacher
 
     def step_metrics(self) -> dict[str, float]:
+        """The teacher's cost so far: what the run paid before a resume plus every rank's own (an all-reduce, called
+        by every rank once per step)."""
         judge = self.judge
-        return {
+        own = {
             "teacher_calls": judge.calls if judge else 0,
             "teacher_prompt_tokens": judge.prompt_tokens if judge else 0,
-            "teacher_seconds": self.judge_seconds,
+            "teacher_seconds": self.judge_seconds,  # summed over ranks: the judge's compute, not wall-clock
         }
+        self.totals = {k: self.before.get(k, 0) + v for k, v in current_parallel().sum(own).items()}
+        return self.totals
 
     def state_dict(self) -> dict:
-        judge = self.judge
-        return {"calls": judge.calls, "prompt_tokens": judge.prompt_tokens, "seconds": self.judge_seconds}
+        # rank 0 alone saves checkpoints, so no collective here: the totals of the step just logged
+        totals = self.totals or self.before
+        return {
+            "calls": totals.get("teacher_calls", 0),
+            "prompt_tokens": totals.get("teacher_prompt_tokens", 0),
+            "seconds": totals.get("teacher_seconds", 0.0),
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        self.judge.calls, self.judge.prompt_tokens = state["calls"], state["prompt_tokens"]
-        self.judge_seconds = state["seconds"]
+        self.before = {
+            "teacher_calls": state["calls"],
+            "teacher_prompt_tokens": state["prompt_tokens"],
+            "teacher_seconds": state["seconds"],
+        }
 
     def shaping(self) -> dict[str, float]:
         return {self.component: self.config.alpha, **super().shaping()}  # + behaviour/<name>, logged

@@ -21,6 +21,12 @@ Targets come from one of these places (``targets``):
   Teacher calls and tokens are logged (``sft/teacher_calls``, ``sft/teacher_tokens``).
 With ``answers_per_rollout`` M > 1 the prompt asks for M answers (harness.scoring.multi_answer) and the target joins M
 sampled answers, as distinct as possible: VPO's warm-up teaches the format before RL teaches the content.
+
+Under torchrun / accelerate launch (harness/runner/distributed.py) each rank samples (and has rewritten) its share of
+the problems, every rank then holds every target, and each step's batch is split: a rank's block of pairs,
+normalised by the whole batch's target tokens, gradients all-reduced, so the step is one process's. A checkpoint
+(``--checkpoint-every``) holds the weights, AdamW's moments and the encoded targets, so a resumed run neither samples
+its targets again nor repeats a step.
 """
 
 from __future__ import annotations
@@ -35,8 +41,11 @@ from harness import progress
 from harness.engine.tokens import encode_chat
 from harness.engine.transformers_engine import TransformersEngine
 from harness.failures import PluginFailed
+from harness.faults import fault_point
 from harness.plugins.options import make_config
 from harness.plugins.size_bounds import COUNT, SEED, STEPS, TOKENS, bounded
+from harness.runner.distributed import Parallel, SharedEngine
+from harness.runner.distributed import current as current_parallel
 from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, join_answers
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
@@ -124,18 +133,50 @@ class Example:
 
 class SFTTrainer:
     config_class = SFTConfig  # its options (`harness options trainer sft`)
+    capabilities = TrainerCapabilities(data_parallel=True)  # what the class says before it is built
 
     def __init__(self, plugins=None, **options) -> None:
         self.config = make_config(SFTConfig, options, "sft")
-        self.capabilities = TrainerCapabilities(steps=self.config.steps)  # its budget, said before the model loads
+        # its budget, said before the model loads; each step splits over the processes of torchrun / accelerate launch
+        self.capabilities = TrainerCapabilities(steps=self.config.steps, data_parallel=True)
         self.plugins = plugins  # only needed to load a teacher or a behaviour
         if self.config.behaviour:  # an unknown name fails now, before any model loads
             self.behaviour = self._plugins()["behaviour"].get(self.config.behaviour).load()
 
     def train(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], *, store) -> None:
         cfg = self.config
-        examples, stats = self.build_targets(engine, task, problems)
         model, tok = policy.model, policy.tokenizer
+        dp = current_parallel()  # one process, or this rank of a data-parallel run (harness/runner/distributed.py)
+        checkpointer = store.checkpointer
+        saved = checkpointer.state() if checkpointer else None
+        if saved:  # resuming: the targets this run built (sampling them again would pay the samples twice)
+            pairs = [(list(p), list(t)) for p, t in saved["trainer"]["pairs"]]
+        else:
+            pairs = self.targets(policy, engine, task, problems, store)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        resumed = checkpointer.restore(model, optimizer) if checkpointer else None
+        start = resumed["step"] + 1 if resumed else 0
+        # the update runs through DDP's wrapper under a launcher (it shares the model's parameters); else the model
+        trained, optimizer = dp.prepare(model, optimizer)
+        order = cycle_problems(pairs, cfg.seed)
+        for _ in range(start * cfg.batch_size):  # the pairs of the steps already taken
+            next(order)
+        for step in range(start, cfg.steps):
+            started = time.perf_counter()
+            batch = [next(order) for _ in range(cfg.batch_size)]
+            metrics = self.update(trained, tok.pad_token_id, optimizer, batch, parallel=dp)
+            store.log_step(step, {**metrics, "seconds": time.perf_counter() - started})
+            if checkpointer and dp.agree(checkpointer.due(step, cfg.steps)):
+                optimizer_state = dp.optimizer_state(optimizer)
+                if dp.is_main:
+                    checkpointer.save(step, model, optimizer_state, {"pairs": pairs}, store)
+            if store.step_models and dp.is_main and store.step_models.due(step):
+                store.step_models.save(step, policy)  # --save-every: a loadable model, kept
+
+    def targets(self, policy, engine: Engine, task: Task, problems: Sequence[Problem], store):
+        """The (prompt ids, target ids) pairs, built and recorded (``sft/`` metrics, the targets as samples)."""
+        tok = policy.tokenizer
+        examples, stats = self.build_targets(engine, task, problems)
         pairs = self.encode(tok, examples)
         stats["truncated_targets"] = sum(t[-1] != tok.eos_token_id for _, t in pairs)
         # Scalars under "sft/", apart from the per-step lists under "train/" (or a caller's stage): a VPO warm-up
@@ -144,15 +185,7 @@ class SFTTrainer:
         store.write_samples(target_records(examples, self.targets_used))
         if not examples:
             raise ValueError(f"sft: no training targets from {len(problems)} problems ({stats})")
-
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        order = cycle_problems(pairs, cfg.seed)
-        for step in range(cfg.steps):
-            started = time.perf_counter()
-            metrics = self.update(model, tok.pad_token_id, optimizer, [next(order) for _ in range(cfg.batch_size)])
-            store.log_step(step, {**metrics, "seconds": time.perf_counter() - started})
-            if store.step_models and store.step_models.due(step):
-                store.step_models.save(step, policy)  # --save-every: a loadable model, kept
+        return pairs
 
     def encode(self, tok, examples: Sequence[Example]) -> list[tuple[list[int], list[int]]]:
         """(prompt ids, target ids) per example, the prompt in the chat template the engine samples with."""
@@ -161,25 +194,36 @@ class SFTTrainer:
         ]
 
     def update(
-        self, model, pad_id: int, optimizer, pairs: Sequence[tuple[list[int], list[int]]], autocast: str = ""
+        self,
+        model,
+        pad_id: int,
+        optimizer,
+        pairs: Sequence[tuple[list[int], list[int]]],
+        autocast: str = "",
+        parallel: Parallel | None = None,
     ) -> dict[str, float]:
         """One optimizer step of mean token NLL over the batch's target tokens, in micro-batches that add up to it.
         ``autocast`` ("bfloat16"): the forwards in that precision, weights unchanged (an RL trainer's format warm-up
-        takes its trainer's)."""
+        takes its trainer's). ``parallel``: the data-parallel run this step is split over (each rank its block of
+        the batch, normalised by the whole batch's tokens, gradients all-reduced); None: this process alone."""
         cfg = self.config
+        dp = parallel or Parallel(world_size=1)
         model.train()
         optimizer.zero_grad(set_to_none=True)
         tokens = sum(len(t) for _, t in pairs)  # one normaliser for the whole batch: micro-batches sum exactly
+        mine = pairs[dp.block(len(pairs))]
         total = 0.0
         device = next(model.parameters()).device
-        for start in range(0, len(pairs), cfg.micro_batch):
-            with autocast_to(autocast, device):
-                nll = target_nll(model, target_batch(pairs[start : start + cfg.micro_batch], pad_id))
-            loss = nll.float().sum() / tokens
-            loss.backward()
+        for start in range(0, len(mine), cfg.micro_batch):
+            with dp.no_sync(model, last=start + cfg.micro_batch >= len(mine)), autocast_to(autocast, device):
+                nll = target_nll(model, target_batch(mine[start : start + cfg.micro_batch], pad_id))
+                loss = nll.float().sum() / tokens
+                dp.backward(loss)
             total += loss.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        total = dp.sum({"loss": total})["loss"]
+        grad_norm = dp.clip_grad_norm_(model, cfg.max_grad_norm)
         check_update("sft", total, grad_norm)  # a NaN never reaches the weights
+        fault_point("optimizer_step")  # where the fault tests kill a run mid-training (harness/faults.py)
         optimizer.step()
         check_weights("sft", model.parameters())
         model.eval()
@@ -203,7 +247,8 @@ class SFTTrainer:
 
         if kind == "rewrites":
             return self._rewrite_targets(engine, task, problems)
-        source = engine if kind == "self" else self._teacher_engine()
+        # under a launcher each rank samples its share of the problems (every rank then holds them all)
+        source = SharedEngine(engine if kind == "self" else self._teacher_engine())
         started = time.perf_counter()
         m = cfg.answers_per_rollout
         # Each answer is sampled alone with the plain task prompt: before the warm-up, the policy cannot write the
@@ -272,7 +317,8 @@ class SFTTrainer:
         scorer = self.behaviour.score
         chosen = list(problems[: cfg.steps * cfg.batch_size])
         prompts = [task.messages(p) for p in chosen]
-        teacher = self._teacher_engine() if cfg.teacher else engine
+        engine = SharedEngine(engine)  # under a launcher each rank answers and rewrites its share of the problems
+        teacher = SharedEngine(self._teacher_engine()) if cfg.teacher else engine
         started = time.perf_counter()
         answers = engine.generate(
             prompts,

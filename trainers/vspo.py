@@ -157,9 +157,9 @@ def parse_betas(text: str) -> list[float]:
 class VSPOTrainer(GRPOTrainer):
     name = "vspo"
     config_class = VSPOConfig
-    # samples under steering (the runner refuses an engine that cannot steer before the model loads); the in-run
-    # vector build (teacher calls, a file in the run folder) is not split over data-parallel processes yet
-    capabilities = TrainerCapabilities(steering=True, data_parallel=False)
+    # samples under steering (the runner refuses an engine that cannot steer before the model loads); under a
+    # launcher GRPO's loop splits its steps and rank 0 builds the vector and sends it to the others
+    capabilities = TrainerCapabilities(steering=True, data_parallel=True)
 
     def __init__(self, plugins=None, **options) -> None:
         super().__init__(plugins=plugins, **options)
@@ -180,9 +180,13 @@ class VSPOTrainer(GRPOTrainer):
         if saved:  # resuming: the vector this run built (or was given) before its last checkpoint
             built = store.dir / "steering_vector.safetensors"  # found there even if the folder was moved
             self.config.vector = saved["vector"] if Path(saved["vector"]).is_file() else str(built)
-        if not self.config.vector:
-            self.config.vector = str(self.build_vector(policy, engine, task, problems, store))
-        vector = self.load_vector(policy)
+        dp = current_parallel()
+        vector = None
+        if dp.is_main:  # under a launcher the vector is built (teacher calls, the file) once, on rank 0
+            if not self.config.vector:
+                self.config.vector = str(self.build_vector(policy, engine, task, problems, store))
+            vector = self.load_vector(policy)
+        vector = dp.broadcast(vector)  # every rank steers with rank 0's tensor; no rank reads another's files
         try:
             unit = vector.unit(self.config.beta_unit)
         except ValueError as exc:

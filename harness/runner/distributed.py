@@ -22,7 +22,9 @@ A single process never imports accelerate or touches torch.distributed: ``Parall
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -48,9 +50,10 @@ def world_size_from_env() -> int:
 class Parallel:
     """This process's rank in a data-parallel run; the identity when there is one process."""
 
-    def __init__(self) -> None:
-        self.world_size = world_size_from_env()
-        self.rank = int(os.environ.get("RANK", "0"))
+    def __init__(self, world_size: int | None = None) -> None:
+        """``world_size`` 1: this process alone whatever the launcher says (an SFT warm-up every rank runs whole)."""
+        self.world_size = world_size_from_env() if world_size is None else world_size
+        self.rank = int(os.environ.get("RANK", "0")) if self.world_size > 1 else 0
         self.accelerator = None
         self.shard = ""  # "fsdp": the update through a sharded copy (use_sharding)
         if self.world_size > 1:
@@ -95,6 +98,17 @@ class Parallel:
             raise ValueError(f"data-parallel: {n} items cannot be split evenly over {self.world_size} processes")
         size = n // self.world_size
         return slice(self.rank * size, (self.rank + 1) * size)
+
+    def share(self, n: int) -> slice:
+        """This rank's contiguous part of ``n`` items of work that need not split evenly (samples to draw for SFT
+        targets, evaluation problems): the first ``n % world_size`` ranks take one item more."""
+        size, extra = divmod(n, self.world_size)
+        start = self.rank * size + min(self.rank, extra)
+        return slice(start, start + size + (self.rank < extra))
+
+    def gathered(self, items: list[Any]) -> list[Any]:
+        """Every rank's ``items`` (its ``share``), concatenated in rank order: the whole list on every rank."""
+        return [x for part in self.gather(items) for x in part]
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, in rank order, on every rank (pickled: completions and scores, not weights)."""
@@ -210,3 +224,36 @@ def current() -> Parallel:
     if _current is None:
         _current = Parallel()
     return _current
+
+
+def generate_shared(engine: Any, prompts: Sequence[Any], params: Any, **kwargs: Any) -> list[Any]:
+    """``engine.generate`` with the prompts shared out over the ranks and the completions gathered on every rank,
+    prompt-major with the whole list's prompt indices: what one process returns, since every engine seeds a sample
+    by (seed, prompt, sample index), not by its place in the batch."""
+    dp = current()
+    if dp.world_size == 1:
+        return engine.generate(prompts, params, **kwargs)
+    mine = dp.share(len(prompts))
+    done = engine.generate(list(prompts[mine]), params, **kwargs) if mine.stop > mine.start else []
+    return [
+        dataclasses.replace(c, prompt_index=c.prompt_index + start)
+        for start, part in dp.gather((mine.start, done))
+        for c in part
+    ]
+
+
+class SharedEngine:
+    """An engine whose every ``generate`` is shared out over the ranks (``generate_shared``): the samples and rewrites
+    SFT's targets are built from, each rank sampling its part of the prompts."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    @property
+    def capabilities(self) -> Any:
+        from harness.types import EngineCapabilities, capabilities_of
+
+        return capabilities_of(self.engine, EngineCapabilities)
+
+    def generate(self, prompts: Sequence[Any], params: Any, **kwargs: Any) -> list[Any]:
+        return generate_shared(self.engine, prompts, params, **kwargs)
