@@ -10,6 +10,7 @@ did, and ``resume()`` continues it.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import fields, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from harness.runner.finish import finish, index_if_missing
 from harness.runner.load_model import load_model
 from harness.runner.manifest import check_resume_point
 from harness.runner.open_run_folder import checkpointer_for, open_run_folder, step_models_for
-from harness.runner.phases import execute, record_unfinished, train_precision
+from harness.runner.phases import execute, record_unfinished, restore_trained, train_precision
 from harness.runner.plan import Plan, plan_run
 from harness.scoring.reward_functions import reward_context
 from harness.store.lock import lock_run_folder
@@ -128,19 +129,24 @@ def resume(run_dir: Path | str, plugins: Plugins | None = None, echo=print, thre
 
 
 def follow(plan: Plan, dp: Any, policy: Any, engine: Any) -> Path:
-    """A rank other than 0 of a data-parallel run: train its share of each step in rank 0's run folder; evaluation
-    and every write are rank 0's."""
+    """A rank other than 0 of a data-parallel run: in rank 0's run folder, train its share of each step, and take
+    its share of each evaluation when the searcher splits over ranks (else rank 0 evaluates alone); every write to
+    the folder is rank 0's."""
     cfg = plan.cfg
     told = dp.broadcast(None)
     run_dir = Path(cfg.out) / told["name"]
+    store = FollowerStore(run_dir, checkpointer_for(cfg, run_dir))  # rank 0's checkpoint, to restore from on resume
+    os.environ["TQDM_DISABLE"] = "1"  # rank 0 draws the run's bars
     finished = False
     try:
-        if told["train"]:
-            checkpointer = checkpointer_for(cfg, run_dir)  # rank 0's checkpoint, to restore from on resume
-            with train_precision(plan, engine):  # the precision rank 0's training samples in
-                plan.trainer.train(
-                    policy, engine, plan.task, plan.train_problems, store=FollowerStore(run_dir, checkpointer)
-                )
+        for phase in told["phases"]:
+            if phase == "train":
+                with train_precision(plan, engine):  # the precision rank 0's training samples in
+                    plan.trainer.train(policy, engine, plan.task, plan.train_problems, store=store)
+            else:
+                if phase == "after" and "train" not in told["phases"]:  # trained before a resume
+                    restore_trained(plan, policy, engine, store.checkpointer)
+                plan.searcher.search(engine, plan.task, plan.eval_problems, phase=phase, store=store)
         finished = True
     finally:
         dp.close(finished)  # after rank 0's evaluation: it waits there for rank 0

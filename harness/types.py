@@ -287,6 +287,9 @@ class SearcherCapabilities:
     behaviours: bool = False  # takes ``behaviours="a,b"``: reports ``behaviour/<name>`` over its candidates (the
     # trainer's TrainerCapabilities.behaviour, unless set by the user)
     resume: bool = False  # takes ``resume=<run folder>``: continues its own checkpoints when a killed run resumes
+    # every rank of torchrun / accelerate launch calls ``search`` and takes its share of the problems; the figures
+    # are one process's (rank 0's store writes; the others' is a no-op). Without it, rank 0 evaluates alone
+    data_parallel: bool = False
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ from harness.metrics.unbiased import (
 from harness.plugins.option_help import Bounds
 from harness.plugins.options import coerce
 from harness.plugins.size_bounds import COUNT, SEED, TOKENS
+from harness.runner.distributed import current as current_parallel
 from harness.scoring.batch import score_all
 from harness.scoring.multi_answer import DELIMITER, instruct, split_answers
 from harness.types import (
@@ -108,7 +109,8 @@ class BestOfK:
     """The Searcher protocol: n candidates per problem; pass@k counts the task's primary success, best@k uses the
     scalarised reward (task.reward_weights); both over whole rollouts when a rollout writes M > 1 answers."""
 
-    capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True)
+    # under torchrun / accelerate launch every rank samples and scores its share of the problems
+    capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True, data_parallel=True)
 
     def __init__(
         self,
@@ -188,15 +190,31 @@ class BestOfK:
     def search(
         self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
     ) -> dict[str, float]:
+        # Under a launcher each rank takes its contiguous share of the problems (the engine seeds every sample by
+        # its prompt, so they are the samples one process draws); the per-problem results are gathered, rank 0
+        # writes the other ranks' samples after its own, and every rank computes the metrics of them all.
+        dp = current_parallel()
+        mine = problems[dp.share(len(problems))]
         # one bar for the phase's samples: the engine's calls (a batch_prompts chunk each) count into it
-        with progress.bar(len(problems) * self.rollouts, f"{phase} best-of-k", "sample"):
-            return self._search(engine, task, problems, phase=phase, store=store)
+        with progress.bar(len(mine) * self.rollouts, f"{phase} best-of-k", "sample"):
+            done, rollouts, tokens = self._search(engine, task, mine, phase=phase, store=store)
+        totals = _Totals()
+        for rank, (part, part_rollouts, part_tokens) in enumerate(dp.gather((done, rollouts, tokens))):
+            if rank > 0:
+                store.write_samples([r for records, _, _ in part for r in records])
+            for records, spread, malformed in part:
+                totals.add_problem(records, spread, malformed, self.m)
+            totals.rollouts += part_rollouts
+            totals.tokens += part_tokens
+        return self._metrics(totals)
 
     def _search(
         self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
-    ) -> dict[str, float]:
+    ) -> tuple[list[tuple[list[dict[str, Any]], dict[str, float | None], int]], int, int]:
+        """Each problem's (records, diversity, malformed rollouts), in order; the rollouts and tokens sampled."""
         embedding = self.embedding_diversity and _embedding_model_available()  # asked before paying for samples
-        totals = _Totals()
+        done: list[tuple[list[dict[str, Any]], dict[str, float | None], int]] = []
+        rollouts = tokens = 0
         # A rollout of M answers carries M candidates, so a call takes M times batch_prompts problems: its rows
         # (problems x rollouts) are those of one-answer rollouts at the same n. Each call ends with its longest
         # rollout decoding alone to the budget; with VPO's M = 4 and n = 4 a problem is one row, and 8 problems a
@@ -220,8 +238,8 @@ class BestOfK:
                     f"engine returned {len(completions)} completions for {len(batch)} prompts x "
                     f"{self.rollouts} rollouts"
                 )
-            totals.rollouts += len(completions)
-            totals.tokens += sum(len(c.token_ids) for c in completions)
+            rollouts += len(completions)
+            tokens += sum(len(c.token_ids) for c in completions)
             by_prompt: list[list[Completion]] = [[] for _ in batch]
             for completion in completions:
                 by_prompt[completion.prompt_index].append(completion)
@@ -250,10 +268,10 @@ class BestOfK:
                     )
                     for i, c in enumerate(candidates)
                 ]
-                totals.add_problem(mine, self._diversity(mine, embedding), malformed, self.m)
+                done.append((mine, self._diversity(mine, embedding), malformed))
                 records.extend(mine)
             store.write_samples(records)  # per batch: a run that dies later keeps what it has paid for
-        return self._metrics(totals)
+        return done, rollouts, tokens
 
     def _candidates(self, rollouts: list[Completion]) -> tuple[list[tuple[int, int, str | None, Completion]], int]:
         """The problem's first n candidates as (rollout_index, answer_index, text, rollout), text None for an answer

@@ -98,6 +98,7 @@ from harness.failures import PluginFailed, as_float, exits_named_in
 from harness.plugins.option_help import Bounds
 from harness.plugins.options import coerce
 from harness.plugins.size_bounds import CHARS, COUNT, SEED, STEPS, THREADS, TOKEN_BUDGET, TOKENS
+from harness.runner.distributed import current as current_parallel
 from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, split_answers
 from harness.searchers.evolve_db import Database
 from harness.searchers.evolve_prompt import MODES, build_prompt, child_text
@@ -200,7 +201,8 @@ class _Call:
 class Evolve:
     """The Searcher protocol: an evolutionary search per problem under a budget; see the module docstring."""
 
-    capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True, resume=True)
+    # under torchrun / accelerate launch every rank evolves its share of the problems (islands and all)
+    capabilities = SearcherCapabilities(answers_per_rollout=True, behaviours=True, resume=True, data_parallel=True)
 
     def __init__(
         self,
@@ -301,26 +303,23 @@ class Evolve:
     def search(
         self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
     ) -> dict[str, float]:
+        # Under a launcher each rank evolves its contiguous share of the problems: a problem's search depends only
+        # on its own seeds (the engine's per-prompt streams, its database's seed), so the results are one process's.
+        # Every rank gathers every problem's state and records; rank 0 writes the others' samples after its own.
+        dp = current_parallel()
+        mine = list(problems[dp.share(len(problems))])
         # one bar for the phase's model calls (at most calls per problem; a solved problem stops early)
-        calls = len(problems) * self.budget["calls"] or None  # None: no limit on calls, a count without a total
+        calls = len(mine) * self.budget["calls"] or None  # None: no limit on calls, a count without a total
         with progress.bar(calls, f"{phase} evolve (model calls, at most)", "sample"):
-            return self._search(engine, task, problems, phase=phase, store=store)
-
-    def _search(
-        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
-    ) -> dict[str, float]:
-        folder = store.dir / "evolve" / phase
-        folder.mkdir(parents=True, exist_ok=True)
+            done = self._search(engine, task, mine, phase=phase, store=store)
         states: list[ProblemState] = []
         behaviour_values: dict[str, list[float]] = {name: [] for name in self.behaviours}
         held_out_values: dict[str, list[float]] = {name: [] for name in self.held_out}
-        for start in range(0, len(problems), self.batch_prompts):
-            batch = list(problems[start : start + self.batch_prompts])
-            batch_states = [self._load(folder, phase, p) for p in batch]
-            self._run_batch(engine, task, batch, batch_states, folder)
-            for problem, state in zip(batch, batch_states, strict=True):
-                records = self._records(problem, state, phase)
-                store.write_samples(records)
+        for rank, part in enumerate(dp.gather(done)):
+            for state, records in part:
+                if rank > 0:
+                    store.write_samples(records)
+                states.append(state)
                 for record in records:
                     for name, value in record.get("behaviours", {}).items():
                         if value is not None:
@@ -328,12 +327,29 @@ class Evolve:
                     for name, value in record.get("held_out", {}).items():
                         if value is not None:
                             held_out_values[name].append(value)
-            states.extend(batch_states)
         metrics = self._metrics(states)
         metrics.update({f"behaviour/{name}": math.fsum(v) / len(v) for name, v in behaviour_values.items() if v})
         metrics.update({f"heldout/{name}": math.fsum(v) / len(v) for name, v in held_out_values.items() if v})
-        write_json_atomic(folder / "curve.json", self._curve(states))
+        if dp.is_main:
+            write_json_atomic(store.dir / "evolve" / phase / "curve.json", self._curve(states))
         return metrics
+
+    def _search(
+        self, engine: Engine, task: Task, problems: Sequence[Problem], *, phase: str, store: RunStore
+    ) -> list[tuple[ProblemState, list[dict[str, Any]]]]:
+        """Each problem's final state and sample records, in order; the records written batch by batch."""
+        folder = store.dir / "evolve" / phase
+        folder.mkdir(parents=True, exist_ok=True)
+        done: list[tuple[ProblemState, list[dict[str, Any]]]] = []
+        for start in range(0, len(problems), self.batch_prompts):
+            batch = list(problems[start : start + self.batch_prompts])
+            batch_states = [self._load(folder, phase, p) for p in batch]
+            self._run_batch(engine, task, batch, batch_states, folder)
+            for problem, state in zip(batch, batch_states, strict=True):
+                records = self._records(problem, state, phase)
+                store.write_samples(records)
+                done.append((state, records))
+        return done
 
     def _run_batch(
         self, engine: Engine, task: Task, batch: list[Problem], states: list[ProblemState], folder: Path

@@ -120,31 +120,44 @@ def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_results(launche
     assert _outcome(folder) == expected
 
 
-def test_a_trainer_without_a_split_loop_is_refused_naming_those_with_one():
+def test_a_plugin_without_a_split_is_refused_naming_those_with_one():
+    import types
+
     from harness.plugins import get_plugin_manager
     from harness.plugins.options import build_plugin
     from harness.runner.plan import check_data_parallel
     from harness.types import TrainerCapabilities, capabilities_of
 
-    class OneProcessTrainer:  # a plugin's trainer that declares nothing: not split over processes
+    class OneProcess:  # a plugin's trainer or searcher that declares nothing: not split over processes
         def __init__(self, **_):
             pass
 
-    plugins = get_plugin_manager(autoload=False)  # a fresh one: the trainer added here stays in this test
-    plugins["trainer"].add("one-process", OneProcessTrainer, "a plugin's trainer")
+    plugins = get_plugin_manager(autoload=False)  # a fresh one: the plugins added here stay in this test
+    plugins["trainer"].add("one-process", OneProcess, "a plugin's trainer")
+    plugins["searcher"].add("one-process", OneProcess, "a plugin's searcher")
 
     def caps(name):
         options = {"behaviour": "conciseness"} if name in ("vspo", "rlaif") else {}
         return capabilities_of(build_plugin(plugins, "trainer", name, options), TrainerCapabilities)
 
+    def cfg(trainer, searcher="best-of-k"):
+        return types.SimpleNamespace(trainer=trainer, searcher=searcher)
+
     with pytest.raises(ValueError) as err:
-        check_data_parallel(plugins, "one-process", caps("one-process"), 2)
+        check_data_parallel(plugins, cfg("one-process"), caps("one-process"), True, 2)
     assert str(err.value) == (
         "trainer 'one-process' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
         "or use a trainer that does: grpo, rlaif, sft, vpo, vspo"
     )
     for name in ("grpo", "vpo", "vspo", "sft", "rlaif"):  # every built-in trainer splits its loop
-        check_data_parallel(plugins, name, caps(name), 2)
+        check_data_parallel(plugins, cfg(name), caps(name), False, 2)  # (its evaluation on rank 0 alone)
+    with pytest.raises(ValueError) as err:  # evaluation alone: the searcher must split
+        check_data_parallel(plugins, cfg("none", "one-process"), None, False, 2)
+    assert str(err.value) == (
+        "searcher 'one-process' does not run data-parallel (WORLD_SIZE=2); launch it as one process, "
+        "or use a searcher that does: best-of-k, evolve"
+    )
+    check_data_parallel(plugins, cfg("none", "evolve"), None, True, 2)
 
 
 def test_a_grid_under_a_launcher_is_refused_in_one_line(tmp_path, capsys, monkeypatch):

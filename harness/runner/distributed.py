@@ -13,8 +13,11 @@ is N processes; each reads RANK / WORLD_SIZE from its environment. How a GRPO st
   1/N of the trained weights, gradients and optimizer state; harness/runner/sharding.py), whose trained weights are
   gathered into the plain policy after every step; accelerate's own FSDP / DeepSpeed configs are refused
   (SHARDING_ERROR);
-- rank 0 alone writes the run folder, evaluates, and saves checkpoints (under ``--shard fsdp`` every rank first
-  gathers the optimizer state with it); the others restore from them on resume.
+- evaluation is split too when the searcher declares ``SearcherCapabilities.data_parallel`` (best-of-k, evolve): each
+  rank takes its contiguous ``share`` of the problems and every rank gathers the results (else rank 0 evaluates
+  alone while the others wait);
+- rank 0 alone writes the run folder and saves checkpoints (under ``--shard fsdp`` every rank first gathers the
+  optimizer state with it); the others restore from them on resume.
 
 A single process never imports accelerate or touches torch.distributed: ``Parallel()`` is the identity.
 """
@@ -216,6 +219,18 @@ class Parallel:
 
 
 _current: Parallel | None = None
+
+
+@contextlib.contextmanager
+def alone():
+    """Within it, ``current()`` is this process alone: rank 0 evaluating during training (``--eval-every``) while
+    the other ranks wait in training's next collective, so a searcher that splits over ranks takes every problem."""
+    global _current
+    saved, _current = _current, Parallel(world_size=1)
+    try:
+        yield
+    finally:
+        _current = saved
 
 
 def current() -> Parallel:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness.failures import blame
+from harness.runner.distributed import alone
 from harness.types import EngineCapabilities, capabilities_of
 
 STAGE = "during"
@@ -55,9 +56,10 @@ class DuringTraining:
             try:
                 if capabilities_of(self.engine, EngineCapabilities).own_weights:  # SFT does not sync its engine
                     self.engine.sync_weights(model)
-                metrics = self.plan.searcher.search(
-                    self.engine, self.plan.task, self.problems, phase=f"{STAGE}-{steps}", store=self.store
-                )
+                with alone():  # rank 0 alone: the other ranks of a launch wait in training
+                    metrics = self.plan.searcher.search(
+                        self.engine, self.plan.task, self.problems, phase=f"{STAGE}-{steps}", store=self.store
+                    )
             finally:
                 model.train(was_training)
         self.store.log_step(steps, {"step": steps, **metrics, "seconds": time.perf_counter() - started}, stage=STAGE)

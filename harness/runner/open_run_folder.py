@@ -16,8 +16,9 @@ from harness.store.lock import lock_run_folder
 from harness.store.loggers import open_loggers
 from harness.store.run_folder import RunStore
 from harness.store.step_models import StepModels
+from harness.types import SearcherCapabilities, capabilities_of
 
-__all__ = ["checkpointer_for", "open_run_folder", "step_models_for"]
+__all__ = ["checkpointer_for", "open_run_folder", "shared_phases", "step_models_for"]
 
 
 def open_run_folder(
@@ -44,8 +45,8 @@ def open_run_folder(
         carry_over(manifest, resuming, store)
         echo(f"resuming {store.dir}: done {', '.join(manifest['phases_done']) or 'nothing'}")
     store.write_manifest(manifest)
-    # The other ranks of a data-parallel run wait here for the folder's name and whether training is left to do.
-    dp.broadcast({"name": store.dir.name, "train": plan.trainer is not None and "train" not in manifest["phases_done"]})
+    # The other ranks of a data-parallel run wait here for the folder's name and the phases they take part in.
+    dp.broadcast({"name": store.dir.name, "phases": shared_phases(plan, manifest["phases_done"])})
     store.attach_loggers(
         open_loggers(plan.loggers, plugins["logger"], store.dir, {"config": asdict(cfg), "options": plan.options})
     )
@@ -62,3 +63,11 @@ def checkpointer_for(cfg: RunConfig, run_dir: Path) -> Checkpointer | None:
 def step_models_for(cfg: RunConfig, run_dir: Path) -> StepModels | None:
     """A training run with ``--save-every N`` keeps a loadable model every N steps (harness/store/step_models.py)."""
     return StepModels(run_dir, cfg.save_every) if cfg.trainer != "none" and cfg.save_every else None
+
+
+def shared_phases(plan: Plan, done: list[str]) -> list[str]:
+    """The phases left to run that every rank of a data-parallel run takes part in, in order: training, and the
+    evaluations when the searcher splits its problems over the ranks (else rank 0 evaluates alone)."""
+    order = ["eval"] if plan.trainer is None else ["before", "train", "after"]
+    splits = capabilities_of(plan.searcher, SearcherCapabilities).data_parallel
+    return [p for p in order if p not in done and (p == "train" or splits)]

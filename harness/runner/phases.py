@@ -33,13 +33,15 @@ from harness.types import EngineCapabilities, TrainerCapabilities, capabilities_
 
 ERROR_FILE = "error.txt"
 # PluginFailed and blame live in harness/failures.py (scoring lets PluginFailed through); still importable from here
-__all__ = ["ERROR_FILE", "PluginFailed", "blame", "execute", "record_failure", "record_unfinished"]
+__all__ = ["ERROR_FILE", "PluginFailed", "blame", "execute", "record_failure", "record_unfinished", "restore_trained"]
 
 
 def execute(
     plan: Plan, plugins: Any, policy: Any, engine: Any, store: RunStore, manifest: dict, echo: Callable[..., None]
 ) -> None:
     """Run the phases not yet done; on failure record it in the manifest and error.txt, then re-raise."""
+    from harness.runner import threads  # (torch: imported with the model, never by a run refused before it)
+
     cfg = plan.cfg
     done, seconds = manifest["phases_done"], manifest["phase_seconds"]
 
@@ -48,9 +50,13 @@ def execute(
             return
         fault_point(f"{name}_start")  # where a test holds or kills a run at a phase's start (harness/faults.py)
         t0 = time.time()
+        threads.run_phase(name)  # threads decided again for it, from the load now (harness/runner/threads.py)
         work()
         snapshot = store.snapshot()
         with interrupts.deferred_interrupts():  # done, its snapshot and the manifest: all three or none
+            changed = threads.take_changes()  # and the thread counts it changed to as the load changed
+            if changed:
+                manifest["thread_changes"] = [*manifest.get("thread_changes", []), *changed]
             seconds[name] = round(seconds.get(name, 0.0) + time.time() - t0, 1)
             done.append(name)
             manifest["phase_snapshots"][name] = snapshot
@@ -97,10 +103,8 @@ def execute(
                 phase("before", lambda: evaluate("before"))
                 if "train" not in done:
                     echo(f"training: {cfg.trainer} on {len(plan.train_problems)} problems")
-                else:  # the trained weights are in the last checkpoint (taken after the last step)
-                    if capabilities_of(plan.trainer, TrainerCapabilities).prepares_policy:  # a LoRA checkpoint's
-                        plan.trainer.prepare_policy(policy)  # weights need their adapters first
-                    store.checkpointer.restore_model(policy.model)
+                else:
+                    restore_trained(plan, policy, engine, store.checkpointer)
                 phase("train", train)
                 phase("after", lambda: evaluate("after"))
             store.check_complete()  # every line whole before anything may say "complete"
@@ -110,6 +114,16 @@ def execute(
         if isinstance(exc, PluginFailed):
             raise PluginFailed(f"{exc} (traceback in {store.dir / ERROR_FILE})") from exc.__cause__
         raise
+
+
+def restore_trained(plan: Plan, policy: Any, engine: Any, checkpointer: Any) -> None:
+    """A resumed run whose training is done: the trained weights from the last checkpoint (taken after the last
+    step), into the policy and into an engine that holds its own copy, for the final evaluation."""
+    if capabilities_of(plan.trainer, TrainerCapabilities).prepares_policy:  # a LoRA checkpoint's weights need
+        plan.trainer.prepare_policy(policy)  # their adapters first
+    checkpointer.restore_model(policy.model)
+    if capabilities_of(engine, EngineCapabilities).own_weights:
+        engine.sync_weights(policy.model)
 
 
 def intervals(store: RunStore, phase: str, problems: int, manifest: dict) -> dict[str, list[float]]:

@@ -89,7 +89,8 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     options["engine"] = check_engine(cfg, plugins, trainer_caps)
     check_generation_budget(cfg, plugins["model"], options)  # against the model's context, from its config
     if world_size > 1:
-        check_data_parallel(plugins, cfg.trainer, trainer_caps if trainer else None, world_size)
+        splits = capabilities_of(searcher, SearcherCapabilities).data_parallel
+        check_data_parallel(plugins, cfg, trainer_caps if trainer else None, splits, world_size)
     preset = run_preset(cfg.preset)
     limit = cfg.limit if cfg.limit is not None else preset["limit"]
     train_limit = cfg.train_limit if cfg.train_limit is not None else preset["train_limit"]
@@ -437,19 +438,22 @@ def check_passthrough(engine: str, factory: Any, caps: EngineCapabilities, optio
         )
 
 
-def check_data_parallel(plugins: Plugins, name: str, trainer: TrainerCapabilities | None, world_size: int) -> None:
-    """Refuse, before the model loads, a data-parallel launch of a trainer whose loop is not split over processes."""
-    if trainer is not None and trainer.data_parallel:
+def check_data_parallel(
+    plugins: Plugins, cfg: RunConfig, trainer: TrainerCapabilities | None, searcher_splits: bool, world_size: int
+) -> None:
+    """Refuse, before the model loads, a data-parallel launch with nothing to split: a trainer whose loop is not
+    split over processes, or evaluation alone with a searcher that does not split its problems (one that does not,
+    beside a trainer that does, evaluates on rank 0 alone)."""
+    kind, name = ("searcher", cfg.searcher) if trainer is None else ("trainer", cfg.trainer)
+    if searcher_splits if trainer is None else trainer.data_parallel:
         return
+    capabilities = SearcherCapabilities if kind == "searcher" else TrainerCapabilities
     able = [
-        n
-        for n in plugins["trainer"].names()
-        if capabilities_of(plugins["trainer"].get(n).load(), TrainerCapabilities).data_parallel
+        n for n in plugins[kind].names() if capabilities_of(plugins[kind].get(n).load(), capabilities).data_parallel
     ]
-    what = "evaluation alone" if trainer is None else f"trainer {name!r}"
     raise ValueError(
-        f"{what} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
-        f"use a trainer that does: {', '.join(able)}"
+        f"{kind} {name!r} does not run data-parallel (WORLD_SIZE={world_size}); launch it as one process, or "
+        f"use a {kind} that does: {', '.join(able)}"
     )
 
 
