@@ -160,3 +160,64 @@ def test_a_run_with_threads_keeps_that_count_in_every_phase(tmp_path, two_thread
     manifest = _tiny_run(tmp_path, threads=2)
     assert set(seen["decode"]) == set(seen["update"]) == {2}
     assert manifest["threads"] == {"setting": 2, "decode": 2, "update": 2, "why": manifest["threads"]["why"]}
+
+
+def test_the_counts_follow_the_load_and_each_change_is_recorded(monkeypatch):
+    """Without --threads the counts are decided again at each run phase and every RECHECK_SECONDS inside a long
+    one, from the busy cores since the last look; a change applies to the phase being run at once."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    load = iter([0, 1, 1, 0])  # busy cores at each look after the first
+    monkeypatch.setattr(threads, "busy_cores", lambda: 0)
+    monkeypatch.setattr(threads.LoadMeter, "busy", lambda self: next(load))
+    clock = [100.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    try:
+        plan = threads.configure(None, "cpu")
+        assert plan.counts == {"decode": 2, "update": 2}
+        threads.run_phase("before")  # a quiet machine still: no change
+        assert threads.current().counts == {"decode": 2, "update": 2}
+        with threads.phase_threads("decode"):
+            assert torch.get_num_threads() == 2
+            clock[0] += 10
+            threads.follow_load()  # under RECHECK_SECONDS since the last look: not looked at
+            assert torch.get_num_threads() == 2
+            clock[0] += threads.RECHECK_SECONDS
+            threads.follow_load()  # another job took a core: the decoding in progress drops to 1 thread
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2  # torch's count as the phase found it
+        clock[0] += 5
+        threads.run_phase("train")  # still busy: stays at 1
+        with threads.phase_threads("update"):
+            assert torch.get_num_threads() == 1
+        clock[0] += 5
+        threads.run_phase("after")  # the job ended: back to 2
+        assert threads.current().counts == {"decode": 2, "update": 2}
+        assert threads.take_changes() == [
+            {"run_phase": "before", "seconds": 40.0, "busy": 1, "decode": 1, "update": 1},
+            {"run_phase": "after", "seconds": 50.0, "busy": 0, "decode": 2, "update": 2},
+        ]
+        assert threads.take_changes() == []  # each change is taken once (into the manifest at a phase's end)
+        assert plan.describe()["decode"] == 2  # the manifest's `threads`: the counts the run started with
+        threads.configure(1)  # --threads 1: pinned, nothing followed
+        threads.run_phase("before")
+        assert threads.take_changes() == [] and torch.get_num_threads() == 1
+    finally:
+        threads.reset()
+        torch.set_num_threads(before)
+
+
+def test_a_run_records_the_thread_changes_its_load_caused(tmp_path, monkeypatch):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(threads, "busy_cores", lambda: 0)
+    busy = iter([1, 0, 1, 0, 1, 0] * 50)  # the load alternates at every look
+    monkeypatch.setattr(threads.LoadMeter, "busy", lambda self: next(busy))
+    try:
+        manifest = _tiny_run(tmp_path)
+    finally:
+        torch.set_num_threads(before)
+    changes = manifest["thread_changes"]
+    assert [c["run_phase"] for c in changes[:3]] == ["before", "train", "after"]  # decided again at each
+    assert [c["decode"] for c in changes[:3]] == [1, 2, 1]
+    assert manifest["threads"]["decode"] == 2  # what it started with

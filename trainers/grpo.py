@@ -379,22 +379,24 @@ class GRPOTrainer:
         rows = dp.block(len(completions))  # this rank's rollouts, normalised by the whole batch's totals
         if capabilities_of(engine, EngineCapabilities).sleeps:  # vLLM colocated: its memory to the update
             engine.sleep()
-        with self.timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
-            corrected = self.rollout_correction(model, tok, engine, completions[rows])
-        passes = [
-            self.update(
-                trained,
-                tok,
-                optimizer,
-                reference,
-                corrected.completions,
-                advantages[rows],
-                tis_weights=corrected.weights,
-                batch_rows=len(completions),
-                batch_tokens=loss_tokens(completions, cfg.mask_truncated),
-            )
-            for _ in range(cfg.num_iterations)
-        ]
+        # the run's thread count for an update, not decoding's (harness/runner/threads.py)
+        with phase_threads("update"):
+            with self.timer("old_logprobs"):  # once per batch: every pass's ratio is against the policy that sampled
+                corrected = self.rollout_correction(model, tok, engine, completions[rows])
+            passes = [
+                self.update(
+                    trained,
+                    tok,
+                    optimizer,
+                    reference,
+                    corrected.completions,
+                    advantages[rows],
+                    tis_weights=corrected.weights,
+                    batch_rows=len(completions),
+                    batch_tokens=loss_tokens(completions, cfg.mask_truncated),
+                )
+                for _ in range(cfg.num_iterations)
+            ]
         # each pass's figures, averaged; the last pass's clip fraction says how far the passes moved the policy
         stats = {k: sum(p[k] for p in passes) / len(passes) for k in passes[0]}
         if cfg.num_iterations > 1:

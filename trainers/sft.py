@@ -46,6 +46,7 @@ from harness.plugins.options import make_config
 from harness.plugins.size_bounds import COUNT, SEED, STEPS, TOKENS, bounded
 from harness.runner.distributed import Parallel, SharedEngine
 from harness.runner.distributed import current as current_parallel
+from harness.runner.threads import phase_threads
 from harness.scoring.multi_answer import DELIMITER, answer_budget, instruct, join_answers
 from harness.trainers.finite import check_lr, check_update, check_weights
 from harness.trainers.policy_gradient import cycle_problems, pad_completions, score_rollouts, sequence_logprobs
@@ -206,8 +207,11 @@ class SFTTrainer:
         ``autocast`` ("bfloat16"): the forwards in that precision, weights unchanged (an RL trainer's format warm-up
         takes its trainer's). ``parallel``: the data-parallel run this step is split over (each rank its block of
         the batch, normalised by the whole batch's tokens, gradients all-reduced); None: this process alone."""
+        with phase_threads("update"):  # the run's thread count for an update (harness/runner/threads.py)
+            return self._update(model, pad_id, optimizer, pairs, autocast, parallel or Parallel(world_size=1))
+
+    def _update(self, model, pad_id: int, optimizer, pairs, autocast: str, dp: Parallel) -> dict[str, float]:
         cfg = self.config
-        dp = parallel or Parallel(world_size=1)
         model.train()
         optimizer.zero_grad(set_to_none=True)
         tokens = sum(len(t) for _, t in pairs)  # one normaliser for the whole batch: micro-batches sum exactly

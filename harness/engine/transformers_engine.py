@@ -75,7 +75,7 @@ from harness.faults import fault_point
 from harness.models import Policy
 from harness.plugins.option_help import Bounds
 from harness.plugins.size_bounds import COUNT, TOKENS
-from harness.runner.threads import phase_threads
+from harness.runner.threads import follow_load, phase_threads
 from harness.steering.vectors import RowSteering, Steering
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
 
@@ -263,6 +263,7 @@ class TransformersEngine:
             picked, picked_logp = [], []
             for i in range(run):
                 fault_point("generate")
+                follow_load()  # a long call looks at the load again now and then (runner/threads.py)
                 steps = [t + i for t in taken]
                 chosen, chosen_logp = _sample(batch.logits, params, uniforms[batch.active, steps] if sampled else None)
                 picked.append(chosen)

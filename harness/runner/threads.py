@@ -13,11 +13,20 @@ quiet 2-core machine that cost a fifth of the decoding speed (bench/rollout_thro
 threads, 90 at 1), and with the busy cores measured now, a core another job uses is not counted free in the first
 place.
 
-``--threads N`` pins every phase to N, exactly as before this module existed (results depend on the thread count,
-through float rounding, and a resume keeps it). Without it, a run (harness/runner/load_model.py) calls ``configure``
-after the model loads; the phases change torch's count on the way in and restore it on the way out; the manifest records
-the counts, and a resume keeps the recorded ones (so the rounding, hence the results, stay those of the killed run).
-Outside a run (the library used directly, tests) nothing is configured and ``phase_threads`` changes nothing.
+The counts follow the load. One second of load at the start once put a whole 10-minute run on 1 of 2 idle cores
+(another job had just ended), so without ``--threads`` the counts are decided again from the CPU time other
+processes used since the last look (``LoadMeter``: no sleep, nothing paid but reading /proc/stat): at the start of
+every run phase (``run_phase``: before, train, after), on entering decoding or an update, and every
+``RECHECK_SECONDS`` inside a long one (the engine's decoding loop and the trainers call ``follow_load``, which costs
+a clock read until a look is due). Each change is recorded with the run phase, the time into the run and the busy
+cores that decided it (the manifest's ``thread_changes``); the manifest's ``threads`` are the counts it started with.
+
+``--threads N`` pins every phase to N, exactly as before this module existed. Results depend on the thread count
+through float rounding (measured on SmolLM2-135M: a decoding step's logits differ by up to 3e-5 between 1 and 2
+threads, a full forward pass not at all), so a run that follows the load is reproducible to that rounding, not bit
+for bit; ``--threads N`` gives bit-identical reruns and resumes (every resume and fault test pins it). A resume
+starts from the killed run's recorded counts and follows the load from there. Outside a run (the library used
+directly, tests) nothing is configured and ``phase_threads`` changes nothing.
 """
 
 from __future__ import annotations
@@ -26,12 +35,13 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 PHASES = ("decode", "update")
+RECHECK_SECONDS = 30.0  # how often a long decoding call or update looks at the load again
 # torch.set_num_threads as this module found it: vLLM's CPU backend replaces it with a no-op that warns once it has
 # bound the process's threads, and then the phases leave the count alone.
 _SET_NUM_THREADS = torch.set_num_threads
@@ -45,6 +55,7 @@ class ThreadPlan:
     pinned: int | None = None
     counts: dict[str, int] = field(default_factory=dict)
     why: str = ""
+    cores: int = 0  # > 0: the counts follow the load on this many cores (no --threads, model on the CPU)
 
     def describe(self) -> dict[str, Any]:
         counts = dict.fromkeys(PHASES, self.pinned) if self.pinned else self.counts
@@ -52,6 +63,43 @@ class ThreadPlan:
 
 
 _active: ThreadPlan | None = None  # None: no run configured threads; phase_threads changes nothing
+
+
+class LoadMeter:
+    """The cores other processes kept busy since the last look, without waiting: CPU time of every process
+    (/proc/stat) less this process's own, over the wall-clock time between two looks."""
+
+    def __init__(self) -> None:
+        self.last = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        return _all_cpu_seconds(), time.process_time(), time.monotonic()
+
+    def busy(self) -> int | None:
+        """Busy cores since the last look (None when under half a second has passed: too short to say)."""
+        now = self._now()
+        elapsed = now[2] - self.last[2]
+        if elapsed < 0.5:
+            return None
+        used = (now[0] - self.last[0]) - (now[1] - self.last[1])
+        self.last = now
+        return max(0, round(used / elapsed))
+
+
+@dataclass
+class _Following:
+    """A run's look at the load: the meter, when it last looked, the run phase, and every change made."""
+
+    meter: LoadMeter
+    started: float
+    looked: float
+    run_phase: str = "start"
+    inside: str | None = None  # the phase_threads phase being run now, whose count a change applies at once
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+
+_following: _Following | None = None
 
 
 def choose(cores: int, busy: int) -> dict[str, int]:
@@ -110,15 +158,60 @@ def configure(threads: int | None, device: Any = "cpu", recorded: dict | None = 
         _active = ThreadPlan(
             counts=choose(default, busy),
             why=f"no --threads: {default} cores (torch's default), {busy} busy with other work "
-            "(CPU time over 1 s) when the run started",
+            "(CPU time over 1 s) when the run started; then following the load",
+            cores=default,
         )
+    if _active.why.startswith("kept") and torch.device(device).type == "cpu":
+        _active = replace(_active, cores=default, why=_active.why + "; then following the load")
+    global _following
+    _following = _Following(LoadMeter(), time.monotonic(), time.monotonic()) if _active.cores else None
     return _active
+
+
+def run_phase(name: str) -> None:
+    """A run phase (before, train, after, eval) starts: the counts are decided again for it."""
+    if _following is not None:
+        _following.run_phase = name
+        follow_load(now=True)
+
+
+def follow_load(now: bool = False) -> None:
+    """Decide the counts again from the load since the last look, when threads follow it and ``RECHECK_SECONDS``
+    have passed (``now``: at once); a change to the phase being run applies immediately. A clock read otherwise."""
+    global _active
+    following, plan = _following, _active
+    if following is None or plan is None or not plan.cores:
+        return
+    clock = time.monotonic()
+    if not now and clock - following.looked < RECHECK_SECONDS:
+        return
+    busy = following.meter.busy()
+    if busy is None:
+        return
+    following.looked = clock
+    counts = choose(plan.cores, busy)
+    if counts == plan.counts:
+        return
+    _active = replace(plan, counts=counts)
+    following.changes.append(
+        {"run_phase": following.run_phase, "seconds": round(clock - following.started, 1), "busy": busy, **counts}
+    )
+    if following.inside is not None and torch.set_num_threads is _SET_NUM_THREADS:
+        torch.set_num_threads(counts[following.inside])
+
+
+def take_changes() -> list[dict[str, Any]]:
+    """The changes of thread counts not yet taken (the manifest's ``thread_changes`` gets them at each phase's end)."""
+    if _following is None:
+        return []
+    taken, _following.changes = _following.changes, []
+    return taken
 
 
 def reset() -> None:
     """Forget the run's plan (a run calls it when it ends): later library calls change no thread count."""
-    global _active
-    _active = None
+    global _active, _following
+    _active = _following = None
 
 
 def current() -> ThreadPlan | None:
@@ -131,14 +224,25 @@ def phase_threads(phase: str) -> Iterator[None]:
     Does nothing when threads are pinned, when no run configured them, or once vLLM has taken over the count."""
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
+    following = _following
+    if following is not None and following.inside is not None:  # nested (an update's own decoding): as it is
+        yield
+        return
+    follow_load()
     plan = _active
     want = plan.counts.get(phase) if plan is not None and not plan.pinned else None
     before = torch.get_num_threads()
-    if want is None or want == before or torch.set_num_threads is not _SET_NUM_THREADS:
+    if want is None or torch.set_num_threads is not _SET_NUM_THREADS:
         yield
         return
-    torch.set_num_threads(want)
+    if following is not None:
+        following.inside = phase
+    if want != before:
+        torch.set_num_threads(want)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        if following is not None:
+            following.inside = None
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
