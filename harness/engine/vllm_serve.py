@@ -4,7 +4,8 @@ The server a run needs (on the generation machine, from a venv with vLLM; FOLDER
 the converted SmolLM2 folder under ~/.cache/vector-harness/models/, or its hub id):
 
     VLLM_SERVER_DEV_MODE=1 vllm serve --model FOLDER --dtype float32 --logprobs-mode processed_logprobs \\
-        --generation-config vllm --enable-prefix-caching --seed 0 --host 127.0.0.1 --port 8000 [--enforce-eager]
+        --generation-config vllm --enable-prefix-caching --seed 0 --host 127.0.0.1 --port 8000 \\
+        --worker-extension-cls harness.engine.vllm_steering.SteeringExtension [--enforce-eager]
 
 ``python -m harness.engine.vllm_serve smollm2-135m --port 8000`` resolves a model alias or folder, prints that command
 and runs it. Why each part:
@@ -18,7 +19,11 @@ and runs it. Why each part:
   the trainer's up to kernel rounding; vLLM's CPU backend would otherwise pick bfloat16;
 - ``--generation-config vllm``: the model's generation_config.json does not set default sampling parameters (the
   engine sends every one anyway);
-- ``--enforce-eager`` (the default here without a GPU): no torch.compile, seconds to start instead of minutes;
+- ``--worker-extension-cls harness.engine.vllm_steering.SteeringExtension``: the worker methods that set and clear a
+  steering vector (VSPO's rollouts), called through ``/collective_rpc``; the server's Python must import it (this
+  project installed there; the file needs only torch, so a copy on its ``PYTHONPATH`` named as such works too);
+- ``--enforce-eager`` (the default here without a GPU): no torch.compile, seconds to start instead of minutes; steering
+  needs it (a compiled model does not run the hook);
 - without a GPU also ``--no-enable-chunked-prefill --max-num-batched-tokens N`` (N >= the context length): vLLM's
   CPU backend crashes when it splits the prefill of a seeded request, and every request of the engine is seeded
   (harness/engine/vllm_engine.py: ``unchunked_prefill``).
@@ -50,6 +55,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.engine.vllm_engine import unchunked_prefill
+from harness.engine.vllm_steering import EXTENSION
 
 SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}  # the endpoints weight pushes and checks use
 
@@ -87,6 +93,8 @@ def serve_command(
         "--enable-prefix-caching",
         "--seed",
         "0",
+        "--worker-extension-cls",
+        EXTENSION,
     ]
     if enforce_eager:
         argv.append("--enforce-eager")

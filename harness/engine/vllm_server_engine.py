@@ -16,7 +16,12 @@ The ``generate`` contract is VLLMEngine's (harness/engine/vllm_engine.py), item 
 - ``finished``: the last token is one of the policy's end-of-sequence ids (sent as ``stop_token_ids``, kept);
 - seeds: prompt p's request carries ``_prompt_seed(seed, prompt ids)`` and vLLM gives its sample j that seed + j, so
   a sample does not depend on the batch around it;
-- no steering (the same error as VLLMEngine).
+- steering as VLLMEngine does it (rows grouped by beta, one request per row with its unsteered seed, a
+  ``cache_salt`` per strength), the hook set and cleared through ``/collective_rpc`` (harness/engine/vllm_steering.py's
+  worker methods, values as text): the server must run with ``--worker-extension-cls
+  harness.engine.vllm_steering.SteeringExtension`` (vllm_serve.py passes it; a steered call is refused in one line
+  otherwise) and ``--enforce-eager``. The hook is the server's, so a client sharing the server meanwhile is steered too,
+  and steering is refused while several ranks share it (``shared_by_ranks``).
 
 Weights: ``sync_weights(model)`` hands the model to a transport and then resets the server's prefix cache (cached
 prompt KV was computed with the old weights). The GRPO loop calls it at the start and after every optimizer step;
@@ -57,6 +62,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from harness.engine.vllm_engine import VLLMContract, _prompt_seed
+from harness.engine.vllm_steering import EXTENSION
 from harness.engine.weights import serving_weights
 from harness.plugins.option_help import Bounds
 from harness.plugins.size_bounds import THREADS
@@ -215,8 +221,8 @@ class VLLMServerEngine(VLLMContract):
     recomputes the old log-probs in its own precision."""
 
     capabilities = EngineCapabilities(
-        own_weights=True, shared_by_ranks=True, rollout_dtype="dtype"
-    )  # --rollout-dtype D: the dtype the server must serve in
+        own_weights=True, shared_by_ranks=True, rollout_dtype="dtype", steering=True
+    )  # --rollout-dtype D: the dtype the server must serve in; steering: the server's worker extension
 
     def __init__(
         self,
@@ -269,6 +275,9 @@ class VLLMServerEngine(VLLMContract):
                 "start it with VLLM_SERVER_DEV_MODE=1 (see harness/engine/vllm_serve.py)"
             ) from exc
         config = ((info or {}).get("vllm_config") or {}).get("model_config")
+        parallel = ((info or {}).get("vllm_config") or {}).get("parallel_config")
+        # the worker extension steering calls (harness/engine/vllm_steering.py); "" when started without one
+        self.extension = str(parallel.get("worker_extension_cls") or "") if isinstance(parallel, dict) else ""
         if not isinstance(config, dict):
             raise ServerError(f"vLLM server at {self.url}: /server_info has no model_config (another vLLM version?)")
         if config.get("logprobs_mode") != "processed_logprobs":
@@ -306,32 +315,80 @@ class VLLMServerEngine(VLLMContract):
     def generate(
         self, prompts: Sequence[Messages], params: SamplingParams, *, desc: str = "", steering: Any = None
     ) -> list[Completion]:
-        """Completions, prompt-major; log-probabilities as in the module docstring. ``steering`` is refused."""
-        encoded = self.encode_request(prompts, params, steering)
-        answers = self._post_all([self._request(ids, params) for ids in encoded], desc)
-        tok = self.policy.tokenizer
-        completions = []
-        for p, (ids, answer) in enumerate(zip(encoded, answers, strict=True)):
-            for choice in sorted(answer["choices"], key=lambda c: c["index"]):
-                tokens = list(choice.get("token_ids") or [])
-                logprobs = [float(x) for x in ((choice.get("logprobs") or {}).get("token_logprobs") or [])]
-                if len(logprobs) != len(tokens) or choice.get("finish_reason") not in ("stop", "length"):
-                    raise ServerError(
-                        f"vLLM server at {self.url} returned {len(tokens)} tokens, {len(logprobs)} "
-                        f"log-probs, finish_reason {choice.get('finish_reason')!r} for prompt {p}"
-                    )
-                completions.append(
-                    Completion(
-                        prompt_index=p,
-                        sample_index=choice["index"],
-                        prompt_ids=ids,
-                        token_ids=tokens,
-                        logprobs=logprobs,
-                        text=tok.decode(tokens, skip_special_tokens=True),
-                        finished=choice["finish_reason"] == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
-                    )
+        """Completions, prompt-major; log-probabilities as in the module docstring. ``steering``: add
+        ``betas[r] * v`` at row r (``Steering``), as VLLMEngine does."""
+        encoded = self.encode_request(prompts, params)
+        if steering is not None:
+            from harness.runner.distributed import current
+
+            if current().world_size > 1:  # the ranks would set the one hook of the shared server over each other
+                raise ValueError(
+                    f"steering on the vLLM server at {self.url}, shared by {current().world_size} ranks, would mix "
+                    "their strengths (the hook is the server's): steer from one process, or use --engine vllm"
                 )
-        return completions
+            if not self.extension:
+                raise ServerError(
+                    f"vLLM server at {self.url} was started without a worker extension, which steering needs: "
+                    f"start it with --worker-extension-cls {EXTENSION} (harness/engine/vllm_serve.py does)"
+                )
+            return self.steered(
+                encoded, params, steering, lambda rows, salt: self._rows(encoded, rows, params, salt, desc)
+            )
+        answers = self._post_all([self._request(ids, params) for ids in encoded], desc)
+        return [
+            self._completion(p, choice["index"], ids, choice)
+            for p, (ids, answer) in enumerate(zip(encoded, answers, strict=True))
+            for choice in sorted(answer["choices"], key=lambda c: c["index"])
+        ]
+
+    def _rows(
+        self,
+        encoded: list[list[int]],
+        rows: list[tuple[int, int]],
+        params: SamplingParams,
+        salt: str | None,
+        desc: str,
+    ) -> list[Completion]:
+        """One request per (prompt, sample) row, with the seed that sample has in an unsteered call."""
+        bodies = []
+        for p, j in rows:
+            body = self._request(encoded[p], params)
+            body.update(n=1, seed=body["seed"] + j, **({"cache_salt": salt} if salt else {}))
+            bodies.append(body)
+        answers = self._post_all(bodies, desc)
+        return [
+            self._completion(p, j, encoded[p], answer["choices"][0])
+            for (p, j), answer in zip(rows, answers, strict=True)
+        ]
+
+    def _completion(self, p: int, j: int, ids: list[int], choice: dict[str, Any]) -> Completion:
+        tokens = list(choice.get("token_ids") or [])
+        logprobs = [float(x) for x in ((choice.get("logprobs") or {}).get("token_logprobs") or [])]
+        if len(logprobs) != len(tokens) or choice.get("finish_reason") not in ("stop", "length"):
+            raise ServerError(
+                f"vLLM server at {self.url} returned {len(tokens)} tokens, {len(logprobs)} "
+                f"log-probs, finish_reason {choice.get('finish_reason')!r} for prompt {p}"
+            )
+        return Completion(
+            prompt_index=p,
+            sample_index=j,
+            prompt_ids=ids,
+            token_ids=tokens,
+            logprobs=logprobs,
+            text=self.policy.tokenizer.decode(tokens, skip_special_tokens=True),
+            finished=choice["finish_reason"] == "stop" and bool(tokens) and tokens[-1] in self.eos_ids,
+        )
+
+    def set_steering(self, layer: int, vector: list[float], scale: float) -> None:
+        """The server's worker extension adds ``scale * vector`` to layer ``layer``'s output from now on (the vector
+        as JSON text: vLLM's ``/collective_rpc`` is meant for text arguments)."""
+        self.server.post(
+            "/collective_rpc",
+            {"method": "set_steering", "kwargs": {"layer": layer, "vector": json.dumps(vector), "scale": scale}},
+        )
+
+    def clear_steering(self) -> None:
+        self.server.post("/collective_rpc", {"method": "clear_steering"})
 
     def _request(self, ids: list[int], params: SamplingParams) -> dict[str, Any]:
         return {

