@@ -362,3 +362,6 @@ class _SteeredEngine:
 
     def generate(self, prompts, params, *, desc: str = ""):
         return self.engine.generate(prompts, params, desc=desc, steering=self.steering)
+
+    def __getattr__(self, name):  # sync_weights, sleep, wake_up: the wrapped engine's (vLLM holds its own weights)
+        return getattr(self.engine, name)
