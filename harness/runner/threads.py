@@ -67,14 +67,14 @@ _active: ThreadPlan | None = None  # None: no run configured threads; phase_thre
 
 class LoadMeter:
     """The cores other processes kept busy since the last look, without waiting: CPU time of every process
-    (/proc/stat) less this process's own, over the wall-clock time between two looks."""
+    (/proc/stat) less this process's own and its ended children's, over the wall-clock time between two looks."""
 
     def __init__(self) -> None:
         self.last = self._now()
 
     @staticmethod
     def _now() -> tuple[float, float, float]:
-        return _all_cpu_seconds(), time.process_time(), time.monotonic()
+        return _all_cpu_seconds(), _own_cpu_seconds(), time.monotonic()
 
     def busy(self) -> int | None:
         """Busy cores since the last look (None when under half a second has passed: too short to say)."""
@@ -116,15 +116,22 @@ def busy_cores(window: float = 1.0) -> int:
     started just after another job ended counted that job as still running (measured: a quiet machine read as 1.7
     busy cores of 2, and the run decoded and updated at 1 thread). Where /proc/stat is missing, the load average."""
     try:
-        before, own, started = _all_cpu_seconds(), time.process_time(), time.monotonic()
+        before, own, started = _all_cpu_seconds(), _own_cpu_seconds(), time.monotonic()
         time.sleep(window)
-        used = _all_cpu_seconds() - before - (time.process_time() - own)
+        used = _all_cpu_seconds() - before - (_own_cpu_seconds() - own)
         return max(0, round(used / (time.monotonic() - started)))
     except (OSError, ValueError):
         try:
             return round(os.getloadavg()[0])
         except OSError:  # not measurable here: assume a quiet machine
             return 0
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that ended (the code task's sandboxed programs): the run's
+    own work, which must not count as other work's load."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _all_cpu_seconds() -> float:
