@@ -74,6 +74,9 @@ def machine() -> dict[str, Any]:
             (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown"
         )
     info["avx512_bf16"] = "avx512_bf16" in cpu_flags()  # the flags --rollout-dtype auto reads
+    limits = {name: os.environ[name] for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if os.environ.get(name)}
+    if limits:  # kernels held below the CPU's own (an AVX2 machine emulated): said in every row's machine
+        info["isa_limit"] = limits
     with contextlib.suppress(OSError):
         info["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
     return info

@@ -125,6 +125,9 @@ def machine_of(data: dict[str, Any]) -> str:
     if not cpu:
         return NOT_RECORDED + (f" ({cores} cores)" if cores else "")
     parts = [str(cpu)] + ([f"{cores} cores"] if cores else []) + flags
+    limit = m.get("isa_limit") or {}  # kernels held below the CPU's own: the figure is that machine's, emulated
+    if limit:
+        parts.append("limited to " + " ".join(f"{k}={v}" for k, v in sorted(limit.items())))
     return ", ".join(parts)
 
 
@@ -250,10 +253,12 @@ def _matrix_history(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def matrix_rows(results: Path) -> list[Row]:
-    """bench/results/defaults_matrix.json, written by bench/defaults_matrix.py: one row per cell."""
-    path = results / "defaults_matrix.json"
-    if not path.exists():
-        return []
+    """bench/results/defaults_matrix*.json, written by bench/defaults_matrix.py: one row per cell (a file per
+    sitting on another machine, e.g. defaults_matrix_avx2.json with the kernels held to AVX2)."""
+    return [row for path in sorted(results.glob("defaults_matrix*.json")) for row in _matrix_file_rows(path)]
+
+
+def _matrix_file_rows(path: Path) -> list[Row]:
     data = _load(path)
     copies = _matrix_history(path)
     rows = []

@@ -64,6 +64,7 @@ def folder_digest(folder: Path, limit: int = FOLDER_DIGEST_LIMIT) -> tuple[str |
 
 # Instruction sets named in every figure's machine, by /proc/cpuinfo flag
 ISA = (("avx2", "avx2"), ("avx512", "avx512f"), ("bf16", "avx512_bf16"), ("amx", "amx_tile"))
+ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")  # what torch's and oneDNN's kernels may use, when set
 
 
 def machine() -> dict[str, object]:
@@ -80,7 +81,12 @@ def machine() -> dict[str, object]:
     except OSError:
         cpu = platform.processor() or platform.machine()
     isa = [name for name, flag in ISA if flag in flags]
-    return {"cpu": cpu, "cores": os.cpu_count(), "isa": isa}
+    described: dict[str, object] = {"cpu": cpu, "cores": os.cpu_count(), "isa": isa}
+    # torch's and oneDNN's kernels held below what the CPU has (an AVX2 machine emulated on a newer one)
+    limits = {name: os.environ[name] for name in ISA_LIMITS if os.environ.get(name)}
+    if limits:
+        described["isa_limit"] = limits
+    return described
 
 
 def source_commit() -> str | None:
