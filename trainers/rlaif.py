@@ -90,7 +90,10 @@ class RLAIFTrainer(GRPOTrainer):
             "teacher_prompt_tokens": judge.prompt_tokens if judge else 0,
             "teacher_seconds": self.judge_seconds,  # summed over ranks: the judge's compute, not wall-clock
         }
-        self.totals = {k: self.before.get(k, 0) + v for k, v in current_parallel().sum(own).items()}
+        summed = current_parallel().sum(own)  # (floats over ranks: the counts are whole again below)
+        self.totals = {
+            k: self.before.get(k, 0) + (v if k == "teacher_seconds" else round(v)) for k, v in summed.items()
+        }
         return self.totals
 
     def state_dict(self) -> dict:

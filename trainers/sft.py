@@ -219,8 +219,9 @@ class SFTTrainer:
         total = 0.0
         device = next(model.parameters()).device
         for start in range(0, len(mine), cfg.micro_batch):
-            with dp.no_sync(model, last=start + cfg.micro_batch >= len(mine)), autocast_to(autocast, device):
-                nll = target_nll(model, target_batch(mine[start : start + cfg.micro_batch], pad_id))
+            with dp.no_sync(model, last=start + cfg.micro_batch >= len(mine)):  # all-reduced on the last only
+                with autocast_to(autocast, device):
+                    nll = target_nll(model, target_batch(mine[start : start + cfg.micro_batch], pad_id))
                 loss = nll.float().sum() / tokens
                 dp.backward(loss)
             total += loss.item()

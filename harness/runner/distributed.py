@@ -109,10 +109,6 @@ class Parallel:
         start = self.rank * size + min(self.rank, extra)
         return slice(start, start + size + (self.rank < extra))
 
-    def gathered(self, items: list[Any]) -> list[Any]:
-        """Every rank's ``items`` (its ``share``), concatenated in rank order: the whole list on every rank."""
-        return [x for part in self.gather(items) for x in part]
-
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, in rank order, on every rank (pickled: completions and scores, not weights)."""
         if self.world_size == 1:
