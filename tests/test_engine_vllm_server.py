@@ -206,6 +206,22 @@ def test_steering_on_a_server_shared_by_ranks_is_refused_in_one_line(tiny_policy
     )
 
 
+def test_vspo_on_a_server_shared_by_ranks_is_refused_before_the_model_loads():
+    from tiny_runs import tiny_config
+
+    from harness.plugins import get_plugin_manager
+    from harness.runner.plan import plan_run
+
+    cfg = tiny_config("vspo", model="no-such-model", engine="vllm-server", engine_url="http://127.0.0.1:9")
+    with pytest.raises(ValueError) as err:  # the model name is never looked at: refused first
+        plan_run(cfg, get_plugin_manager(autoload=False), world_size=2)
+    assert str(err.value) == (
+        "trainer 'vspo' steers its rollouts, and engine 'vllm-server' is one server shared by the 2 ranks, whose "
+        "strengths would overwrite each other's; launch one process, or use an engine each rank holds (--engine "
+        "vllm or transformers)"
+    )
+
+
 def test_the_serve_command_loads_the_steering_worker_extension():
     from harness.engine.vllm_serve import serve_command
 

@@ -86,7 +86,7 @@ def plan_run(cfg: RunConfig, plugins: Plugins, world_size: int = 1, resuming: bo
     plugins.forget_used()  # from here to the manifest, what is looked up is this run's (harness/runner/manifest.py)
     task, trainer, searcher, options = build_plugins(cfg, plugins, resuming=resuming)
     trainer_caps = capabilities_of(trainer, TrainerCapabilities)
-    options["engine"] = check_engine(cfg, plugins, trainer_caps)
+    options["engine"] = check_engine(cfg, plugins, trainer_caps, world_size)
     check_generation_budget(cfg, plugins["model"], options)  # against the model's context, from its config
     if world_size > 1:
         splits = capabilities_of(searcher, SearcherCapabilities).data_parallel
@@ -348,7 +348,7 @@ def searcher_extras(
     return extras
 
 
-def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities) -> dict[str, Any]:
+def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities, world_size: int = 1) -> dict[str, Any]:
     """The engine's options, after checking (without building it) that it exists, takes them, can do what the
     trainer needs and has what it requires installed."""
     entry = plugins["engine"].get(cfg.engine)
@@ -385,6 +385,12 @@ def check_engine(cfg: RunConfig, plugins: Plugins, trainer: TrainerCapabilities)
         raise ValueError(
             f"trainer {cfg.trainer!r} samples under steering vectors, which engine {cfg.engine!r} "
             f"cannot do; use --engine {' or '.join(able)}"
+        )
+    if trainer.steering and caps.shared_by_ranks and world_size > 1:  # one steering hook on the one server
+        raise ValueError(
+            f"trainer {cfg.trainer!r} steers its rollouts, and engine {cfg.engine!r} is one server shared by the "
+            f"{world_size} ranks, whose strengths would overwrite each other's; launch one process, or use an "
+            "engine each rank holds (--engine vllm or transformers)"
         )
     if caps.requires and importlib.util.find_spec(caps.requires) is None:
         hint = f": {caps.install}" if caps.install else ""
