@@ -187,8 +187,8 @@ def follow_load(now: bool = False) -> None:
     have passed (``now``: at once); a change to the phase being run applies immediately. A clock read otherwise."""
     global _active
     following, plan = _following, _active
-    if following is None or plan is None or not plan.cores:
-        return
+    if following is None or plan is None or not plan.cores or torch.set_num_threads is not _SET_NUM_THREADS:
+        return  # (vLLM's CPU backend has bound the threads: nothing would change, so nothing is recorded)
     clock = time.monotonic()
     if not now and clock - following.looked < RECHECK_SECONDS:
         return
@@ -203,7 +203,7 @@ def follow_load(now: bool = False) -> None:
     following.changes.append(
         {"run_phase": following.run_phase, "seconds": round(clock - following.started, 1), "busy": busy, **counts}
     )
-    if following.inside is not None and torch.set_num_threads is _SET_NUM_THREADS:
+    if following.inside is not None:
         torch.set_num_threads(counts[following.inside])
 
 
