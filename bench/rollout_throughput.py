@@ -567,32 +567,23 @@ def llama_cpp_peers(
     info["logprob_check_batched"] = logprob_check(policy, first, rows[:2], 1.0)
     info["batched_distinct_rows"] = f"{len({tuple(ids) for ids, _ in rows})}/{len(rows)}"  # n draws, one prompt
     # The API's own log-probs: create_completion(logprobs=1) on the same logits_all model, one sample, timed
+    # plain sampling at temperature 1 (no cut), 16 tokens: the same call with and without logprobs=1
+    plain_sampling = {
+        "max_tokens": 16,
+        "temperature": 1.0,
+        "top_k": 0,
+        "top_p": 1.0,
+        "min_p": 0.0,
+        "typical_p": 1.0,
+        "repeat_penalty": 1.0,
+    }
     llm.set_seed(779)
     started = time.perf_counter()
-    completion = llm.create_completion(
-        list(first),
-        max_tokens=16,
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        min_p=0.0,
-        typical_p=1.0,
-        repeat_penalty=1.0,
-        logprobs=1,
-    )
+    completion = llm.create_completion(list(first), **plain_sampling, logprobs=1)
     with_lp = time.perf_counter() - started
     llm.set_seed(779)
     started = time.perf_counter()
-    plain = llm.create_completion(
-        list(first),
-        max_tokens=16,
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        min_p=0.0,
-        typical_p=1.0,
-        repeat_penalty=1.0,
-    )
+    plain = llm.create_completion(list(first), **plain_sampling)
     without_lp = time.perf_counter() - started
     generated = completion["usage"]["completion_tokens"]
     info["create_completion_logprobs"] = {
