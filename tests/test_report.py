@@ -225,6 +225,37 @@ def test_the_leaderboard_shows_each_trained_runs_warm_up_steps(tmp_path):
     ]
 
 
+def test_the_leaderboard_shows_one_candidate_s_token_cap_beside_m_answer_rows(tmp_path):
+    """A VPO arm's rollout of 4 answers capped at 688 tokens gives each candidate (688 - 3 x 16) / 4 = 160 tokens, the
+    same as a one-answer arm capped at 160: the leaderboard shows each row's cap per candidate (training / evaluation
+    on a trained row), so equal budgets are seen, not assumed; a 512-token cap would show 116."""
+    runs = tmp_path / "runs"
+
+    def options(cap: int, m: int | None) -> dict:
+        side = {"max_new_tokens": cap, "answers_per_rollout": m}
+        return {"resolved_options": {"trainer": side, "searcher": side}}
+
+    _fake_run(runs, "vpo", [(0, [True, False])], phase="after", manifest=options(688, 4))
+    _fake_run(runs, "vpo-cpu-cap", [(0, [True, False])], phase="after", manifest=options(512, 4))
+    _fake_run(runs, "grpo", [(0, [True, True])], phase="after", manifest=options(160, None))
+    _fake_run(runs, "base", [(0, [False, False])], manifest=options(160, None))
+    html = build_report([runs], tmp_path / "report", echo=lambda _: None)
+    board = (tmp_path / "report" / "report.md").read_text().split("\n## ")[0]
+    assert "| tokens per candidate | pass@1 |" in board
+    exported = json.loads((tmp_path / "report" / "leaderboard.json").read_text())
+    assert sorted((r["run"], r["candidate_tokens"]) for r in exported["rows"]) == [
+        ("base", "160"),
+        ("grpo", "160 / 160"),
+        ("vpo", "160 / 160"),
+        ("vpo-cpu-cap", "116 / 116"),
+    ]
+    assert '<td class="num">116 / 116</td>' in html.read_text()
+    shutil.rmtree(runs / "vpo")
+    shutil.rmtree(runs / "vpo-cpu-cap")
+    build_report([runs], tmp_path / "one-answer", echo=lambda _: None)
+    assert "tokens per candidate" not in (tmp_path / "one-answer" / "report.md").read_text()  # only beside M > 1
+
+
 def test_report_says_which_folders_it_skipped_and_why(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     _fake_run(runs, "done", [(0, [True, False])])

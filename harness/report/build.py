@@ -190,6 +190,9 @@ def _context(conn, every_row: list[data.Row], plot_dir: Path) -> dict[str, Any]:
         "shared_identity": [c for c in ("task", "model", "searcher") if c not in dict(constant)],
         # each trained run's format warm-up SFT steps, a column beside phase wherever any row trained
         "warmup_column": any(r.warmup_steps is not None for r in rows),
+        # one candidate's token cap (training / evaluation) wherever a row writes M answers a rollout: the budget a
+        # comparison of one-answer and M-answer methods must hold equal
+        "tokens_column": any(r.answers_per_rollout > 1 for r in rows),
         "fmt_steps": fmt_steps,
         "split": split,
         "notes": [(r, r.note) for r in rows if r.note],
@@ -327,7 +330,7 @@ def table_records(rows: list[data.Row], columns: list[str]) -> list[dict[str, An
     other = data.other_columns(rows)
     records = []
     for row in rows:
-        record: dict[str, Any] = {k: getattr(row, k) for k in (*IDENTITY, "run", "warmup_steps")}
+        record: dict[str, Any] = {k: getattr(row, k) for k in (*IDENTITY, "run", "warmup_steps", "candidate_tokens")}
         record["shared_by"] = ",".join(row.shared_by)  # a before-row standing for several runs: their trainers
         record["note"] = row.note
         for name in columns:
@@ -363,6 +366,7 @@ def markdown(context: dict[str, Any]) -> str:
     columns = context["columns"]
     label = context.get("metric_label", str)
     warm_up = int(bool(context.get("warmup_column")))
+    tokens = int(bool(context.get("tokens_column")))
     lines = [
         "# Leaderboard",
         "",
@@ -373,13 +377,20 @@ def markdown(context: dict[str, Any]) -> str:
             " Warm-up steps: the SFT steps of the run's format warm-up before RL (0: none; -: a row of no training)."
             if warm_up
             else ""
+        )
+        + (
+            " Tokens per candidate: one candidate's token cap, in training / at evaluation (a rollout's cap less its "
+            "delimiters' allowance, over the answers it writes)."
+            if tokens
+            else ""
         ),
         "",
         "| task | dataset | trainer | searcher | model | seed | phase | "
         + ("warm-up steps | " if warm_up else "")
+        + ("tokens per candidate | " if tokens else "")
         + " | ".join(_md(label(c)) for c in columns)
         + " |",
-        "|" + "---|" * (7 + warm_up + len(columns)),
+        "|" + "---|" * (7 + warm_up + tokens + len(columns)),
     ]
     for row in context["rows"]:
         method = f"{row.arm} ({row.trainer})" if row.arm else row.trainer
@@ -392,6 +403,7 @@ def markdown(context: dict[str, Any]) -> str:
             str(row.seed),
             row.phase,
             *([_n(fmt_steps(row.warmup_steps))] if warm_up else []),
+            *([row.candidate_tokens or "-"] if tokens else []),
             *(_n(fmt_ci(row.headline.get(c))) for c in columns),
         ]
         lines.append(_md_row(cells))

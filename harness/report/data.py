@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from harness.metrics.unbiased import best_at_k, pass_at_k
+from harness.scoring.multi_answer import answer_budget
 from harness.store.reading import shown
 from harness.store.results_db import problem_records
 from harness.types import data_card_line
@@ -70,6 +71,10 @@ class Row:
     # a trained run's format warm-up SFT steps (metric warmup/steps; 0 without a warm-up) on its "after" row: arms
     # with one stop rule can take very different amounts of it; None on a row of no training ("before", "eval")
     warmup_steps: int | None = None
+    # the token cap of one candidate, "TRAIN / EVAL" on a trained run's "after" row, "EVAL" otherwise: a rollout's
+    # max_new_tokens less its delimiters' allowance, over M (harness/scoring/multi_answer.py answer_budget), so
+    # one-answer and M-answer arms are seen to be at equal tokens per candidate, or not
+    candidate_tokens: str = ""
     stopped: str = ""  # a trained run stopped early and rolled back: "stopped: 2 of 4 steps trained" ("" otherwise)
     # the data evaluated on, from the manifest's data card: "NAME; SPLIT; SIZE rows" (harness.types.DataCard); two
     # evaluations of one task on different data are two rows that say so
@@ -93,6 +98,7 @@ class Row:
         "phase",
         "problems",
         "warmup_steps",
+        "candidate_tokens",
         "stopped",
         "other",
         "shared_by",
@@ -168,6 +174,7 @@ def leaderboard(conn: sqlite3.Connection, seed: int = 0, run_dir: str | None = N
                 arm=str(config.get("arm") or ""),
                 dataset=dataset_label(manifest),
                 warmup_steps=warmup_steps(metrics) if phase == "after" else None,
+                candidate_tokens=candidate_tokens(manifest, trained=phase == "after"),
                 stopped=stopped_note(metrics, config) if phase == "after" else "",
                 solved={p["problem_id"]: p["successes"] > 0 for p in per_problem},
             )
@@ -273,6 +280,24 @@ def warmup_steps(metrics: dict[str, float]) -> int:
         return int(metrics.get("warmup/steps", 0))
     except (TypeError, ValueError):
         return 0
+
+
+def candidate_tokens(manifest: dict[str, Any], trained: bool) -> str:
+    """One candidate's token cap at evaluation, preceded by training's on a trained run's row ("160 / 160"); "" when
+    the manifest does not say."""
+    options = manifest.get("resolved_options") or {}
+
+    def cap(kind: str) -> str:
+        mine = options.get(kind) or {}
+        try:
+            m = max(1, int(mine.get("answers_per_rollout") or 1))
+            return str(answer_budget(int(mine["max_new_tokens"]), m))
+        except (KeyError, TypeError, ValueError):
+            return ""
+
+    evaluation = cap("searcher")
+    training = cap("trainer") if trained else ""
+    return f"{training} / {evaluation}" if training and evaluation else evaluation
 
 
 def answers_per_rollout(manifest: dict[str, Any]) -> int:
