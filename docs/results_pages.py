@@ -459,6 +459,135 @@ LEARNING_COLUMNS = [
 DEMO_COLUMNS = ["command", "threads", "seconds"]
 
 
+# -- experiment files' grids ---------------------------------------------------------------------------------------
+
+EXPERIMENT_COLUMNS = [
+    "arm",
+    "seeds",
+    "warm-up steps",
+    "tokens per candidate",
+    "mean tokens",
+    "cut at the limit",
+    "held-out evaluator",
+    "training scorer",
+    "pass@1",
+]
+DIFFERENCE_COLUMNS = ["comparison", "seeds", "held-out evaluator", "training scorer", "pass@1"]
+NO_WORSE = 0.1  # "no worse" only where the interval excludes a drop this large (the run summary's rule)
+
+
+def _shift(metric: dict[str, Any] | None, ahead: str, behind: str) -> str:
+    """A difference over seeds: value [the wider interval] and what it reads as (beyond 0, or no drop of 0.1)."""
+    if not metric or metric.get("low") is None:
+        return "-"
+    value, low, high = metric["value"], metric["low"], metric["high"]
+    reads = ahead if low > 0 else behind if high < 0 else "no worse" if low > -NO_WORSE else "undecided"
+    return f"{value:+.3f} [{low:+.3f}, {high:+.3f}] {reads}"
+
+
+def _behaviour_metrics(data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The grid's held-out evaluator and training scorer metric names (heldout/<b>, behaviour/<b>)."""
+    names = {n for entry in data.get("over_seeds", []) + data.get("differences", []) for n in entry["metrics"]}
+    heldout = next((n for n in sorted(names) if n.startswith("heldout/")), None)
+    trained = next((n for n in sorted(names) if n.startswith("behaviour/")), None)
+    return heldout, trained
+
+
+def _arm_of(label: str) -> str:
+    """The arm an after - before label names: "vspo after - before [seed 1 stopped: ...]" -> "vspo"."""
+    return label.split(" - ")[0].split(" [")[0].split(" (stopped")[0].removesuffix(" after")
+
+
+def _arm_change(data: dict[str, Any], arm: str) -> tuple[dict[str, Any], str]:
+    """An arm's after - before: over its seeds where it has 2 or more, else its one seed's (marked)."""
+    for entry in data.get("over_seeds", []):
+        if entry["kind"] == "after - before" and _arm_of(entry["label"]) == arm:
+            return entry["metrics"], ""
+    for entry in data.get("differences", []):
+        if entry["kind"] == "after - before" and _arm_of(entry["a"]) == arm:
+            return entry["metrics"], f" (seed {entry['seed']} alone: interval over problems)"
+    return {}, ""
+
+
+def experiment_rows(results: Path) -> list[Row]:
+    """bench/results/experiment_*.json, written by bench/record_experiment.py: per arm, its after - before over
+    seeds with the answers' statistics; per pair of arms, their difference over seeds."""
+    rows = []
+    for path in sorted(results.glob("experiment_*.json")):
+        data = _load(path)
+        heldout, trained = _behaviour_metrics(data)
+        seeds = ", ".join(str(s) for s in data.get("seed", []))
+        for arm in data.get("arms", []):
+            change, alone = _arm_change(data, arm["arm"])
+            before, after = arm["answers"].get("before", {}), arm["answers"].get("after", {})
+
+            def moved(key: str, digits: int, before=before, after=after) -> str:
+                if key not in before or key not in after:
+                    return "-"
+                return f"{before[key]:.{digits}f} -> {after[key]:.{digits}f}"
+
+            cells = {
+                "table": "arms",
+                "experiment": data["experiment"],
+                "arm": arm["arm"] + (f" ({'; '.join(arm['stopped'])})" if arm.get("stopped") else ""),
+                "seeds": ", ".join(str(s) for s in arm["seeds"]) + alone,
+                "warm-up steps": ", ".join(str(s) for s in arm["warmup_steps"]),
+                "tokens per candidate": ", ".join(arm["candidate_tokens"]) or "-",
+                "mean tokens": moved("mean_tokens", 1),
+                "cut at the limit": moved("cut_at_limit", 2),
+                "held-out evaluator": _shift(change.get(heldout), "up", "down"),
+                "training scorer": _shift(change.get(trained), "up", "down"),
+                "pass@1": _shift(change.get("pass@1"), "up", "down"),
+            }
+            rows.append(_record_row(path, data, data.get("task") or "math", cells, seed=seeds))
+        for entry in data.get("over_seeds", []):
+            if entry["kind"] != "method - method":
+                continue
+            cells = {
+                "table": "differences",
+                "experiment": data["experiment"],
+                "comparison": entry["label"],
+                "seeds": ", ".join(str(s) for s in entry["seeds"]),
+                "held-out evaluator": _shift(entry["metrics"].get(heldout), "ahead", "behind"),
+                "training scorer": _shift(entry["metrics"].get(trained), "ahead", "behind"),
+                "pass@1": _shift(entry["metrics"].get("pass@1"), "ahead", "behind"),
+            }
+            rows.append(_record_row(path, data, data.get("task") or "math", cells, seed=seeds))
+    return rows
+
+
+def experiments_page(results: Path = RESULTS) -> str:
+    topic = _topics(results)["experiments"]
+    body = [
+        "Each experiment file's grid at CPU size, recorded by `bench/record_experiment.py` from `harness report` "
+        "of the grid's run folder. A change is the mean over seeds with the wider of two 95% intervals (a "
+        "hierarchical bootstrap over seeds then problems, and Student's t over the seeds' means): up/down or "
+        f'ahead/behind where it excludes 0, "no worse" where it excludes a drop of {NO_WORSE}, else undecided. '
+        '"Held-out evaluator" is the behaviour\'s scorer no arm trains on, the verdict\'s; "training scorer" is the '
+        "one the shaped arms are rewarded by, shown for what it is. Mean tokens and the share of answers cut at the "
+        "token limit are before -> after, averaged over seeds.",
+        "",
+        HEADER_NOTE,
+    ]
+    current = _current(topic)
+    if not current:
+        return _page(topic.title, [*body, "", _none_current(topic)])
+    for name in dict.fromkeys(r.cells["experiment"] for r in current):
+        mine = [r for r in current if r.cells["experiment"] == name]
+        data = _load(results / mine[0].record)
+        body += ["", f"## {name}", "", f"Claim: {data.get('claim', NOT_RECORDED)}", "", "```bash"]
+        record = f"python bench/record_experiment.py {data['file']} --json bench/results/{mine[0].record}"
+        body += [data["command"], f"{data['report']} --out reports/{name}", record, "```", ""]
+        if data.get("skipped"):
+            body += [f"Left out (not finished when recorded): {len(data['skipped'])} run folder(s).", ""]
+        arms = [r for r in mine if r.cells["table"] == "arms"]
+        pairs = [r for r in mine if r.cells["table"] == "differences"]
+        body += ["After - before, per arm:", "", table(arms, EXPERIMENT_COLUMNS)]
+        if pairs:
+            body += ["", "Arm - arm on the same problems, after training:", "", table(pairs, DIFFERENCE_COLUMNS)]
+    return _page(topic.title, body)
+
+
 @cache
 def _topics(results: Path) -> dict[str, Topic]:
     return {
@@ -467,6 +596,7 @@ def _topics(results: Path) -> dict[str, Topic]:
         "code-verdicts": Topic("code-verdicts", "Code verdicts against one interpreter", crosscheck_rows(results)),
         "steering": Topic("steering", "Which way a steering vector points", steering_rows(results)),
         "learning-vs-trl": Topic("learning-vs-trl", "Learning per CPU-minute against TRL", learning_rows(results)),
+        "experiments": Topic("experiments", "Experiment files at CPU size", experiment_rows(results)),
     }
 
 
@@ -620,6 +750,7 @@ SUBPAGES = {
     "defaults-matrix": ("defaults-matrix.md", "every task x trainer at its defaults"),
     "code-verdicts": ("code-verdicts.md", "the code task's verdicts against each benchmark's own rule"),
     "steering": ("steering.md", "which way VSPO's steering vectors point"),
+    "experiments": ("experiments.md", "the experiment files' grids: each arm over seeds, and arm against arm"),
 }
 
 
@@ -699,6 +830,7 @@ def superseded_section(results: Path = RESULTS) -> str:
         "code-verdicts": CROSSCHECK_COLUMNS,
         "steering": STEERING_COLUMNS,
         "learning-vs-trl": LEARNING_COLUMNS,
+        "experiments": ["experiment", "arm", "comparison", *EXPERIMENT_COLUMNS[1:]],
     }
     for slug, topic in _topics(results).items():
         rows = _superseded(topic)
@@ -746,6 +878,7 @@ def pages(results: Path = RESULTS) -> list[tuple[str, Callable[[str], str]]]:
         (f"{PAGES_DIR}/defaults-matrix.md", lambda text: matrix_page(results)),
         (f"{PAGES_DIR}/code-verdicts.md", lambda text: crosscheck_page(results)),
         (f"{PAGES_DIR}/steering.md", lambda text: steering_page(results)),
+        (f"{PAGES_DIR}/experiments.md", lambda text: experiments_page(results)),
         (f"{PAGES_DIR}/history.md", lambda text: sections(text, {"superseded": lambda: superseded_section(results)})),
         ("README.md", lambda text: sections(text, {"demo": lambda: demo_excerpt(results)})),
     ]

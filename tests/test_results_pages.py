@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import record_demo  # noqa: E402
 import results_pages  # noqa: E402
 
-CURRENT = ["README.md", "demo.md", "defaults-matrix.md", "code-verdicts.md", "steering.md"]
+CURRENT = ["README.md", "demo.md", "defaults-matrix.md", "code-verdicts.md", "steering.md", "experiments.md"]
 MODULES = {
     "math": "math",
     "code": "code",
@@ -209,3 +209,74 @@ def test_the_recorder_keeps_the_printed_summary_and_the_run_s_provenance(tmp_pat
     (run / "manifest.json").write_text(json.dumps(manifest | {"status": "failed"}))
     with pytest.raises(ValueError, match="not complete"):
         record_demo.record(run, OUTPUT)
+
+
+def test_an_experiment_record_reads_each_arm_over_seeds_and_arm_against_arm(tmp_path):
+    """bench/record_experiment.py's record rendered: the held-out evaluator and the training scorer side by side,
+    each change with its wider interval and what it reads as (beyond 0; "no worse" only where a drop of 0.1 is
+    excluded); an arm with one seed so far is read from that seed, marked; arm - arm rows below."""
+
+    def change(value, low, high):
+        return {"value": value, "low": low, "high": high}
+
+    metrics = {
+        "heldout/robustness": change(0.1, 0.02, 0.2),
+        "behaviour/robustness": change(-0.05, -0.08, 0.01),
+        "pass@1": change(-0.02, -0.15, 0.1),
+    }
+    record = {
+        "experiment": "vspo_robustness",
+        "file": "experiments/vspo_robustness.toml",
+        "claim": "VSPO at least as robust",
+        "command": "harness run --config experiments/vspo_robustness.toml",
+        "report": "harness report runs/vspo_robustness/cpu",
+        "task": "math",
+        "task_version": results_pages.current_version("math"),
+        "commit": "abc1234",
+        "machine": {"cpu": "Test CPU", "cores": 2},
+        "seed": [0, 1, 2],
+        "arms": [
+            {
+                "arm": arm,
+                "seeds": seeds,
+                "warmup_steps": [0] * len(seeds),
+                "candidate_tokens": ["96 / 96"],
+                "stopped": [],
+                "answers": {"before": {"mean_tokens": 50.0, "cut_at_limit": 0.3}, "after": {"mean_tokens": 80.0}},
+            }
+            for arm, seeds in (("vspo", [0, 1, 2]), ("rlaif", [0]))
+        ],
+        "over_seeds": [
+            {"kind": "after - before", "label": "vspo after - before", "seeds": [0, 1, 2], "metrics": metrics},
+            {
+                "kind": "method - method",
+                "label": "vspo after - rlaif after",
+                "seeds": [0, 1, 2],
+                "metrics": {"heldout/robustness": change(-0.2, -0.3, -0.1)},
+            },
+        ],
+        "differences": [
+            {
+                "kind": "after - before",
+                "a": "rlaif after",
+                "b": "before",
+                "seed": 0,
+                "metrics": {"heldout/robustness": change(0.0, -0.05, 0.05)},
+            }
+        ],
+    }
+    (tmp_path / "experiment_vspo_robustness.json").write_text(json.dumps(record))
+    page = results_pages.render_all(results=tmp_path)["docs/results/experiments.md"]
+    vspo = next(line for line in page.splitlines() if line.startswith("| vspo |"))
+    held_out, trained, pass_1 = vspo.split(" | ")[6:9]
+    assert (held_out, trained, pass_1) == (
+        "+0.100 [+0.020, +0.200] up",
+        "-0.050 [-0.080, +0.010] no worse",
+        "-0.020 [-0.150, +0.100] undecided",
+    )
+    assert "| 50.0 -> 80.0 | - |" in vspo  # the cut share after was not recorded: no half figure
+    rlaif = next(line for line in page.splitlines() if line.startswith("| rlaif |"))
+    assert "| 0 (seed 0 alone: interval over problems) |" in rlaif and "+0.000 [-0.050, +0.050] no worse" in rlaif
+    pair = next(line for line in page.splitlines() if line.startswith("| vspo after - rlaif after |"))
+    assert "-0.200 [-0.300, -0.100] behind" in pair
+    assert "| abc1234 | Test CPU, 2 cores |" in vspo
