@@ -89,6 +89,12 @@ def _machine(machine: Any) -> str:
     return ", ".join(parts + ([f"limited to {limit}"] if limit else []))
 
 
+def behaviour(settings: dict[str, Any]) -> str | None:
+    """The behaviour the file's claim is about: the first its searcher measures ([set.searcher] behaviours)."""
+    named = str((settings.get("set", {}).get("searcher") or {}).get("behaviours") or "")
+    return next((b.strip() for b in named.split(",") if b.strip()), None)
+
+
 def record(file: Path, size: str, runs_root: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         said: list[str] = []
@@ -101,6 +107,7 @@ def record(file: Path, size: str, runs_root: Path) -> dict[str, Any]:
         "experiment": file.stem,
         "file": str(file),
         "claim": claim(file),
+        "behaviour": behaviour(tomllib.loads(file.read_text(encoding="utf-8"))),
         "size": size,
         "command": f"harness run --config {file}" + ("" if size == "cpu" else f" --size {size}"),
         "report": f"harness report {runs_root}",

@@ -486,7 +486,10 @@ def _shift(metric: dict[str, Any] | None, ahead: str, behind: str) -> str:
 
 
 def _behaviour_metrics(data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The grid's held-out evaluator and training scorer metric names (heldout/<b>, behaviour/<b>)."""
+    """The grid's held-out evaluator and training scorer metric names (heldout/<b>, behaviour/<b>): the behaviour
+    the record names (the file's first measured), else the first the figures have."""
+    if data.get("behaviour"):
+        return f"heldout/{data['behaviour']}", f"behaviour/{data['behaviour']}"
     names = {n for entry in data.get("over_seeds", []) + data.get("differences", []) for n in entry["metrics"]}
     heldout = next((n for n in sorted(names) if n.startswith("heldout/")), None)
     trained = next((n for n in sorted(names) if n.startswith("behaviour/")), None)
@@ -575,7 +578,9 @@ def experiments_page(results: Path = RESULTS) -> str:
     for name in dict.fromkeys(r.cells["experiment"] for r in current):
         mine = [r for r in current if r.cells["experiment"] == name]
         data = _load(results / mine[0].record)
-        body += ["", f"## {name}", "", f"Claim: {data.get('claim', NOT_RECORDED)}", "", "```bash"]
+        heldout, trained = _behaviour_metrics(data)
+        body += ["", f"## {name}", "", f"Claim: {data.get('claim', NOT_RECORDED)}", ""]
+        body += [f"Behaviour columns: `{heldout}` (held-out evaluator), `{trained}` (training scorer).", "", "```bash"]
         record = f"python bench/record_experiment.py {data['file']} --json bench/results/{mine[0].record}"
         body += [data["command"], f"{data['report']} --out reports/{name}", record, "```", ""]
         if data.get("skipped"):
