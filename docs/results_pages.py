@@ -590,6 +590,9 @@ def experiments_page(results: Path = RESULTS) -> str:
         body += ["After - before, per arm:", "", table(arms, EXPERIMENT_COLUMNS)]
         if pairs:
             body += ["", "Arm - arm on the same problems, after training:", "", table(pairs, DIFFERENCE_COLUMNS)]
+        if data.get("warnings"):  # what the runs' own health checks said: a figure can look fine while its run warns
+            body += ["", "What the runs warned:", ""]
+            body += [f"- `{w['run']}`: {w['warning']}" for w in data["warnings"]]
     return _page(topic.title, body)
 
 

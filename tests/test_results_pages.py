@@ -265,6 +265,7 @@ def test_an_experiment_record_reads_each_arm_over_seeds_and_arm_against_arm(tmp_
             }
         ],
     }
+    record["warnings"] = [{"run": "math-vspo-seed1", "warning": "the trained policy scored lower on behaviour/x"}]
     (tmp_path / "experiment_vspo_robustness.json").write_text(json.dumps(record))
     page = results_pages.render_all(results=tmp_path)["docs/results/experiments.md"]
     vspo = next(line for line in page.splitlines() if line.startswith("| vspo |"))
@@ -280,3 +281,4 @@ def test_an_experiment_record_reads_each_arm_over_seeds_and_arm_against_arm(tmp_
     pair = next(line for line in page.splitlines() if line.startswith("| vspo after - rlaif after |"))
     assert "-0.200 [-0.300, -0.100] behind" in pair
     assert "| abc1234 | Test CPU, 2 cores |" in vspo
+    assert "- `math-vspo-seed1`: the trained policy scored lower on behaviour/x" in page  # the runs' own warnings
