@@ -49,7 +49,7 @@ def claim(file: Path) -> str:
     return " ".join(lines)
 
 
-def arm_records(rows: list[dict[str, Any]], runs_root: Path) -> list[dict[str, Any]]:
+def arm_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per arm, from the report's rows ("after" rows carry the arm) and each run's samples."""
     by_arm: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -101,7 +101,7 @@ def record(file: Path, size: str, runs_root: Path) -> dict[str, Any]:
         build_report([runs_root], Path(tmp) / "report", echo=said.append)
         skipped = [line for line in said if line.startswith("skipped")]
         board = json.loads((Path(tmp) / "report" / "leaderboard.json").read_text(encoding="utf-8"))
-    arms = arm_records(board["rows"], runs_root)
+    arms = arm_records(board["rows"])
     versions = sorted({v for a in arms for v in a["task_versions"] if v})
     return {
         "experiment": file.stem,

@@ -485,6 +485,12 @@ def _shift(metric: dict[str, Any] | None, ahead: str, behind: str) -> str:
     return f"{value:+.3f} [{low:+.3f}, {high:+.3f}] {reads}"
 
 
+def _readings(metrics: dict[str, Any], heldout: str | None, trained: str | None, ahead: str, behind: str) -> dict:
+    """The three read columns of a change: the held-out evaluator, the training scorer and pass@1."""
+    names = {"held-out evaluator": heldout, "training scorer": trained, "pass@1": "pass@1"}
+    return {column: _shift(metrics.get(name) if name else None, ahead, behind) for column, name in names.items()}
+
+
 def _behaviour_metrics(data: dict[str, Any]) -> tuple[str | None, str | None]:
     """The grid's held-out evaluator and training scorer metric names (heldout/<b>, behaviour/<b>): the behaviour
     the record names (the file's first measured), else the first the figures have."""
@@ -538,9 +544,7 @@ def experiment_rows(results: Path) -> list[Row]:
                 "tokens per candidate": ", ".join(arm["candidate_tokens"]) or "-",
                 "mean tokens": moved("mean_tokens", 1),
                 "cut at the limit": moved("cut_at_limit", 2),
-                "held-out evaluator": _shift(change.get(heldout), "up", "down"),
-                "training scorer": _shift(change.get(trained), "up", "down"),
-                "pass@1": _shift(change.get("pass@1"), "up", "down"),
+                **_readings(change, heldout, trained, "up", "down"),
             }
             rows.append(_record_row(path, data, data.get("task") or "math", cells, seed=seeds))
         for entry in data.get("over_seeds", []):
@@ -551,9 +555,7 @@ def experiment_rows(results: Path) -> list[Row]:
                 "experiment": data["experiment"],
                 "comparison": entry["label"],
                 "seeds": ", ".join(str(s) for s in entry["seeds"]),
-                "held-out evaluator": _shift(entry["metrics"].get(heldout), "ahead", "behind"),
-                "training scorer": _shift(entry["metrics"].get(trained), "ahead", "behind"),
-                "pass@1": _shift(entry["metrics"].get("pass@1"), "ahead", "behind"),
+                **_readings(entry["metrics"], heldout, trained, "ahead", "behind"),
             }
             rows.append(_record_row(path, data, data.get("task") or "math", cells, seed=seeds))
     return rows
